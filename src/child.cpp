@@ -1,0 +1,125 @@
+#include "child.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+
+#include "caps.hpp"
+#include "limits.hpp"
+#include "mounts.hpp"
+#include "net.hpp"
+#include "pid1.hpp"
+#include "report.hpp"
+
+namespace pysandbox {
+namespace {
+
+int step_die_with_supervisor(ChildContext& ctx) noexcept {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+        return step_fail(ctx, "prctl(PR_SET_PDEATHSIG, SIGKILL)");
+    return 0;
+}
+
+// Blocks until the supervisor has written uid_map/gid_map. EOF instead of the go byte means the
+// supervisor died before PR_SET_PDEATHSIG could fire for it.
+int step_wait_for_id_maps(ChildContext& ctx) noexcept {
+    char go = 0;
+    ssize_t n;
+    while ((n = ::read(ctx.fds.release_read, &go, 1)) < 0 && errno == EINTR) {
+    }
+    ::close(ctx.fds.release_read);
+    if (n != 1) {
+        errno = n < 0 ? errno : ECHILD;
+        return step_fail(ctx, "read(release pipe): supervisor gone before the id maps");
+    }
+    return 0;
+}
+
+int step_new_session(ChildContext& ctx) noexcept {
+    if (::setsid() < 0) return step_fail(ctx, "setsid()");
+    return 0;
+}
+
+// Only stdin, stdout, stderr (the supervisor's pipes) and the report pipe stay open: whatever the
+// caller leaked into pysandbox does not reach the script.
+int step_close_fds(ChildContext& ctx) noexcept {
+    const ChildFds& fds = ctx.fds;
+    if (::dup2(fds.stdin_read, STDIN_FILENO) < 0 || ::dup2(fds.stdout_write, STDOUT_FILENO) < 0 ||
+        ::dup2(fds.stderr_write, STDERR_FILENO) < 0)
+        return step_fail(ctx, "dup2(stdio pipes -> 0, 1, 2)");
+    if (fds.report_write != kReportFd && ::dup3(fds.report_write, kReportFd, O_CLOEXEC) < 0)
+        return step_fail(ctx, "dup3(report pipe -> %d)", kReportFd);
+    if (::close_range(kReportFd + 1, ~0U, 0) != 0)
+        return step_fail(ctx, "close_range(%d, ~0)", kReportFd + 1);
+    ctx.report_fd = kReportFd;
+    return 0;
+}
+
+// The order is DESIGN.md's. Every step below a line needs what the steps above it set up.
+constexpr Step kSteps[] = {
+    {"die with the supervisor", step_die_with_supervisor},
+    {"wait for the id maps", step_wait_for_id_maps},
+    // Everything after runs as the sandbox uid, still with every capability in the new namespace.
+    {"switch to the sandbox ids", caps::step_switch_ids},
+    {"make mounts private", mounts::step_make_mounts_private},
+    {"mount the staging root", mounts::step_mount_staging_root},
+    {"bind host paths read-only", mounts::step_bind_host_paths},
+    {"write synthetic files", mounts::step_write_files},
+    {"populate /dev", mounts::step_populate_dev},
+    {"mount /tmp", mounts::step_mount_tmp},
+    {"mount /proc", mounts::step_mount_proc},
+    {"pivot into the new root", mounts::step_pivot_root},
+    {"seal the root read-only", mounts::step_seal_root},
+    {"set the hostname", net::step_set_hostname},
+    {"configure the network", net::step_configure_network},
+    {"start a new session", step_new_session},
+    {"close inherited fds", step_close_fds},
+    {"set resource limits", limits::step_set_rlimits},
+    // Privileges go last: every step above needs CAP_SYS_ADMIN in the namespace.
+    {"set no_new_privs", caps::step_set_no_new_privs},
+    {"drop capabilities", caps::step_drop_capabilities},
+};
+
+[[noreturn]] void report_failure(const ChildContext& ctx, int step, int error) noexcept {
+    Report report{};
+    report.kind = ReportKind::setup_failed;
+    report.step = step;
+    report.error = -error;
+    std::memcpy(report.detail, ctx.detail, sizeof report.detail);
+    while (::write(ctx.report_fd, &report, sizeof report) < 0 && errno == EINTR) {
+    }
+    ::_exit(125);
+}
+
+}  // namespace
+
+int step_fail(ChildContext& ctx, const char* format, ...) noexcept {
+    const int saved = errno;
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(ctx.detail, sizeof ctx.detail, format, args);
+    va_end(args);
+    return -(saved != 0 ? saved : EINVAL);
+}
+
+const char* child_step_name(int index) noexcept {
+    if (index < 0 || index >= static_cast<int>(std::size(kSteps))) return "start the sandbox";
+    return kSteps[index].name;
+}
+
+void run_child(const Plan& plan, const ChildFds& fds) noexcept {
+    ChildContext ctx{plan, fds, fds.report_write};
+    for (int i = 0; i < static_cast<int>(std::size(kSteps)); ++i) {
+        errno = 0;
+        if (int rc = kSteps[i].run(ctx); rc != 0) report_failure(ctx, i, rc);
+    }
+    pid1::run_init(ctx);
+}
+
+}  // namespace pysandbox

@@ -1,0 +1,49 @@
+#pragma once
+// The inside of the sandbox before the interpreter starts: one ordered table of steps (child.cpp).
+// Every step is noexcept and returns 0 or -errno; the first failure is reported to the supervisor
+// and the child exits. Nothing here throws or decides; the Plan has decided.
+
+#include <cstdarg>
+#include <cstddef>
+
+#include "plan.hpp"
+
+namespace pysandbox {
+
+struct ChildFds {
+    int release_read;   // EOF or one byte from the supervisor: the id maps are written
+    int report_write;   // Report records to the supervisor
+    int stdin_read;
+    int stdout_write;
+    int stderr_write;
+};
+
+// Everything a step may touch. `detail` receives the failing call with its arguments.
+struct ChildContext {
+    const Plan& plan;
+    ChildFds fds;
+    int report_fd;  // where the report pipe is now (kReportFd once the other fds are closed)
+    char detail[256] = {};
+};
+
+using StepFn = int (*)(ChildContext&) noexcept;
+
+struct Step {
+    const char* name;
+    StepFn run;
+};
+
+// Records the failing call (printf-style) in ctx.detail and returns -errno (errno as it was).
+int step_fail(ChildContext& ctx, const char* format, ...) noexcept
+    __attribute__((format(printf, 2, 3)));
+
+// The step table's names, for the supervisor's messages.
+const char* child_step_name(int index) noexcept;
+
+// Runs the step table, then becomes the sandbox's init. Never returns.
+[[noreturn]] void run_child(const Plan& plan, const ChildFds& fds) noexcept;
+
+// The file descriptor the report pipe occupies once every other descriptor is closed.
+inline constexpr int kReportFd = 3;
+
+}  // namespace pysandbox

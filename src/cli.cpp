@@ -1,0 +1,81 @@
+#include "cli.hpp"
+
+#include <algorithm>
+
+#include "version.hpp"
+
+namespace pysandbox {
+namespace {
+
+void add_run_command(CLI::App& app, Invocation& out) {
+    CLI::App* run = app.add_subcommand("run", "Run a Python script inside the sandbox");
+    RunOptions& o = out.run;
+    run->add_option("-p,--profile", o.profile, "Profile name, or a path containing '/'")
+        ->type_name("PROFILE");
+    run->add_option("--timeout", o.timeout, "Wall-clock limit, e.g. 5s, 250ms, 2m (exit 124)")
+        ->type_name("DUR");
+    run->add_option("--cpu-time", o.cpu_time, "CPU time limit, e.g. 10s")->type_name("DUR");
+    run->add_option("--memory", o.memory, "Memory limit, e.g. 256MiB, 1G")->type_name("SIZE");
+    run->add_option("--max-procs", o.max_procs, "Processes and threads, together")
+        ->type_name("N");
+    run->add_option("--tmp-size", o.tmp_size, "Size of the writable /tmp")->type_name("SIZE");
+    run->add_option("--output-limit", o.output_limit, "Bytes of stdout+stderr kept")
+        ->type_name("SIZE");
+    run->add_option("--net", o.net, "Network: none or loopback")
+        ->type_name("MODE")
+        ->check(CLI::IsMember({"none", "loopback", "proxy"}));
+    run->add_option("--env", o.env, "Set NAME=VALUE inside, or pass NAME from the host")
+        ->type_name("NAME[=VALUE]")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    run->add_option("-c", o.code, "Run CODE instead of a script file")->type_name("CODE");
+    run->add_flag("-v,--verbose", o.verbose, "Say what the sandbox does, step by step");
+    run->add_option("script", o.script, "The script; '-' reads the program from stdin")
+        ->type_name("SCRIPT");
+    run->callback([&out] { out.command = Command::run; });
+    run->footer("Arguments after -- are passed to the script as sys.argv[1:].");
+}
+
+void add_profile_command(CLI::App& app, Invocation& out) {
+    CLI::App* profile = app.add_subcommand("profile", "List or show profiles");
+    profile->require_subcommand(1);
+    CLI::App* list = profile->add_subcommand("list", "List the profiles that can be named");
+    list->callback([&out] { out.command = Command::profile_list; });
+    CLI::App* show = profile->add_subcommand("show", "Print a profile, fully resolved, as TOML");
+    show->add_option("name", out.profile.name, "Profile name or path")
+        ->required()
+        ->type_name("PROFILE");
+    show->callback([&out] { out.command = Command::profile_show; });
+}
+
+}  // namespace
+
+std::unique_ptr<CLI::App> build_cli(Invocation& out) {
+    auto app = std::make_unique<CLI::App>(
+        "Run untrusted Python in a locked-down Linux sandbox", "pysandbox");
+    app->set_version_flag("--version", std::string("pysandbox ") + kVersion);
+    app->require_subcommand(1);
+    add_run_command(*app, out);
+    add_profile_command(*app, out);
+    return app;
+}
+
+SplitArgs split_at_double_dash(int argc, const char* const* argv) {
+    SplitArgs split;
+    int i = 1;
+    for (; i < argc && std::string_view(argv[i]) != "--"; ++i) split.head.emplace_back(argv[i]);
+    for (++i; i < argc; ++i) split.script_args.emplace_back(argv[i]);
+    std::reverse(split.head.begin(), split.head.end());
+    return split;
+}
+
+Invocation parse_command_line(int argc, const char* const* argv) {
+    Invocation invocation;
+    auto app = build_cli(invocation);
+    SplitArgs split = split_at_double_dash(argc, argv);
+    app->parse(split.head);
+    invocation.run.args = std::move(split.script_args);
+    return invocation;
+}
+
+}  // namespace pysandbox

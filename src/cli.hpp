@@ -1,0 +1,57 @@
+#pragma once
+// The command line, defined once with CLI11: parsing, --help, the man page's option list and the
+// shell completions all come from build_cli().
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace pysandbox {
+
+// What `pysandbox run` was asked, unresolved: strings as typed. plan.cpp turns them into numbers
+// and paths, naming the flag when a value is wrong.
+struct RunOptions {
+    std::string profile = "default";
+    std::optional<std::string> timeout;
+    std::optional<std::string> cpu_time;
+    std::optional<std::string> memory;
+    std::optional<std::uint64_t> max_procs;
+    std::optional<std::string> tmp_size;
+    std::optional<std::string> output_limit;
+    std::optional<std::string> net;
+    std::vector<std::string> env;
+    std::optional<std::string> code;  // -c CODE
+    std::string script;               // path, or "-" for stdin; empty with -c
+    std::vector<std::string> args;    // everything after "--"
+    int verbose = 0;
+};
+
+struct ProfileOptions {
+    std::string name;
+};
+
+enum class Command { none, run, profile_list, profile_show };
+
+struct Invocation {
+    Command command = Command::none;
+    RunOptions run;
+    ProfileOptions profile;
+};
+
+// The CLI11 app bound to `out`. Call parse() on it, then read `out.command`.
+std::unique_ptr<CLI::App> build_cli(Invocation& out);
+
+// argv split at the first "--": CLI11 parses the head, the tail goes verbatim to the script.
+struct SplitArgs {
+    std::vector<std::string> head;  // without argv[0], reversed as CLI11's parse(vector) wants
+    std::vector<std::string> script_args;
+};
+SplitArgs split_at_double_dash(int argc, const char* const* argv);
+
+// Parses argv into an Invocation. Throws CLI::ParseError (help, version and errors alike).
+Invocation parse_command_line(int argc, const char* const* argv);
+
+}  // namespace pysandbox

@@ -1,0 +1,131 @@
+// pysandbox: run an untrusted Python program in a locked-down Linux sandbox.
+// This is the only place that catches: every error becomes one line on stderr and an exit code.
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include "cli.hpp"
+#include "errors.hpp"
+#include "exit_codes.hpp"
+#include "plan.hpp"
+#include "profile.hpp"
+#include "result.hpp"
+#include "supervisor.hpp"
+#include "units.hpp"
+
+extern char** environ;
+
+namespace pysandbox {
+namespace {
+
+// A pipe created later must never land on 0, 1 or 2 because the caller closed one of them.
+void ensure_standard_fds() {
+    for (int fd = 0; fd <= 2; ++fd)
+        if (::fcntl(fd, F_GETFD) < 0) ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+}
+
+std::vector<std::string> host_environment() {
+    std::vector<std::string> env;
+    for (char** entry = environ; *entry != nullptr; ++entry) env.emplace_back(*entry);
+    return env;
+}
+
+void say(const std::string& line) { std::cerr << "pysandbox: " << line << std::endl; }
+
+void describe_plan(const Plan& plan) {
+    const Limits& limits = plan.profile.limits;
+    std::string sources;
+    for (const auto& source : plan.profile.sources) sources += " " + source.string();
+    say("profile " + plan.profile.name + " (" + sources.substr(sources.empty() ? 0 : 1) + ")");
+    say("limits: wall " + units::format_duration(limits.wall_time) + ", cpu " +
+        units::format_duration(limits.cpu_time) + ", memory " + units::format_size(limits.memory) +
+        ", procs " + std::to_string(limits.max_procs) + ", /tmp " +
+        units::format_size(limits.tmp_size));
+    say("network: " + std::string(to_string(plan.profile.net_mode)));
+    std::string binds;
+    for (const auto& bind : plan.ro_binds) binds += " " + bind.source;
+    say("read-only:" + binds);
+    say("runs as host uid " + std::to_string(plan.ids.outer_uid));
+}
+
+int run(const RunOptions& options) {
+    Profile profile = load_profile(options.profile, profile_search_dirs());
+    std::unique_ptr<const Plan> plan = make_plan(std::move(profile), options, host_environment());
+    if (plan->verbose) describe_plan(*plan);
+    Outcome outcome = run_sandbox(*plan);
+    if (plan->verbose)
+        say("setup " + std::to_string(outcome.setup.count()) + " ms, script " +
+            std::to_string(outcome.wall.count()) + " ms wall, " + std::to_string(outcome.cpu_ms) +
+            " ms cpu, " + std::to_string(outcome.max_rss_kib) + " KiB max rss");
+    if (std::string summary = human_summary(*plan, outcome); !summary.empty()) say(summary);
+    return exit_codes::for_outcome(outcome);
+}
+
+int profile_list() {
+    for (const auto& [name, file] : list_profiles(profile_search_dirs())) {
+        std::string description;
+        try {
+            description = load_profile(file.string(), profile_search_dirs()).description;
+        } catch (const ProfileError& e) {
+            description = std::string("(invalid: ") + e.what() + ")";
+        }
+        std::cout << name << "\t" << description << "\n";
+    }
+    return 0;
+}
+
+int profile_show(const std::string& name) {
+    Profile profile = load_profile(name, profile_search_dirs());
+    std::cout << "# " << profile.name << ", from:";
+    for (const auto& source : profile.sources) std::cout << " " << source.string();
+    std::cout << "\n" << to_toml(profile);
+    return 0;
+}
+
+int dispatch(const Invocation& invocation) {
+    switch (invocation.command) {
+        case Command::run: return run(invocation.run);
+        case Command::profile_list: return profile_list();
+        case Command::profile_show: return profile_show(invocation.profile.name);
+        case Command::none: break;
+    }
+    throw UsageError("no command given; see pysandbox --help");
+}
+
+}  // namespace
+}  // namespace pysandbox
+
+int main(int argc, char** argv) {
+    using namespace pysandbox;
+    ensure_standard_fds();
+    ::signal(SIGPIPE, SIG_IGN);  // a closed stdout is an EPIPE to handle, not a death
+
+    Invocation invocation;
+    auto app = build_cli(invocation);
+    SplitArgs split = split_at_double_dash(argc, argv);
+    try {
+        app->parse(split.head);
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0) return app->exit(e);  // --help, --version
+        std::cerr << "pysandbox: error: " << e.what() << "\n"
+                  << "Run 'pysandbox --help' for usage.\n";
+        return exit_codes::kSandboxError;
+    }
+    invocation.run.args = std::move(split.script_args);
+
+    try {
+        return dispatch(invocation);
+    } catch (const UsageError& e) {
+        std::cerr << "pysandbox: error: " << e.what() << "\n";
+    } catch (const ProfileError& e) {
+        std::cerr << "pysandbox: profile error: " << e.what() << "\n";
+    } catch (const SysError& e) {
+        std::cerr << "pysandbox: error: " << e.what() << "\n";
+    } catch (const std::exception& e) {
+        std::cerr << "pysandbox: internal error: " << e.what() << "\n";
+    }
+    return exit_codes::kSandboxError;
+}

@@ -1,0 +1,23 @@
+#pragma once
+// The sandbox's filesystem: a tmpfs root holding read-only binds of the profile's host paths, a
+// minimal /dev, synthetic /etc files, a size-capped writable /tmp, and a fresh /proc.
+
+#include "child.hpp"
+
+namespace pysandbox::mounts {
+
+// Where the new root is assembled before pivot_root. Every bind source is an absolute host path
+// outside /tmp (plan.cpp rejects /tmp), so covering the host's /tmp hides nothing that is needed.
+inline constexpr const char* kStagingRoot = "/tmp";
+
+int step_make_mounts_private(ChildContext& ctx) noexcept;
+int step_mount_staging_root(ChildContext& ctx) noexcept;
+int step_bind_host_paths(ChildContext& ctx) noexcept;
+int step_write_files(ChildContext& ctx) noexcept;
+int step_populate_dev(ChildContext& ctx) noexcept;
+int step_mount_tmp(ChildContext& ctx) noexcept;
+int step_mount_proc(ChildContext& ctx) noexcept;
+int step_pivot_root(ChildContext& ctx) noexcept;
+int step_seal_root(ChildContext& ctx) noexcept;
+
+}  // namespace pysandbox::mounts

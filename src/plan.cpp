@@ -1,0 +1,244 @@
+#include "plan.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "errors.hpp"
+#include "units.hpp"
+
+namespace pysandbox {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr uid_t kOverflowId = 65534;  // "nobody": what root's sandboxes run as on the host
+constexpr std::uintmax_t kMaxScriptBytes = 16 << 20;
+constexpr const char* kScriptDir = "/sandbox";
+
+template <typename Parse>
+auto parse_flag(const char* flag, const std::string& text, Parse parse) {
+    try {
+        return parse(text);
+    } catch (const std::invalid_argument& e) {
+        throw UsageError(std::string(flag) + ": " + e.what());
+    }
+}
+
+bool is_reserved(const std::string& path) {
+    for (std::string_view reserved : {"/tmp", "/proc", "/dev", "/sandbox"})
+        if (path == reserved || path.starts_with(std::string(reserved) + "/")) return true;
+    return path == "/";
+}
+
+void add_ro_paths(const Profile& profile, Plan& plan) {
+    std::vector<std::string> paths = profile.ro_paths;
+    std::sort(paths.begin(), paths.end());  // parents before children
+    for (const auto& raw : paths) {
+        fs::path path = fs::path(raw).lexically_normal();
+        std::string text = path.string();
+        if (!path.is_absolute() || text.find("..") != std::string::npos)
+            throw ProfileError("filesystem.ro: \"" + raw + "\" must be an absolute path");
+        if (text.size() > 1 && text.back() == '/') text.pop_back();
+        if (is_reserved(text))
+            throw ProfileError("filesystem.ro: \"" + raw +
+                               "\" is reserved (/, /tmp, /proc, /dev and /sandbox are the "
+                               "sandbox's own)");
+        struct stat st {};
+        if (::lstat(text.c_str(), &st) != 0) continue;  // optional: /lib64 is not everywhere
+        if (S_ISLNK(st.st_mode)) {
+            plan.symlinks.push_back({text, fs::read_symlink(text).string()});
+        } else if (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) {
+            plan.ro_binds.push_back({text, S_ISDIR(st.st_mode)});
+        } else {
+            throw ProfileError("filesystem.ro: \"" + raw +
+                               "\" is neither a directory nor a regular file");
+        }
+    }
+}
+
+std::string read_script(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0)
+        throw UsageError("script " + path + ": " + std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) throw UsageError("script " + path + ": is a directory");
+    if (!S_ISREG(st.st_mode)) throw UsageError("script " + path + ": not a regular file");
+    if (static_cast<std::uintmax_t>(st.st_size) > kMaxScriptBytes)
+        throw UsageError("script " + path + ": larger than 16 MiB");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw UsageError("script " + path + ": " + std::strerror(errno));
+    std::ostringstream content;
+    content << in.rdbuf();
+    return content.str();
+}
+
+std::string read_all_stdin() {
+    std::string text;
+    char buffer[65536];
+    for (;;) {
+        ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw SysError("read(stdin)", errno);
+        if (n == 0) break;
+        text.append(buffer, static_cast<std::size_t>(n));
+        if (text.size() > kMaxScriptBytes) throw UsageError("program on stdin: larger than 16 MiB");
+    }
+    return text;
+}
+
+void add_program(const RunOptions& options, Plan& plan) {
+    plan.argv.push_back(plan.interpreter);
+    for (const auto& arg : plan.profile.interpreter_args) plan.argv.push_back(arg);
+    if (options.code) {
+        if (!options.script.empty())
+            throw UsageError("-c and SCRIPT both given (\"" + options.script +
+                             "\"); put script arguments after --");
+        plan.argv.push_back("-c");
+        plan.argv.push_back(*options.code);
+        plan.script_label = "-c";
+    } else if (options.script == "-") {
+        plan.stdin_program = read_all_stdin();
+        plan.argv.push_back("-");
+        plan.script_label = "-";
+    } else if (!options.script.empty()) {
+        std::string name = fs::path(options.script).filename().string();
+        std::string inside = std::string(kScriptDir) + "/" + name;
+        plan.files.push_back({inside, read_script(options.script), 0444});
+        plan.argv.push_back(inside);
+        plan.script_label = options.script;
+    } else {
+        throw UsageError("run: a SCRIPT, -c CODE or - (program on stdin) is required");
+    }
+    for (const auto& arg : options.args) plan.argv.push_back(arg);
+}
+
+void add_environment(const RunOptions& options, const std::vector<std::string>& host_env,
+                     Plan& plan) {
+    std::map<std::string, std::string> host;
+    for (const auto& entry : host_env)
+        if (auto eq = entry.find('='); eq != std::string::npos)
+            host.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+
+    std::map<std::string, std::string> env = plan.profile.env_set;
+    auto pass = [&](const std::string& name) {
+        if (auto it = host.find(name); it != host.end()) env[name] = it->second;
+    };
+    for (const auto& name : plan.profile.env_pass) pass(name);
+    // A terminal reader sees output as it is printed, as with python3 at a terminal.
+    if (::isatty(STDOUT_FILENO) && !env.contains("PYTHONUNBUFFERED")) env["PYTHONUNBUFFERED"] = "1";
+    for (const auto& spec : options.env) {
+        auto eq = spec.find('=');
+        std::string name = spec.substr(0, eq);
+        if (name.empty() || name.find_first_of(" \t\n") != std::string::npos)
+            throw UsageError("--env: invalid variable name in \"" + spec + "\"");
+        if (eq == std::string::npos)
+            pass(name);
+        else
+            env[name] = spec.substr(eq + 1);
+    }
+    for (const auto& [name, value] : env) plan.envp.push_back(name + "=" + value);
+}
+
+void add_identity_files(Plan& plan) {
+    const std::string uid = std::to_string(plan.ids.inner_uid);
+    const std::string gid = std::to_string(plan.ids.inner_gid);
+    plan.files.push_back({"/etc/passwd",
+                          "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+                          "sandbox:x:" + uid + ":" + gid + ":sandbox:/tmp:/usr/sbin/nologin\n"
+                          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                          0444});
+    plan.files.push_back(
+        {"/etc/group", "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n", 0444});
+    plan.files.push_back({"/etc/hosts", "127.0.0.1 localhost " + plan.hostname + "\n::1 localhost\n",
+                          0444});
+    plan.files.push_back({"/etc/hostname", plan.hostname + "\n", 0444});
+}
+
+void add_rlimits(const Limits& limits, Plan& plan) {
+    auto cpu_seconds = static_cast<rlim_t>(std::ceil(limits.cpu_time.count() / 1000.0));
+    plan.rlimits = {
+        {RLIMIT_AS, limits.memory, limits.memory},
+        {RLIMIT_DATA, limits.memory, limits.memory},
+        {RLIMIT_CPU, cpu_seconds, cpu_seconds + 1},  // SIGXCPU first, SIGKILL a second later
+        {RLIMIT_NPROC, limits.max_procs, limits.max_procs},
+        {RLIMIT_NOFILE, limits.open_files, limits.open_files},
+        {RLIMIT_FSIZE, limits.file_size, limits.file_size},
+        {RLIMIT_CORE, 0, 0},
+        {RLIMIT_MEMLOCK, 0, 0},
+        {RLIMIT_MSGQUEUE, 0, 0},
+    };
+}
+
+}  // namespace
+
+void apply_overrides(Profile& profile, const RunOptions& options) {
+    Limits& limits = profile.limits;
+    if (options.timeout) limits.wall_time = parse_flag("--timeout", *options.timeout, units::parse_duration);
+    if (options.cpu_time) limits.cpu_time = parse_flag("--cpu-time", *options.cpu_time, units::parse_duration);
+    if (options.memory) limits.memory = parse_flag("--memory", *options.memory, units::parse_size);
+    if (options.tmp_size) limits.tmp_size = parse_flag("--tmp-size", *options.tmp_size, units::parse_size);
+    if (options.output_limit)
+        limits.output_limit = parse_flag("--output-limit", *options.output_limit, units::parse_size);
+    if (options.max_procs) {
+        if (*options.max_procs < 1) throw UsageError("--max-procs: must be at least 1");
+        limits.max_procs = *options.max_procs;
+    }
+    if (options.net) {
+        if (*options.net == "proxy")
+            throw UsageError("--net proxy: not available in this version; use none or loopback");
+        profile.net_mode = *options.net == "loopback" ? NetMode::loopback : NetMode::none;
+    }
+    if (limits.wall_time.count() <= 0) throw UsageError("--timeout: must be more than 0");
+    if (limits.cpu_time.count() <= 0) throw UsageError("--cpu-time: must be more than 0");
+    if (limits.memory < (16ULL << 20)) throw UsageError("--memory: at least 16MiB is needed");
+    if (limits.tmp_size < 4096) throw UsageError("--tmp-size: at least 4KiB is needed");
+}
+
+std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options,
+                                      const std::vector<std::string>& host_env) {
+    apply_overrides(profile, options);
+    if (profile.net_mode == NetMode::proxy)
+        throw ProfileError("network.mode = \"proxy\" is not available in this version");
+
+    auto plan = std::make_unique<Plan>();
+    plan->profile = std::move(profile);
+    plan->verbose = options.verbose;
+    plan->interpreter = plan->profile.interpreter;
+    if (!fs::path(plan->interpreter).is_absolute())
+        throw ProfileError("python.interpreter: \"" + plan->interpreter +
+                           "\" must be an absolute path");
+
+    plan->ids.privileged = ::geteuid() == 0;
+    plan->ids.outer_uid = plan->ids.privileged ? kOverflowId : ::geteuid();
+    plan->ids.outer_gid = plan->ids.privileged ? kOverflowId : ::getegid();
+
+    add_ro_paths(plan->profile, *plan);
+    plan->devices = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"};
+    plan->proc_masked = {"/proc/kcore",       "/proc/kallsyms",   "/proc/keys",
+                         "/proc/timer_list",  "/proc/sched_debug", "/proc/latency_stats",
+                         "/proc/sysrq-trigger", "/proc/kmsg",     "/proc/acpi",
+                         "/proc/scsi",        "/proc/firmware",   "/proc/interrupts"};
+    plan->proc_readonly = {"/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"};
+    plan->tmp_mount_options = "size=" + std::to_string(plan->profile.limits.tmp_size) +
+                              ",nr_inodes=65536,mode=0755,uid=" +
+                              std::to_string(plan->ids.inner_uid) +
+                              ",gid=" + std::to_string(plan->ids.inner_gid);
+    add_identity_files(*plan);
+    add_program(options, *plan);
+    add_environment(options, host_env, *plan);
+    add_rlimits(plan->profile.limits, *plan);
+
+    for (const auto& arg : plan->argv) plan->argv_ptrs.push_back(arg.c_str());
+    plan->argv_ptrs.push_back(nullptr);
+    for (const auto& var : plan->envp) plan->envp_ptrs.push_back(var.c_str());
+    plan->envp_ptrs.push_back(nullptr);
+    return plan;
+}
+
+}  // namespace pysandbox

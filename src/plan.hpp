@@ -1,0 +1,92 @@
+#pragma once
+// Profile + command line -> Plan: everything the child will do, decided before clone(). Every path
+// is resolved, every limit is a number, every string the child needs is built. The child reads the
+// Plan and never parses or decides anything.
+
+#include <sys/resource.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "profile.hpp"
+
+namespace pysandbox {
+
+// A host path bound read-only at the same place inside.
+struct BindMount {
+    std::string source;  // absolute host path (directory or file)
+    bool is_directory = true;
+};
+
+// A symlink recreated inside (merged-/usr systems have /bin -> usr/bin).
+struct Symlink {
+    std::string path;    // absolute inside
+    std::string target;  // link text, as on the host
+};
+
+// A small file written into the read-only root (synthetic /etc files, the script).
+struct GeneratedFile {
+    std::string path;  // absolute inside
+    std::string content;
+    mode_t mode = 0444;
+};
+
+struct Rlimit {
+    int resource;
+    rlim_t soft;
+    rlim_t hard;
+};
+
+struct IdMap {
+    uid_t inner_uid = 1000;
+    gid_t inner_gid = 1000;
+    uid_t outer_uid = 0;  // the host uid the script runs as
+    gid_t outer_gid = 0;
+    bool privileged = false;  // invoked as root: map to an unprivileged uid, clear groups
+};
+
+struct Plan {
+    Profile profile;  // the resolved profile after flags were applied
+    IdMap ids;
+
+    // Filesystem, in the order it is built.
+    std::vector<BindMount> ro_binds;
+    std::vector<Symlink> symlinks;
+    std::vector<GeneratedFile> files;
+    std::vector<std::string> devices;      // host device nodes bound into /dev
+    std::vector<std::string> proc_masked;  // /proc entries hidden behind /dev/null or empty tmpfs
+    std::vector<std::string> proc_readonly;
+    std::string tmp_mount_options;  // for the writable /tmp tmpfs
+    std::string workdir = "/tmp/work";
+    std::string hostname = "sandbox";
+
+    // The program.
+    std::string interpreter;
+    std::vector<std::string> argv;
+    std::vector<std::string> envp;
+    std::optional<std::string> stdin_program;  // `-`: fed to the interpreter's stdin, then EOF
+    std::string script_label;                  // for messages: the path, "-c" or "-"
+
+    std::vector<Rlimit> rlimits;
+    int verbose = 0;
+
+    // NULL-terminated views of argv/envp, built once so the child does not allocate.
+    std::vector<const char*> argv_ptrs;
+    std::vector<const char*> envp_ptrs;
+};
+
+// Applies the command line's overrides to a profile. Throws UsageError naming the flag.
+void apply_overrides(Profile& profile, const RunOptions& options);
+
+// Builds the immutable Plan. Throws UsageError (script, flags) or ProfileError. The Plan is heap
+// allocated because argv_ptrs/envp_ptrs point into it.
+std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options,
+                                      const std::vector<std::string>& host_env);
+
+}  // namespace pysandbox

@@ -1,0 +1,433 @@
+#include "profile.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <toml++/toml.h>
+
+#include "errors.hpp"
+#include "units.hpp"
+#include "version.hpp"
+
+namespace pysandbox {
+namespace fs = std::filesystem;
+namespace {
+
+// One profile key: how to validate-and-set it, and how to show it. The table below is the single
+// source for validation, `profile show`, and the profile documentation.
+struct KeySpec {
+    std::string_view path;
+    std::string_view type;
+    std::string_view doc;
+    std::function<void(const toml::node&, Profile&)> set;  // throws std::invalid_argument
+    std::function<void(const Profile&, toml::table&, const std::string&)> show;
+};
+
+std::string type_name(const toml::node& node) {
+    std::ostringstream out;
+    out << node.type();
+    return out.str();
+}
+
+const std::string& expect_string(const toml::node& node) {
+    if (!node.is_string())
+        throw std::invalid_argument("expected a string, found " + type_name(node));
+    return node.as_string()->get();
+}
+
+std::vector<std::string> expect_string_list(const toml::node& node) {
+    const toml::array* array = node.as_array();
+    if (array == nullptr)
+        throw std::invalid_argument("expected an array of strings, found " + type_name(node));
+    std::vector<std::string> out;
+    for (const toml::node& item : *array) out.push_back(expect_string(item));
+    return out;
+}
+
+toml::array to_array(const std::vector<std::string>& items) {
+    toml::array array;
+    for (const auto& item : items) array.push_back(item);
+    return array;
+}
+
+template <typename T>
+using Accessor = T& (*)(Profile&);
+
+KeySpec duration_key(std::string_view path, std::string_view doc,
+                     Accessor<std::chrono::milliseconds> field) {
+    return {path, "duration", doc,
+            [field](const toml::node& n, Profile& p) {
+                field(p) = units::parse_duration(expect_string(n));
+            },
+            [field](const Profile& p, toml::table& t, const std::string& leaf) {
+                Profile copy = p;
+                t.insert_or_assign(leaf, units::format_duration(field(copy)));
+            }};
+}
+
+KeySpec size_key(std::string_view path, std::string_view doc, Accessor<std::uint64_t> field) {
+    return {path, "size", doc,
+            [field](const toml::node& n, Profile& p) {
+                field(p) = units::parse_size(expect_string(n));
+            },
+            [field](const Profile& p, toml::table& t, const std::string& leaf) {
+                Profile copy = p;
+                t.insert_or_assign(leaf, units::format_size(field(copy)));
+            }};
+}
+
+KeySpec count_key(std::string_view path, std::string_view doc, Accessor<std::uint64_t> field) {
+    return {path, "integer", doc,
+            [field](const toml::node& n, Profile& p) {
+                auto value = n.value_exact<std::int64_t>();
+                if (!value)
+                    throw std::invalid_argument("expected an integer, found " + type_name(n));
+                if (*value < 1) throw std::invalid_argument("must be at least 1");
+                field(p) = static_cast<std::uint64_t>(*value);
+            },
+            [field](const Profile& p, toml::table& t, const std::string& leaf) {
+                Profile copy = p;
+                t.insert_or_assign(leaf, static_cast<std::int64_t>(field(copy)));
+            }};
+}
+
+KeySpec string_key(std::string_view path, std::string_view doc, Accessor<std::string> field) {
+    return {path, "string", doc,
+            [field](const toml::node& n, Profile& p) { field(p) = expect_string(n); },
+            [field](const Profile& p, toml::table& t, const std::string& leaf) {
+                Profile copy = p;
+                t.insert_or_assign(leaf, field(copy));
+            }};
+}
+
+KeySpec list_key(std::string_view path, std::string_view doc,
+                 Accessor<std::vector<std::string>> field) {
+    return {path, "array of strings", doc,
+            [field](const toml::node& n, Profile& p) { field(p) = expect_string_list(n); },
+            [field](const Profile& p, toml::table& t, const std::string& leaf) {
+                Profile copy = p;
+                t.insert_or_assign(leaf, to_array(field(copy)));
+            }};
+}
+
+NetMode parse_net_mode(const std::string& text) {
+    if (text == "none") return NetMode::none;
+    if (text == "loopback") return NetMode::loopback;
+    if (text == "proxy") return NetMode::proxy;
+    throw std::invalid_argument("expected one of \"none\", \"loopback\", \"proxy\"; found \"" +
+                                text + "\"");
+}
+
+const std::vector<KeySpec>& key_specs() {
+    static const std::vector<KeySpec> kKeys = [] {
+        std::vector<KeySpec> keys;
+        keys.push_back({"extends", "string",
+                        "Profile this one builds on: a name, or a path relative to this file.",
+                        [](const toml::node& n, Profile&) { expect_string(n); },
+                        {}});
+        keys.push_back(string_key("description", "One line saying what the profile is for.",
+                                  [](Profile& p) -> auto& { return p.description; }));
+        keys.push_back(duration_key("limits.wall_time",
+                                    "Wall-clock limit; the sandbox is killed and exits 124.",
+                                    [](Profile& p) -> auto& { return p.limits.wall_time; }));
+        keys.push_back(duration_key("limits.cpu_time", "CPU time limit of the script.",
+                                    [](Profile& p) -> auto& { return p.limits.cpu_time; }));
+        keys.push_back(size_key("limits.memory", "Memory limit (address space without cgroups).",
+                                [](Profile& p) -> auto& { return p.limits.memory; }));
+        keys.push_back(count_key("limits.max_procs", "Processes and threads, together.",
+                                 [](Profile& p) -> auto& { return p.limits.max_procs; }));
+        keys.push_back(count_key("limits.open_files", "Open file descriptors per process.",
+                                 [](Profile& p) -> auto& { return p.limits.open_files; }));
+        keys.push_back(size_key("limits.file_size", "Largest file the script may write.",
+                                [](Profile& p) -> auto& { return p.limits.file_size; }));
+        keys.push_back(size_key("limits.tmp_size", "Size of the writable /tmp.",
+                                [](Profile& p) -> auto& { return p.limits.tmp_size; }));
+        keys.push_back(size_key("limits.output_limit", "Bytes of stdout and stderr kept.",
+                                [](Profile& p) -> auto& { return p.limits.output_limit; }));
+        keys.push_back({"network.mode", "string",
+                        "\"none\" (nothing reachable), \"loopback\" (lo up inside) or \"proxy\".",
+                        [](const toml::node& n, Profile& p) {
+                            p.net_mode = parse_net_mode(expect_string(n));
+                        },
+                        [](const Profile& p, toml::table& t, const std::string& leaf) {
+                            t.insert_or_assign(leaf, std::string(to_string(p.net_mode)));
+                        }});
+        keys.push_back(list_key("network.allow", "HOST:PORT destinations the proxy lets through.",
+                                [](Profile& p) -> auto& { return p.net_allow; }));
+        keys.push_back(list_key("filesystem.ro",
+                                "Host paths bound read-only at the same place inside; missing "
+                                "ones are skipped.",
+                                [](Profile& p) -> auto& { return p.ro_paths; }));
+        keys.push_back(string_key("python.interpreter", "Absolute path of the interpreter.",
+                                  [](Profile& p) -> auto& { return p.interpreter; }));
+        keys.push_back(list_key("python.args", "Interpreter options placed before the script.",
+                                [](Profile& p) -> auto& { return p.interpreter_args; }));
+        keys.push_back({"env.set", "table of strings",
+                        "Variables set inside the sandbox (the environment starts empty).",
+                        [](const toml::node& n, Profile& p) {
+                            const toml::table* table = n.as_table();
+                            if (table == nullptr)
+                                throw std::invalid_argument("expected a table of strings, found " +
+                                                            type_name(n));
+                            for (auto&& [key, value] : *table)
+                                p.env_set[std::string(key.str())] = expect_string(value);
+                        },
+                        [](const Profile& p, toml::table& t, const std::string& leaf) {
+                            toml::table vars;
+                            for (const auto& [name, value] : p.env_set)
+                                vars.insert_or_assign(name, value);
+                            t.insert_or_assign(leaf, std::move(vars));
+                        }});
+        keys.push_back(list_key("env.pass", "Host variables copied in when set.",
+                                [](Profile& p) -> auto& { return p.env_pass; }));
+        return keys;
+    }();
+    return kKeys;
+}
+
+const KeySpec* find_key(std::string_view path) {
+    for (const auto& key : key_specs())
+        if (key.path == path) return &key;
+    return nullptr;
+}
+
+bool is_table_prefix(std::string_view path) {
+    std::string prefix = std::string(path) + ".";
+    return std::ranges::any_of(key_specs(),
+                               [&](const KeySpec& k) { return k.path.starts_with(prefix); });
+}
+
+std::string known_keys_under(std::string_view prefix) {
+    std::set<std::string> names;
+    for (const auto& key : key_specs()) {
+        std::string_view path = key.path;
+        if (!prefix.empty()) {
+            if (!path.starts_with(prefix) || path.size() <= prefix.size() ||
+                path[prefix.size()] != '.')
+                continue;
+            path.remove_prefix(prefix.size() + 1);
+        }
+        names.emplace(path.substr(0, path.find('.')));
+    }
+    std::string out;
+    for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
+    return out;
+}
+
+std::string where(const fs::path& file, const toml::source_region& region) {
+    return file.string() + ":" + std::to_string(region.begin.line) + ":" +
+           std::to_string(region.begin.column);
+}
+
+// Checks every key of one file against the key table by applying it to a scratch profile, so a
+// file is wholly valid on its own before it is merged into a chain.
+void validate(const toml::table& table, const fs::path& file, const std::string& prefix) {
+    Profile scratch;
+    for (auto&& [key, node] : table) {
+        std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+        if (const KeySpec* spec = find_key(path)) {
+            try {
+                spec->set(node, scratch);
+            } catch (const std::invalid_argument& e) {
+                throw ProfileError(where(file, node.source()) + ": " + path + ": " + e.what());
+            }
+        } else if (node.is_table() && is_table_prefix(path)) {
+            validate(*node.as_table(), file, path);
+        } else {
+            std::string known = known_keys_under(prefix);
+            throw ProfileError(where(file, key.source()) + ": " + path + ": unknown key" +
+                               (prefix.empty() ? " (known: " : " ([" + prefix + "] accepts: ") +
+                               known + ")");
+        }
+    }
+}
+
+// Tables merge key by key; anything else (lists included) is replaced by the overlay.
+void merge_into(toml::table& base, const toml::table& overlay) {
+    for (auto&& [key, node] : overlay) {
+        toml::node* existing = base.get(key);
+        if (existing && existing->is_table() && node.is_table() &&
+            !find_key(std::string(key.str())))
+            merge_into(*existing->as_table(), *node.as_table());
+        else
+            base.insert_or_assign(key, node);
+    }
+}
+
+void apply(const toml::table& table, const std::string& prefix, Profile& profile) {
+    for (auto&& [key, node] : table) {
+        std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+        if (const KeySpec* spec = find_key(path))
+            spec->set(node, profile);
+        else if (node.is_table())
+            apply(*node.as_table(), path, profile);
+    }
+}
+
+toml::table parse(std::string_view text, const fs::path& origin) {
+    try {
+        return toml::parse(text, origin.string());
+    } catch (const toml::parse_error& e) {
+        throw ProfileError(where(origin, e.source()) + ": " + std::string(e.description()));
+    }
+}
+
+std::string read_profile_file(const fs::path& file) {
+    std::error_code ec;
+    if (fs::is_directory(file, ec)) throw ProfileError(file.string() + ": is a directory");
+    if (!fs::is_regular_file(file, ec))
+        throw ProfileError(file.string() + ": not a regular file");
+    constexpr std::uintmax_t kMaxProfileBytes = 1 << 20;
+    if (fs::file_size(file, ec) > kMaxProfileBytes)
+        throw ProfileError(file.string() + ": larger than 1 MiB; not a profile");
+    std::FILE* f = std::fopen(file.c_str(), "rb");
+    if (f == nullptr) throw ProfileError(file.string() + ": " + std::strerror(errno));
+    std::string text(kMaxProfileBytes, '\0');
+    text.resize(std::fread(text.data(), 1, text.size(), f));
+    std::fclose(f);
+    return text;
+}
+
+struct Chain {
+    toml::table merged;
+    std::vector<fs::path> sources;
+};
+
+Chain load_chain(std::string_view text, const fs::path& origin,
+                 std::span<const fs::path> search_dirs, std::set<fs::path>& visited) {
+    toml::table table = parse(text, origin);
+    validate(table, origin, "");
+    Chain chain;
+    if (const toml::node* extends = table.get("extends")) {
+        std::string ref = extends->as_string()->get();
+        fs::path base_file = ref.find('/') != std::string::npos
+                                 ? fs::absolute(origin).parent_path() / ref
+                                 : find_profile(ref, search_dirs);
+        fs::path canonical = fs::weakly_canonical(base_file);
+        if (!visited.insert(canonical).second)
+            throw ProfileError(where(origin, extends->source()) + ": extends: \"" + ref +
+                               "\" makes a cycle");
+        if (!fs::exists(base_file))
+            throw ProfileError(where(origin, extends->source()) + ": extends: profile file " +
+                               base_file.string() + " not found");
+        chain = load_chain(read_profile_file(base_file), base_file, search_dirs, visited);
+        table.erase("extends");
+    }
+    merge_into(chain.merged, table);
+    chain.sources.insert(chain.sources.begin(), origin);
+    return chain;
+}
+
+Profile build(Chain chain, std::string_view ref) {
+    Profile profile;
+    profile.name = std::string(ref);
+    apply(chain.merged, "", profile);
+    profile.sources = std::move(chain.sources);
+    return profile;
+}
+
+fs::path exe_dir() {
+    std::error_code ec;
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return ec ? fs::path{} : exe.parent_path();
+}
+
+}  // namespace
+
+std::string_view to_string(NetMode mode) {
+    switch (mode) {
+        case NetMode::none: return "none";
+        case NetMode::loopback: return "loopback";
+        case NetMode::proxy: return "proxy";
+    }
+    return "none";
+}
+
+std::vector<fs::path> profile_search_dirs() {
+    std::vector<fs::path> dirs;
+    const char* xdg = std::getenv("XDG_CONFIG_HOME");
+    const char* home = std::getenv("HOME");
+    if (xdg != nullptr && xdg[0] == '/')
+        dirs.push_back(fs::path(xdg) / "pysandbox/profiles");
+    else if (home != nullptr && home[0] == '/')
+        dirs.push_back(fs::path(home) / ".config/pysandbox/profiles");
+    dirs.emplace_back("/etc/pysandbox/profiles");
+    if (fs::path dir = exe_dir(); !dir.empty())
+        dirs.push_back((dir / kBinToDataDir / "profiles").lexically_normal());
+    return dirs;
+}
+
+fs::path find_profile(std::string_view ref, std::span<const fs::path> search_dirs) {
+    if (ref.find('/') != std::string_view::npos) {
+        fs::path file(ref);
+        std::error_code ec;
+        if (!fs::exists(file, ec)) throw ProfileError("profile file " + file.string() + " not found");
+        return file;
+    }
+    if (ref.empty() || ref.starts_with('.'))
+        throw ProfileError("invalid profile name \"" + std::string(ref) + "\"");
+    std::string tried;
+    for (const auto& dir : search_dirs) {
+        fs::path file = dir / (std::string(ref) + ".toml");
+        std::error_code ec;
+        if (fs::exists(file, ec)) return file;
+        tried += (tried.empty() ? "" : ", ") + dir.string();
+    }
+    throw ProfileError("profile \"" + std::string(ref) + "\" not found (looked in " + tried +
+                       "; a path with '/' names a file)");
+}
+
+Profile load_profile(std::string_view ref, std::span<const fs::path> search_dirs) {
+    fs::path file = find_profile(ref, search_dirs);
+    std::set<fs::path> visited{fs::weakly_canonical(file)};
+    return build(load_chain(read_profile_file(file), file, search_dirs, visited), ref);
+}
+
+Profile load_profile_text(std::string_view text, const fs::path& origin,
+                          std::span<const fs::path> search_dirs) {
+    std::set<fs::path> visited{fs::weakly_canonical(fs::absolute(origin))};
+    return build(load_chain(text, origin, search_dirs, visited), origin.stem().string());
+}
+
+std::map<std::string, fs::path> list_profiles(std::span<const fs::path> search_dirs) {
+    std::map<std::string, fs::path> found;
+    for (const auto& dir : search_dirs) {
+        std::error_code ec;
+        for (const auto& entry : fs::directory_iterator(dir, ec))
+            if (entry.path().extension() == ".toml")
+                found.emplace(entry.path().stem().string(), entry.path());
+    }
+    return found;
+}
+
+std::string to_toml(const Profile& profile) {
+    toml::table root;
+    for (const auto& key : key_specs()) {
+        if (!key.show) continue;
+        std::string_view path = key.path;
+        toml::table* table = &root;
+        for (auto dot = path.find('.'); dot != std::string_view::npos; dot = path.find('.')) {
+            std::string section(path.substr(0, dot));
+            if (!table->contains(section)) table->insert(section, toml::table{});
+            table = table->get_as<toml::table>(section);
+            path.remove_prefix(dot + 1);
+        }
+        key.show(profile, *table, std::string(path));
+    }
+    std::ostringstream out;
+    out << root << "\n";
+    return out.str();
+}
+
+std::vector<KeyDoc> profile_keys() {
+    std::vector<KeyDoc> docs;
+    for (const auto& key : key_specs()) docs.push_back({key.path, key.type, key.doc});
+    return docs;
+}
+
+}  // namespace pysandbox

@@ -1,0 +1,76 @@
+#pragma once
+// A profile is a TOML file of limits and rules. This file turns one (and the chain it extends) into
+// a Profile value, validating every key against one table (kKeys) that also drives `profile show`
+// and the documentation.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pysandbox {
+
+enum class NetMode { none, loopback, proxy };
+
+struct Limits {
+    std::chrono::milliseconds wall_time{5000};
+    std::chrono::milliseconds cpu_time{5000};
+    std::uint64_t memory = 256ULL << 20;
+    std::uint64_t max_procs = 64;  // processes and threads together (RLIMIT_NPROC / pids.max)
+    std::uint64_t open_files = 256;
+    std::uint64_t file_size = 64ULL << 20;
+    std::uint64_t tmp_size = 64ULL << 20;
+    std::uint64_t output_limit = 16ULL << 20;
+};
+
+struct Profile {
+    std::string name;                             // what the user asked for, e.g. "default"
+    std::vector<std::filesystem::path> sources;   // the files read, most derived first
+    std::string description;
+    Limits limits;
+    NetMode net_mode = NetMode::none;
+    std::vector<std::string> net_allow;
+    std::vector<std::string> ro_paths;            // host paths bound read-only, same place inside
+    std::string interpreter = "/usr/bin/python3";
+    std::vector<std::string> interpreter_args;    // before the script, e.g. "-s"
+    std::map<std::string, std::string> env_set;   // set inside, whatever the host has
+    std::vector<std::string> env_pass;            // copied from the host when present
+};
+
+// Where bare profile names are looked up, in order.
+std::vector<std::filesystem::path> profile_search_dirs();
+
+// Resolves a profile reference: a path when it contains '/', else NAME.toml in search_dirs (never
+// the current directory). Throws ProfileError when nothing is found.
+std::filesystem::path find_profile(std::string_view ref,
+                                   std::span<const std::filesystem::path> search_dirs);
+
+// Loads ref and the chain it extends; validates every file. Throws ProfileError.
+Profile load_profile(std::string_view ref, std::span<const std::filesystem::path> search_dirs);
+
+// Same, from TOML text (for tests); `origin` is the file name used in messages.
+Profile load_profile_text(std::string_view text, const std::filesystem::path& origin,
+                          std::span<const std::filesystem::path> search_dirs);
+
+// Every profile found in search_dirs (first one of a name wins): name -> file.
+std::map<std::string, std::filesystem::path> list_profiles(
+    std::span<const std::filesystem::path> search_dirs);
+
+// The resolved profile as TOML, every key present (what `profile show` prints).
+std::string to_toml(const Profile& profile);
+
+std::string_view to_string(NetMode mode);
+
+// The profile keys: dotted path, type, and one line of documentation.
+struct KeyDoc {
+    std::string_view path;
+    std::string_view type;
+    std::string_view doc;
+};
+std::vector<KeyDoc> profile_keys();
+
+}  // namespace pysandbox

@@ -1,0 +1,28 @@
+#pragma once
+// What the inside tells the supervisor, over one close-on-exec pipe: fixed-size records, each
+// written with one write() (smaller than PIPE_BUF, so never interleaved).
+
+#include <climits>
+#include <cstdint>
+
+namespace pysandbox {
+
+enum class ReportKind : std::uint32_t {
+    setup_failed = 1,  // a child step failed: step, error, detail
+    exec_failed = 2,   // execve of the interpreter failed: error, detail
+    exited = 3,        // the script ended: wait_status and its usage
+};
+
+struct Report {
+    ReportKind kind{};
+    std::int32_t step = -1;
+    std::int32_t error = 0;
+    std::int32_t wait_status = 0;
+    std::int64_t cpu_us = 0;
+    std::int64_t max_rss_kib = 0;
+    std::int64_t exec_mono_ns = 0;  // CLOCK_MONOTONIC just before execve: setup ends here
+    char detail[256] = {};
+};
+static_assert(sizeof(Report) <= PIPE_BUF, "a report must be written atomically");
+
+}  // namespace pysandbox

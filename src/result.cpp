@@ -1,0 +1,48 @@
+#include "result.hpp"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "units.hpp"
+
+namespace pysandbox {
+
+std::string signal_name(int sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::string human_summary(const Plan& plan, const Outcome& outcome) {
+    const Limits& limits = plan.profile.limits;
+    using Kind = Outcome::Kind;
+    switch (outcome.kind) {
+        case Kind::exited: return {};
+        case Kind::signaled:
+            if (outcome.signal == SIGXCPU)
+                return "CPU time limit of " + units::format_duration(limits.cpu_time) +
+                       " reached; the script was killed";
+            return {};
+        case Kind::timeout:
+            return "wall-clock limit of " + units::format_duration(limits.wall_time) +
+                   " reached; the sandbox was killed";
+        case Kind::interrupted:
+            return "interrupted by " + signal_name(outcome.signal) + "; the sandbox was stopped";
+        case Kind::setup_failed:
+            return "sandbox setup failed at step \"" + outcome.step + "\": " + outcome.detail +
+                   ": " + std::strerror(outcome.error) + "; the script was not run";
+        case Kind::exec_failed:
+            if (outcome.error == ENOENT || outcome.error == ENOTDIR)
+                return "interpreter " + plan.interpreter +
+                       " not found inside the sandbox; is its directory in filesystem.ro?";
+            return "interpreter " + plan.interpreter + " cannot be executed (" + outcome.detail +
+                   ": " + std::strerror(outcome.error) + ")";
+        case Kind::lost:
+            return "the sandbox was killed from outside" +
+                   (outcome.signal != 0 ? " (" + signal_name(outcome.signal) + ")" : "");
+    }
+    return {};
+}
+
+}  // namespace pysandbox

@@ -1,0 +1,404 @@
+#include "supervisor.hpp"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <optional>
+#include <cerrno>
+#include <fstream>
+#include <vector>
+
+#include "child.hpp"
+#include "errors.hpp"
+#include "report.hpp"
+#include "sys/child_guard.hpp"
+#include "sys/signal_fd.hpp"
+#include "sys/timer_fd.hpp"
+#include "sys/unique_fd.hpp"
+
+namespace pysandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using sys::UniqueFd;
+
+constexpr std::uint64_t kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                                      CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+constexpr std::chrono::seconds kInterruptGrace{2};
+
+// Copies one byte stream (the caller's stdin to the script, the script's output to the caller)
+// through a bounded buffer, never blocking: reads only when there is room, writes only what
+// poll() said fits.
+class Stream {
+public:
+    Stream(UniqueFd from, UniqueFd to, std::size_t write_chunk)
+        : from_(std::move(from)), to_(std::move(to)), write_chunk_(write_chunk) {}
+
+    // A stream with its whole content known up front (the program given on stdin).
+    static Stream preloaded(std::string content, UniqueFd to) {
+        Stream stream(UniqueFd{}, std::move(to), PIPE_BUF);
+        stream.preload_ = std::move(content);
+        return stream;
+    }
+
+    bool wants_read() const { return from_ && pending() < kBuffer; }
+    bool wants_write() const { return to_ && pending() > 0; }
+    // The source is exhausted and everything read was delivered (or can never be).
+    bool drained() const { return !from_ && (pending() == 0 || !to_); }
+    int from_fd() const { return from_.get(); }
+    int to_fd() const { return to_.get(); }
+    std::uint64_t total() const { return total_; }
+
+    void on_readable() {
+        if (end_ == buffer_.size() && start_ > 0) compact();
+        ssize_t n = ::read(from_.get(), buffer_.data() + end_, buffer_.size() - end_);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+        if (n <= 0) {
+            from_.reset();
+            close_sink_if_done();
+            return;
+        }
+        end_ += static_cast<std::size_t>(n);
+        total_ += static_cast<std::uint64_t>(n);
+    }
+
+    void on_writable() {
+        std::size_t count = std::min(pending(), write_chunk_);
+        ssize_t n = ::write(to_.get(), pending_data(), count);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+        if (n < 0) {  // the reader went away (EPIPE): so does the writer, as in a pipeline
+            to_.reset();
+            from_.reset();
+            drop_pending();
+            return;
+        }
+        consume(static_cast<std::size_t>(n));
+        close_sink_if_done();
+    }
+
+    // The sink failed (POLLERR): nothing more can be delivered.
+    void on_sink_error() {
+        to_.reset();
+        from_.reset();
+        drop_pending();
+    }
+
+private:
+    static constexpr std::size_t kBuffer = 64 * 1024;
+
+    std::size_t pending() const { return preload_.size() - preload_pos_ + (end_ - start_); }
+    const char* pending_data() const {
+        return preload_pos_ < preload_.size() ? preload_.data() + preload_pos_
+                                              : buffer_.data() + start_;
+    }
+    void consume(std::size_t n) {
+        if (preload_pos_ < preload_.size()) {
+            preload_pos_ += n;
+        } else {
+            start_ += n;
+            if (start_ == end_) start_ = end_ = 0;
+        }
+    }
+    void compact() {
+        std::copy(buffer_.begin() + static_cast<long>(start_), buffer_.begin() + static_cast<long>(end_),
+                  buffer_.begin());
+        end_ -= start_;
+        start_ = 0;
+    }
+    void drop_pending() {
+        preload_pos_ = preload_.size();
+        start_ = end_ = 0;
+    }
+    // For the script's stdin: the script sees EOF once everything was delivered.
+    void close_sink_if_done() {
+        if (!from_ && pending() == 0) to_.reset();
+    }
+
+    UniqueFd from_;
+    UniqueFd to_;
+    std::size_t write_chunk_;
+    std::vector<char> buffer_ = std::vector<char>(kBuffer);
+    std::size_t start_ = 0;
+    std::size_t end_ = 0;
+    std::string preload_;
+    std::size_t preload_pos_ = 0;
+    std::uint64_t total_ = 0;
+};
+
+UniqueFd dup_fd(int fd) {
+    return UniqueFd(check_sys(::fcntl(fd, F_DUPFD_CLOEXEC, 3), "fcntl(F_DUPFD_CLOEXEC)"));
+}
+
+// Writes of at most PIPE_BUF never block after POLLOUT on a pipe or terminal; regular files and
+// devices that are always writable take bigger ones.
+std::size_t write_chunk_for(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) return 64 * 1024;
+    return PIPE_BUF;
+}
+
+// The caller's stdin is pumped unless it is a terminal this process does not own: reading it
+// from the background would stop pysandbox with SIGTTIN.
+bool may_read_stdin() {
+    if (!::isatty(STDIN_FILENO)) return ::fcntl(STDIN_FILENO, F_GETFD) >= 0;
+    return ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+}
+
+std::string user_namespace_fix() {
+    std::ifstream apparmor("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+    int restricted = 0;
+    if (apparmor >> restricted && restricted == 1)
+        return "AppArmor restricts unprivileged user namespaces: "
+               "sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0 (or install an AppArmor "
+               "profile for pysandbox)";
+    std::ifstream max_ns("/proc/sys/user/max_user_namespaces");
+    long max = -1;
+    if (max_ns >> max && max == 0) return "sudo sysctl user.max_user_namespaces=15000";
+    std::ifstream debian("/proc/sys/kernel/unprivileged_userns_clone");
+    int allowed = 1;
+    if (debian >> allowed && allowed == 0) return "sudo sysctl kernel.unprivileged_userns_clone=1";
+    return "check that user namespaces are enabled (pysandbox doctor)";
+}
+
+void write_proc_file(pid_t pid, const char* name, const std::string& content) {
+    std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd || ::write(fd.get(), content.data(), content.size()) !=
+                   static_cast<ssize_t>(content.size()))
+        throw SysError("write(" + path + ", \"" + content.substr(0, content.find('\n')) + "\")",
+                       errno, user_namespace_fix());
+}
+
+void write_id_maps(pid_t pid, const IdMap& ids) {
+    // An unprivileged caller may only map itself, and only after giving up setgroups().
+    if (!ids.privileged) write_proc_file(pid, "setgroups", "deny");
+    write_proc_file(pid, "uid_map",
+                    std::to_string(ids.inner_uid) + " " + std::to_string(ids.outer_uid) + " 1\n");
+    write_proc_file(pid, "gid_map",
+                    std::to_string(ids.inner_gid) + " " + std::to_string(ids.outer_gid) + " 1\n");
+}
+
+struct Pipes {
+    sys::Pipe release = sys::Pipe::create();
+    sys::Pipe report = sys::Pipe::create();
+    sys::Pipe in = sys::Pipe::create();
+    sys::Pipe out = sys::Pipe::create();
+    sys::Pipe err = sys::Pipe::create();
+};
+
+// The poll loop's state: what the supervisor watches and what it learned.
+class Supervision {
+public:
+    Supervision(const Plan& plan, sys::ChildGuard& child, sys::SignalFd& signals, Pipes& pipes,
+                Clock::time_point start)
+        : plan_(plan),
+          child_(child),
+          signals_(signals),
+          start_(start),
+          report_(std::move(pipes.report.read)) {
+        UniqueFd child_stdin = std::move(pipes.in.write);
+        ::fcntl(child_stdin.get(), F_SETFL, O_NONBLOCK);
+        if (plan.stdin_program)
+            streams_.push_back(Stream::preloaded(*plan.stdin_program, std::move(child_stdin)));
+        else if (may_read_stdin())
+            streams_.emplace_back(dup_fd(STDIN_FILENO), std::move(child_stdin), PIPE_BUF);
+        // else: the script's stdin is closed at once and reads EOF.
+        first_output_ = streams_.size();
+        streams_.emplace_back(std::move(pipes.out.read), dup_fd(STDOUT_FILENO),
+                              write_chunk_for(STDOUT_FILENO));
+        streams_.emplace_back(std::move(pipes.err.read), dup_fd(STDERR_FILENO),
+                              write_chunk_for(STDERR_FILENO));
+    }
+
+    Outcome run() {
+        deadline_.arm(plan_.profile.limits.wall_time);
+        while (!done()) poll_once();
+        return finish();
+    }
+
+private:
+    enum Slot { kPidfd, kTimer, kSignals, kReport, kFixed };
+
+    bool done() const {
+        if (!child_.reaped() || report_) return false;
+        for (std::size_t i = first_output_; i < streams_.size(); ++i)
+            if (!streams_[i].drained()) return false;
+        return true;
+    }
+
+    void poll_once() {
+        std::vector<pollfd> fds(kFixed);
+        fds[kPidfd] = {child_.reaped() ? -1 : child_.pidfd(), POLLIN, 0};
+        fds[kTimer] = {deadline_.get(), POLLIN, 0};
+        fds[kSignals] = {signals_.get(), POLLIN, 0};
+        fds[kReport] = {report_ ? report_.get() : -1, POLLIN, 0};
+        for (const auto& stream : streams_) {
+            fds.push_back({stream.wants_read() ? stream.from_fd() : -1, POLLIN, 0});
+            fds.push_back({stream.wants_write() ? stream.to_fd() : -1, POLLOUT, 0});
+        }
+        if (::poll(fds.data(), fds.size(), -1) < 0) {
+            if (errno == EINTR) return;
+            throw SysError("poll", errno);
+        }
+        if (fds[kTimer].revents) on_timer();
+        if (fds[kSignals].revents) on_signal();
+        if (fds[kReport].revents) on_report();
+        for (std::size_t i = 0; i < streams_.size(); ++i) {
+            const pollfd& in = fds[kFixed + 2 * i];
+            const pollfd& out = fds[kFixed + 2 * i + 1];
+            if (in.revents & (POLLIN | POLLHUP | POLLERR)) streams_[i].on_readable();
+            if (out.revents & POLLOUT)
+                streams_[i].on_writable();
+            else if (out.revents & (POLLERR | POLLHUP))
+                streams_[i].on_sink_error();
+        }
+        if (fds[kPidfd].revents) init_status_ = child_.reap();
+    }
+
+    void on_timer() {
+        deadline_.acknowledge();
+        if (child_.reaped()) return;
+        if (!interrupted_by_) timed_out_ = true;
+        child_.kill(SIGKILL);
+    }
+
+    void on_signal() {
+        int sig = signals_.take();
+        if (sig == 0 || child_.reaped()) return;
+        if (interrupted_by_ != 0) {  // asked twice: stop waiting for the script to wind down
+            child_.kill(SIGKILL);
+            return;
+        }
+        interrupted_by_ = sig;
+        child_.kill(sig);  // init passes it to the script (KeyboardInterrupt for SIGINT)
+        deadline_.arm(kInterruptGrace);
+    }
+
+    void on_report() {
+        Report report;
+        ssize_t n = ::read(report_.get(), &report, sizeof report);
+        if (n < 0 && errno == EINTR) return;
+        if (n != static_cast<ssize_t>(sizeof report)) {
+            report_.reset();
+            return;
+        }
+        if (report.kind == ReportKind::exited) {
+            exited_ = report;
+        } else if (!failure_) {
+            failure_ = report;
+        }
+    }
+
+    Outcome finish() {
+        const Clock::time_point end = Clock::now();
+        Outcome outcome;
+        outcome.stdout_bytes = streams_[first_output_].total();
+        outcome.stderr_bytes = streams_[first_output_ + 1].total();
+        std::int64_t exec_ns = exited_ ? exited_->exec_mono_ns : 0;
+        if (exec_ns > 0) {
+            auto exec_at = Clock::time_point(std::chrono::nanoseconds(exec_ns));
+            outcome.setup = std::chrono::duration_cast<std::chrono::milliseconds>(exec_at - start_);
+            outcome.wall = std::chrono::duration_cast<std::chrono::milliseconds>(end - exec_at);
+        } else {
+            outcome.wall = std::chrono::duration_cast<std::chrono::milliseconds>(end - start_);
+        }
+        if (exited_) {
+            outcome.cpu_ms = exited_->cpu_us / 1000;
+            outcome.max_rss_kib = exited_->max_rss_kib;
+        }
+
+        if (failure_) {
+            outcome.kind = failure_->kind == ReportKind::exec_failed ? Outcome::Kind::exec_failed
+                                                                      : Outcome::Kind::setup_failed;
+            outcome.error = failure_->error;
+            outcome.step = child_step_name(failure_->step);
+            outcome.detail = failure_->detail;
+        } else if (interrupted_by_) {
+            outcome.kind = Outcome::Kind::interrupted;
+            outcome.signal = interrupted_by_;
+        } else if (timed_out_) {
+            outcome.kind = Outcome::Kind::timeout;
+        } else if (exited_ && WIFEXITED(exited_->wait_status)) {
+            outcome.kind = Outcome::Kind::exited;
+            outcome.exit_code = WEXITSTATUS(exited_->wait_status);
+        } else if (exited_ && WIFSIGNALED(exited_->wait_status)) {
+            outcome.kind = Outcome::Kind::signaled;
+            outcome.signal = WTERMSIG(exited_->wait_status);
+        } else {
+            outcome.kind = Outcome::Kind::lost;
+            outcome.signal = init_status_.si_code == CLD_KILLED ? init_status_.si_status : 0;
+        }
+        return outcome;
+    }
+
+    const Plan& plan_;
+    sys::ChildGuard& child_;
+    sys::SignalFd& signals_;
+    Clock::time_point start_;
+    UniqueFd report_;
+    std::vector<Stream> streams_;  // [stdin,] stdout, stderr
+    std::size_t first_output_ = 0;
+    sys::TimerFd deadline_;
+    siginfo_t init_status_{};
+    std::optional<Report> exited_;
+    std::optional<Report> failure_;
+    bool timed_out_ = false;
+    int interrupted_by_ = 0;
+};
+
+}  // namespace
+
+std::string user_namespace_hint(int error) {
+    (void)error;
+    return user_namespace_fix();
+}
+
+Outcome run_sandbox(const Plan& plan) {
+    // Block the forwarded signals before clone so none is lost between clone and the loop; the
+    // child's init unblocks what it needs.
+    sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    Pipes pipes;
+    const Clock::time_point start = Clock::now();
+
+    int pidfd = -1;
+    clone_args args{};
+    args.flags = CLONE_PIDFD | kNamespaces;
+    args.pidfd = reinterpret_cast<std::uintptr_t>(&pidfd);
+    args.exit_signal = SIGCHLD;
+    const long pid = ::syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0) {
+        run_child(plan, ChildFds{pipes.release.read.get(), pipes.report.write.get(),
+                                 pipes.in.read.get(), pipes.out.write.get(),
+                                 pipes.err.write.get()});
+    }
+    if (pid < 0)
+        throw SysError("clone3(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWNET|CLONE_NEWIPC|"
+                       "CLONE_NEWUTS|CLONE_NEWCGROUP)",
+                       errno, "cannot create user namespaces: " + user_namespace_fix());
+    sys::ChildGuard child(pidfd, static_cast<pid_t>(pid));
+
+    // The supervisor keeps only its own ends; the child's copies go with it.
+    pipes.release.read.reset();
+    pipes.report.write.reset();
+    pipes.in.read.reset();
+    pipes.out.write.reset();
+    pipes.err.write.reset();
+
+    write_id_maps(child.pid(), plan.ids);
+    check_sys(::write(pipes.release.write.get(), "1", 1), "write(release pipe)");
+    pipes.release.write.reset();
+
+    Supervision supervision(plan, child, signals, pipes, start);
+    return supervision.run();
+}
+
+}  // namespace pysandbox

@@ -1,0 +1,46 @@
+#pragma once
+// The supervisor: clones the sandbox into fresh namespaces, writes its id maps, releases it, and
+// watches it in one poll loop (pidfd, deadline timer, signals, the output pipes) until nothing of
+// it is left.
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "plan.hpp"
+
+namespace pysandbox {
+
+// What happened, as the supervisor saw it.
+struct Outcome {
+    enum class Kind {
+        exited,        // the script exited: exit_code
+        signaled,      // the script was killed by `signal` (CPU limit included)
+        timeout,       // the wall-clock deadline passed; the sandbox was killed
+        interrupted,   // pysandbox got `signal` (SIGINT, SIGTERM, SIGHUP) and ended the sandbox
+        setup_failed,  // a child step failed: step, error, detail
+        exec_failed,   // the interpreter could not be executed: error, detail
+        lost,          // the sandbox's init died without a report (killed from outside)
+    };
+    Kind kind = Kind::lost;
+    int exit_code = 0;
+    int signal = 0;
+    int error = 0;
+    std::string step;
+    std::string detail;
+    std::chrono::milliseconds setup{0};  // clone to execve of the interpreter
+    std::chrono::milliseconds wall{0};   // execve to the end of the script
+    std::int64_t cpu_ms = 0;
+    std::int64_t max_rss_kib = 0;
+    std::uint64_t stdout_bytes = 0;
+    std::uint64_t stderr_bytes = 0;
+};
+
+// Runs the plan to completion. Throws SysError when the sandbox cannot even be created (clone3,
+// id maps); everything after that is an Outcome.
+Outcome run_sandbox(const Plan& plan);
+
+// What to tell the user when creating user namespaces fails with `error`.
+std::string user_namespace_hint(int error);
+
+}  // namespace pysandbox
