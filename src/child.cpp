@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "caps.hpp"
+#include "landlock.hpp"
 #include "limits.hpp"
 #include "mounts.hpp"
 #include "net.hpp"
@@ -81,6 +82,8 @@ constexpr Step kSteps[] = {
     {"start a new session", step_new_session},
     {"close inherited fds", step_close_fds},
     {"set resource limits", limits::step_set_rlimits},
+    // Landlock needs the final paths (after pivot_root) and, without no_new_privs, CAP_SYS_ADMIN.
+    {"restrict the filesystem (Landlock)", landlock::step_restrict_filesystem},
     // Privileges go last: every step above needs CAP_SYS_ADMIN in the namespace.
     {"set no_new_privs", caps::step_set_no_new_privs},
     {"drop capabilities", caps::step_drop_capabilities},

@@ -1,5 +1,7 @@
 #include "exit_codes.hpp"
 
+#include <signal.h>
+
 #include <cerrno>
 
 namespace pysandbox::exit_codes {
@@ -15,6 +17,7 @@ int for_outcome(const Outcome& outcome) {
         case Kind::exec_failed:
             return outcome.error == ENOENT || outcome.error == ENOTDIR ? kNotFound
                                                                        : kNotExecutable;
+        case Kind::policy_violation: return kSignalBase + SIGSYS;
         case Kind::lost: return outcome.signal != 0 ? kSignalBase + outcome.signal : kSandboxError;
     }
     return kSandboxError;

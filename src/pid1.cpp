@@ -1,7 +1,9 @@
 #include "pid1.hpp"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -11,6 +13,7 @@
 #include <cstring>
 
 #include "report.hpp"
+#include "seccomp.hpp"
 
 namespace pysandbox::pid1 {
 namespace {
@@ -26,6 +29,44 @@ void send_report(const Report& report) noexcept {
     }
 }
 
+[[noreturn]] void fail_before_exec(const char* what, int error) noexcept {
+    Report failed{};
+    failed.kind = ReportKind::setup_failed;
+    failed.step = -1;
+    failed.error = error;
+    std::snprintf(failed.detail, sizeof failed.detail, "%s", what);
+    send_report(failed);
+    ::_exit(125);
+}
+
+// Seccomp comes last, in the interpreter's own process, so nothing the sandbox does needs an
+// exception in the filter. The listener goes to the supervisor and is closed here: the script
+// must never hold it, or it could answer its own denied calls.
+void install_seccomp(const Plan& plan) noexcept {
+    int listener = seccomp::load(plan.seccomp_program);
+    if (listener < 0) fail_before_exec("seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER)", -listener);
+    Report report{};
+    report.kind = ReportKind::listener;
+    iovec data{&report, sizeof report};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr message{};
+    message.msg_iov = &data;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    cmsghdr* cmsg = CMSG_FIRSTHDR(&message);
+    cmsg->cmsg_level = SOL_SOCKET;
+    cmsg->cmsg_type = SCM_RIGHTS;
+    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cmsg), &listener, sizeof listener);
+    ssize_t sent;
+    while ((sent = ::sendmsg(kReportFd, &message, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    }
+    int error = errno;
+    ::close(listener);
+    if (sent < 0) fail_before_exec("sendmsg(seccomp listener)", error);
+}
+
 std::int64_t monotonic_ns() noexcept {
     timespec now{};
     ::clock_gettime(CLOCK_MONOTONIC, &now);
@@ -37,6 +78,7 @@ std::int64_t monotonic_ns() noexcept {
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);  // the supervisor ignores it; exec keeps ignored signals ignored
+    install_seccomp(plan);
 
     ::execve(plan.interpreter.c_str(), const_cast<char* const*>(plan.argv_ptrs.data()),
              const_cast<char* const*>(plan.envp_ptrs.data()));
@@ -76,15 +118,11 @@ void run_init(ChildContext& ctx) noexcept {
 
     const std::int64_t exec_ns = monotonic_ns();
     const pid_t script = ::fork();
-    if (script < 0) {
-        Report failed{};
-        failed.kind = ReportKind::setup_failed;
-        failed.error = errno;
-        std::snprintf(failed.detail, sizeof failed.detail, "fork() for the interpreter");
-        send_report(failed);
-        ::_exit(125);
-    }
+    if (script < 0) fail_before_exec("fork() for the interpreter", errno);
     if (script == 0) exec_interpreter(ctx.plan);
+    // Not dumpable: the script (same uid) cannot open /proc/1/mem or /proc/1/fd/* to reach
+    // init or its report socket.
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 
     int script_status = 0;
     bool script_done = false;

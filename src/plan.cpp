@@ -13,6 +13,7 @@
 
 #include "errors.hpp"
 #include "units.hpp"
+#include "seccomp.hpp"
 
 namespace pysandbox {
 namespace fs = std::filesystem;
@@ -166,7 +167,8 @@ void add_rlimits(const Limits& limits, Plan& plan) {
         {RLIMIT_AS, limits.memory, limits.memory},
         {RLIMIT_DATA, limits.memory, limits.memory},
         {RLIMIT_CPU, cpu_seconds, cpu_seconds + 1},  // SIGXCPU first, SIGKILL a second later
-        {RLIMIT_NPROC, limits.max_procs, limits.max_procs},
+        // Counted per user inside the namespace: the script's processes and threads, plus init.
+        {RLIMIT_NPROC, limits.max_procs + 1, limits.max_procs + 1},
         {RLIMIT_NOFILE, limits.open_files, limits.open_files},
         {RLIMIT_FSIZE, limits.file_size, limits.file_size},
         {RLIMIT_CORE, 0, 0},
@@ -233,6 +235,10 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options
     add_program(options, *plan);
     add_environment(options, host_env, *plan);
     add_rlimits(plan->profile.limits, *plan);
+    plan->seccomp_program = seccomp::compile(plan->profile.seccomp, plan->profile.net_mode);
+    std::vector<std::string> readable{"/etc", kScriptDir};
+    for (const auto& bind : plan->ro_binds) readable.push_back(bind.source);
+    plan->landlock = landlock::plan_rules(landlock::kernel_abi(), readable, "/tmp");
 
     for (const auto& arg : plan->argv) plan->argv_ptrs.push_back(arg.c_str());
     plan->argv_ptrs.push_back(nullptr);

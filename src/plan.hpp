@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include <linux/filter.h>
+
 #include "cli.hpp"
+#include "landlock.hpp"
 #include "profile.hpp"
 
 namespace pysandbox {
@@ -74,6 +77,8 @@ struct Plan {
     std::string script_label;                  // for messages: the path, "-c" or "-"
 
     std::vector<Rlimit> rlimits;
+    std::vector<sock_filter> seccomp_program;  // loaded by the interpreter's process
+    landlock::Ruleset landlock;                // abi 0: the kernel lacks Landlock (degraded)
     int verbose = 0;
 
     // NULL-terminated views of argv/envp, built once so the child does not allocate.

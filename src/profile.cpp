@@ -105,6 +105,37 @@ KeySpec string_key(std::string_view path, std::string_view doc, Accessor<std::st
             }};
 }
 
+KeySpec bool_key(std::string_view path, std::string_view doc, Accessor<bool> field) {
+    return {path, "boolean", doc,
+            [field](const toml::node& n, Profile& p) {
+                auto value = n.value_exact<bool>();
+                if (!value) throw std::invalid_argument("expected true or false, found " + type_name(n));
+                field(p) = *value;
+            },
+            [field](const Profile& p, toml::table& t, const std::string& leaf) {
+                Profile copy = p;
+                t.insert_or_assign(leaf, field(copy));
+            }};
+}
+
+std::vector<std::string> expect_syscall_list(const toml::node& node) {
+    std::vector<std::string> names = expect_string_list(node);
+    for (const auto& name : names)
+        if (!seccomp::is_known_syscall(name))
+            throw std::invalid_argument("unknown system call \"" + name + "\"");
+    return names;
+}
+
+KeySpec syscall_list_key(std::string_view path, std::string_view doc,
+                         Accessor<std::vector<std::string>> field) {
+    return {path, "array of system call names", doc,
+            [field](const toml::node& n, Profile& p) { field(p) = expect_syscall_list(n); },
+            [field](const Profile& p, toml::table& t, const std::string& leaf) {
+                Profile copy = p;
+                t.insert_or_assign(leaf, to_array(field(copy)));
+            }};
+}
+
 KeySpec list_key(std::string_view path, std::string_view doc,
                  Accessor<std::vector<std::string>> field) {
     return {path, "array of strings", doc,
@@ -185,6 +216,26 @@ const std::vector<KeySpec>& key_specs() {
                         }});
         keys.push_back(list_key("env.pass", "Host variables copied in when set.",
                                 [](Profile& p) -> auto& { return p.env_pass; }));
+        keys.push_back({"seccomp.action", "string",
+                        "What a denied system call does: \"errno\" (EPERM) or \"kill\" (the "
+                        "sandbox ends).",
+                        [](const toml::node& n, Profile& p) {
+                            const std::string& action = expect_string(n);
+                            if (action != "errno" && action != "kill")
+                                throw std::invalid_argument(
+                                    "expected \"errno\" or \"kill\"; found \"" + action + "\"");
+                            p.seccomp.kill = action == "kill";
+                        },
+                        [](const Profile& p, toml::table& t, const std::string& leaf) {
+                            t.insert_or_assign(leaf, p.seccomp.kill ? "kill" : "errno");
+                        }});
+        keys.push_back(bool_key("seccomp.allow_processes",
+                                "Allow fork/vfork/clone of processes (up to limits.max_procs).",
+                                [](Profile& p) -> auto& { return p.seccomp.allow_processes; }));
+        keys.push_back(syscall_list_key("seccomp.deny", "System calls denied on top of the default policy.",
+                                        [](Profile& p) -> auto& { return p.seccomp.deny; }));
+        keys.push_back(syscall_list_key("seccomp.allow", "System calls taken out of the default denials.",
+                                        [](Profile& p) -> auto& { return p.seccomp.allow; }));
         return keys;
     }();
     return kKeys;

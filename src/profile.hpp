@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "seccomp.hpp"
+
 namespace pysandbox {
 
 enum class NetMode { none, loopback, proxy };
@@ -39,6 +41,7 @@ struct Profile {
     std::vector<std::string> interpreter_args;    // before the script, e.g. "-s"
     std::map<std::string, std::string> env_set;   // set inside, whatever the host has
     std::vector<std::string> env_pass;            // copied from the host when present
+    seccomp::Settings seccomp;
 };
 
 // Where bare profile names are looked up, in order.

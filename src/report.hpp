@@ -11,6 +11,7 @@ enum class ReportKind : std::uint32_t {
     setup_failed = 1,  // a child step failed: step, error, detail
     exec_failed = 2,   // execve of the interpreter failed: error, detail
     exited = 3,        // the script ended: wait_status and its usage
+    listener = 4,      // carries the seccomp user-notification fd (SCM_RIGHTS)
 };
 
 struct Report {

@@ -14,16 +14,32 @@ std::string signal_name(int sig) {
     return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+namespace {
+
+std::string blocked_summary(const Outcome& outcome) {
+    if (outcome.blocked_syscalls.empty()) return {};
+    std::string calls;
+    std::uint64_t total = 0;
+    for (const auto& [name, count] : outcome.blocked_syscalls) {
+        calls += (calls.empty() ? "" : ", ") + name + (count > 1 ? " x" + std::to_string(count) : "");
+        total += count;
+    }
+    return "the sandbox policy denied " + std::to_string(total) + " system call" +
+           (total > 1 ? "s" : "") + ": " + calls;
+}
+
+}  // namespace
+
 std::string human_summary(const Plan& plan, const Outcome& outcome) {
     const Limits& limits = plan.profile.limits;
     using Kind = Outcome::Kind;
     switch (outcome.kind) {
-        case Kind::exited: return {};
+        case Kind::exited: return blocked_summary(outcome);
         case Kind::signaled:
             if (outcome.signal == SIGXCPU)
                 return "CPU time limit of " + units::format_duration(limits.cpu_time) +
                        " reached; the script was killed";
-            return {};
+            return blocked_summary(outcome);
         case Kind::timeout:
             return "wall-clock limit of " + units::format_duration(limits.wall_time) +
                    " reached; the sandbox was killed";
@@ -38,6 +54,9 @@ std::string human_summary(const Plan& plan, const Outcome& outcome) {
                        " not found inside the sandbox; is its directory in filesystem.ro?";
             return "interpreter " + plan.interpreter + " cannot be executed (" + outcome.detail +
                    ": " + std::strerror(outcome.error) + ")";
+        case Kind::policy_violation:
+            return "system call " + outcome.killing_syscall +
+                   " is denied by the sandbox policy; the sandbox was killed";
         case Kind::lost:
             return "the sandbox was killed from outside" +
                    (outcome.signal != 0 ? " (" + signal_name(outcome.signal) + ")" : "");

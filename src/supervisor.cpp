@@ -2,11 +2,14 @@
 
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <linux/seccomp.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <seccomp.h>
+#include <sys/socket.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,12 +17,16 @@
 #include <algorithm>
 #include <optional>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <vector>
 
 #include "child.hpp"
 #include "errors.hpp"
 #include "report.hpp"
+#include "seccomp.hpp"
 #include "sys/child_guard.hpp"
 #include "sys/signal_fd.hpp"
 #include "sys/timer_fd.hpp"
@@ -187,9 +194,16 @@ void write_id_maps(pid_t pid, const IdMap& ids) {
                     std::to_string(ids.inner_gid) + " " + std::to_string(ids.outer_gid) + " 1\n");
 }
 
+// A SOCK_SEQPACKET pair: records stay whole and can carry a file descriptor.
+sys::Pipe report_channel() {
+    int fds[2];
+    check_sys(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds), "socketpair");
+    return sys::Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
 struct Pipes {
     sys::Pipe release = sys::Pipe::create();
-    sys::Pipe report = sys::Pipe::create();
+    sys::Pipe report = report_channel();
     sys::Pipe in = sys::Pipe::create();
     sys::Pipe out = sys::Pipe::create();
     sys::Pipe err = sys::Pipe::create();
@@ -226,7 +240,7 @@ public:
     }
 
 private:
-    enum Slot { kPidfd, kTimer, kSignals, kReport, kFixed };
+    enum Slot { kPidfd, kTimer, kSignals, kReport, kNotify, kFixed };
 
     bool done() const {
         if (!child_.reaped() || report_) return false;
@@ -241,6 +255,7 @@ private:
         fds[kTimer] = {deadline_.get(), POLLIN, 0};
         fds[kSignals] = {signals_.get(), POLLIN, 0};
         fds[kReport] = {report_ ? report_.get() : -1, POLLIN, 0};
+        fds[kNotify] = {notify_ ? notify_.get() : -1, POLLIN, 0};
         for (const auto& stream : streams_) {
             fds.push_back({stream.wants_read() ? stream.from_fd() : -1, POLLIN, 0});
             fds.push_back({stream.wants_write() ? stream.to_fd() : -1, POLLOUT, 0});
@@ -252,6 +267,10 @@ private:
         if (fds[kTimer].revents) on_timer();
         if (fds[kSignals].revents) on_signal();
         if (fds[kReport].revents) on_report();
+        if (fds[kNotify].revents & POLLIN)
+            on_denied_syscall();
+        else if (fds[kNotify].revents)
+            notify_.reset();  // every filtered process is gone
         for (std::size_t i = 0; i < streams_.size(); ++i) {
             const pollfd& in = fds[kFixed + 2 * i];
             const pollfd& out = fds[kFixed + 2 * i + 1];
@@ -285,17 +304,54 @@ private:
 
     void on_report() {
         Report report;
-        ssize_t n = ::read(report_.get(), &report, sizeof report);
+        iovec data{&report, sizeof report};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+        msghdr message{};
+        message.msg_iov = &data;
+        message.msg_iovlen = 1;
+        message.msg_control = control;
+        message.msg_controllen = sizeof control;
+        ssize_t n = ::recvmsg(report_.get(), &message, MSG_CMSG_CLOEXEC);
         if (n < 0 && errno == EINTR) return;
+        UniqueFd passed;
+        if (cmsghdr* cmsg = CMSG_FIRSTHDR(&message);
+            cmsg && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
+            int fd;
+            std::memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
+            passed.reset(fd);
+        }
         if (n != static_cast<ssize_t>(sizeof report)) {
             report_.reset();
             return;
         }
-        if (report.kind == ReportKind::exited) {
+        if (report.kind == ReportKind::listener) {
+            notify_ = std::move(passed);
+        } else if (report.kind == ReportKind::exited) {
             exited_ = report;
         } else if (!failure_) {
             failure_ = report;
         }
+    }
+
+    // A script asked for a denied system call: count it by name, then refuse it (EPERM) or end
+    // the sandbox, as the profile says.
+    void on_denied_syscall() {
+        // The kernel refuses (EINVAL) a request buffer that is not zeroed.
+        std::memset(notification_.request, 0, notification_.request_size);
+        if (seccomp_notify_receive(notify_.get(), notification_.request) != 0) return;
+        std::string name = seccomp::syscall_name(notification_.request->data.arch,
+                                                 notification_.request->data.nr);
+        ++blocked_[name];
+        if (plan_.verbose) std::fprintf(stderr, "pysandbox: denied %s\n", name.c_str());
+        seccomp_notif_resp* response = notification_.response;
+        std::memset(response, 0, sizeof *response);
+        response->id = notification_.request->id;
+        response->error = -EPERM;
+        if (plan_.profile.seccomp.kill && killing_syscall_.empty()) {
+            killing_syscall_ = name;
+            child_.kill(SIGKILL);
+        }
+        seccomp_notify_respond(notify_.get(), response);  // ENOENT: the caller died meanwhile
     }
 
     Outcome finish() {
@@ -316,12 +372,16 @@ private:
             outcome.max_rss_kib = exited_->max_rss_kib;
         }
 
+        outcome.blocked_syscalls = blocked_;
         if (failure_) {
             outcome.kind = failure_->kind == ReportKind::exec_failed ? Outcome::Kind::exec_failed
                                                                       : Outcome::Kind::setup_failed;
             outcome.error = failure_->error;
             outcome.step = child_step_name(failure_->step);
             outcome.detail = failure_->detail;
+        } else if (!killing_syscall_.empty()) {
+            outcome.kind = Outcome::Kind::policy_violation;
+            outcome.killing_syscall = killing_syscall_;
         } else if (interrupted_by_) {
             outcome.kind = Outcome::Kind::interrupted;
             outcome.signal = interrupted_by_;
@@ -351,6 +411,23 @@ private:
     siginfo_t init_status_{};
     std::optional<Report> exited_;
     std::optional<Report> failure_;
+    UniqueFd notify_;  // the seccomp listener, once the interpreter's process sent it
+    struct Notification {
+        seccomp_notif* request = nullptr;
+        seccomp_notif_resp* response = nullptr;
+        std::size_t request_size = sizeof(seccomp_notif);
+        Notification() {
+            check_sys(-std::abs(seccomp_notify_alloc(&request, &response)), "seccomp_notify_alloc");
+            seccomp_notif_sizes sizes{};
+            if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) == 0)
+                request_size = std::max<std::size_t>(request_size, sizes.seccomp_notif);
+        }
+        ~Notification() { seccomp_notify_free(request, response); }
+        Notification(const Notification&) = delete;
+        Notification& operator=(const Notification&) = delete;
+    } notification_;
+    std::map<std::string, std::uint64_t> blocked_;
+    std::string killing_syscall_;
     bool timed_out_ = false;
     int interrupted_by_ = 0;
 };

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "plan.hpp"
@@ -21,6 +22,7 @@ struct Outcome {
         setup_failed,  // a child step failed: step, error, detail
         exec_failed,   // the interpreter could not be executed: error, detail
         lost,          // the sandbox's init died without a report (killed from outside)
+        policy_violation,  // a denied system call ended the sandbox (seccomp action "kill")
     };
     Kind kind = Kind::lost;
     int exit_code = 0;
@@ -34,6 +36,8 @@ struct Outcome {
     std::int64_t max_rss_kib = 0;
     std::uint64_t stdout_bytes = 0;
     std::uint64_t stderr_bytes = 0;
+    std::map<std::string, std::uint64_t> blocked_syscalls;  // name -> times denied
+    std::string killing_syscall;                           // for policy_violation
 };
 
 // Runs the plan to completion. Throws SysError when the sandbox cannot even be created (clone3,

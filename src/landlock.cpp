@@ -1,0 +1,100 @@
+#include "landlock.hpp"
+
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "child.hpp"
+
+namespace pysandbox::landlock {
+namespace {
+
+// Newer than the kernel headers Debian 12 builds with.
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+
+constexpr std::uint64_t kRead = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+constexpr std::uint64_t kExecute = LANDLOCK_ACCESS_FS_EXECUTE;
+constexpr std::uint64_t kWriteV1 =
+    LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
+    LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+    LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
+    LANDLOCK_ACCESS_FS_MAKE_SYM;
+
+constexpr std::uint64_t kFileRights = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                                       LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE;
+
+std::uint64_t handled_for(int abi) {
+    std::uint64_t handled = kRead | kExecute | kWriteV1;
+    if (abi >= 2) handled |= LANDLOCK_ACCESS_FS_REFER;
+    if (abi >= 3) handled |= LANDLOCK_ACCESS_FS_TRUNCATE;
+    return handled;
+}
+
+}  // namespace
+
+int kernel_abi() noexcept {
+    long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return abi < 0 ? 0 : static_cast<int>(abi);
+}
+
+Ruleset plan_rules(int abi, const std::vector<std::string>& read_only, const std::string& writable) {
+    Ruleset ruleset;
+    ruleset.abi = abi;
+    if (abi <= 0) return ruleset;
+    ruleset.handled = handled_for(abi);
+    // Directory listings of the root reveal only what the sandbox itself put there.
+    ruleset.rules.push_back({"/", LANDLOCK_ACCESS_FS_READ_DIR});
+    for (const auto& path : read_only) ruleset.rules.push_back({path, kRead | kExecute});
+    ruleset.rules.push_back({"/proc", kRead});
+    // /dev holds only null, zero, full, random and urandom: writing to them is harmless.
+    ruleset.rules.push_back({"/dev", kRead | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                                         (ruleset.handled & LANDLOCK_ACCESS_FS_TRUNCATE)});
+    ruleset.rules.push_back({writable, ruleset.handled & ~kExecute});
+    return ruleset;
+}
+
+int step_restrict_filesystem(ChildContext& ctx) noexcept {
+    const Ruleset& ruleset = ctx.plan.landlock;
+    if (ruleset.abi <= 0) return 0;  // optional layer; the result reports it as degraded
+    landlock_ruleset_attr attr{};
+    attr.handled_access_fs = ruleset.handled;
+    int fd = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
+    if (fd < 0) return step_fail(ctx, "landlock_create_ruleset(0x%llx)",
+                                 static_cast<unsigned long long>(ruleset.handled));
+    for (const Rule& rule : ruleset.rules) {
+        landlock_path_beneath_attr beneath{};
+        beneath.allowed_access = rule.access;
+        beneath.parent_fd = ::open(rule.path.c_str(), O_PATH | O_CLOEXEC);
+        if (beneath.parent_fd < 0) {
+            if (errno == ENOENT) continue;
+            int rc = step_fail(ctx, "open(%s, O_PATH)", rule.path.c_str());
+            ::close(fd);
+            return rc;
+        }
+        struct stat st {};
+        if (::fstat(beneath.parent_fd, &st) == 0 && !S_ISDIR(st.st_mode))
+            beneath.allowed_access &= kFileRights;  // directory rights on a file are EINVAL
+        long rc = ::syscall(SYS_landlock_add_rule, fd, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0);
+        int saved = errno;
+        ::close(beneath.parent_fd);
+        if (rc != 0) {
+            errno = saved;
+            int failed = step_fail(ctx, "landlock_add_rule(%s)", rule.path.c_str());
+            ::close(fd);
+            return failed;
+        }
+    }
+    long rc = ::syscall(SYS_landlock_restrict_self, fd, 0);
+    int saved = errno;
+    ::close(fd);
+    errno = saved;
+    return rc == 0 ? 0 : step_fail(ctx, "landlock_restrict_self()");
+}
+
+}  // namespace pysandbox::landlock
