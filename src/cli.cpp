@@ -57,6 +57,9 @@ std::unique_ptr<CLI::App> build_cli(Invocation& out) {
     app->require_subcommand(1);
     add_run_command(*app, out);
     add_profile_command(*app, out);
+    CLI::App* doctor = app->add_subcommand("doctor", "Check what this host allows, and how to fix what it does not");
+    doctor->add_flag("--json", out.doctor_json, "Print the checks as one JSON object");
+    doctor->callback([&out] { out.command = Command::doctor; });
     return app;
 }
 

@@ -33,10 +33,11 @@ struct ProfileOptions {
     std::string name;
 };
 
-enum class Command { none, run, profile_list, profile_show };
+enum class Command { none, run, profile_list, profile_show, doctor };
 
 struct Invocation {
     Command command = Command::none;
+    bool doctor_json = false;
     RunOptions run;
     ProfileOptions profile;
 };

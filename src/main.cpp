@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "cli.hpp"
+#include "doctor.hpp"
 #include "errors.hpp"
 #include "exit_codes.hpp"
 #include "plan.hpp"
@@ -90,6 +91,7 @@ int dispatch(const Invocation& invocation) {
         case Command::run: return run(invocation.run);
         case Command::profile_list: return profile_list();
         case Command::profile_show: return profile_show(invocation.profile.name);
+        case Command::doctor: return doctor::report(doctor::run_checks(), invocation.doctor_json);
         case Command::none: break;
     }
     throw UsageError("no command given; see pysandbox --help");

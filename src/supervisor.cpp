@@ -160,7 +160,9 @@ bool may_read_stdin() {
     return ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
 }
 
-std::string user_namespace_fix() {
+}  // namespace
+
+std::string user_namespace_hint() {
     std::ifstream apparmor("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
     int restricted = 0;
     if (apparmor >> restricted && restricted == 1)
@@ -176,13 +178,17 @@ std::string user_namespace_fix() {
     return "check that user namespaces are enabled (pysandbox doctor)";
 }
 
+namespace {
+
 void write_proc_file(pid_t pid, const char* name, const std::string& content) {
     std::string path = "/proc/" + std::to_string(pid) + "/" + name;
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
     if (!fd || ::write(fd.get(), content.data(), content.size()) !=
-                   static_cast<ssize_t>(content.size()))
+                   static_cast<ssize_t>(content.size())) {
+        const int error = errno;
         throw SysError("write(" + path + ", \"" + content.substr(0, content.find('\n')) + "\")",
-                       errno, user_namespace_fix());
+                       error, user_namespace_hint());
+    }
 }
 
 void write_id_maps(pid_t pid, const IdMap& ids) {
@@ -434,11 +440,6 @@ private:
 
 }  // namespace
 
-std::string user_namespace_hint(int error) {
-    (void)error;
-    return user_namespace_fix();
-}
-
 Outcome run_sandbox(const Plan& plan) {
     // Block the forwarded signals before clone so none is lost between clone and the loop; the
     // child's init unblocks what it needs.
@@ -457,10 +458,12 @@ Outcome run_sandbox(const Plan& plan) {
                                  pipes.in.read.get(), pipes.out.write.get(),
                                  pipes.err.write.get()});
     }
-    if (pid < 0)
+    if (pid < 0) {
+        const int error = errno;  // read before the hint opens files
         throw SysError("clone3(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWNET|CLONE_NEWIPC|"
                        "CLONE_NEWUTS|CLONE_NEWCGROUP)",
-                       errno, "cannot create user namespaces: " + user_namespace_fix());
+                       error, "cannot create user namespaces: " + user_namespace_hint());
+    }
     sys::ChildGuard child(pidfd, static_cast<pid_t>(pid));
 
     // The supervisor keeps only its own ends; the child's copies go with it.

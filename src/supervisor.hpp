@@ -44,7 +44,8 @@ struct Outcome {
 // id maps); everything after that is an Outcome.
 Outcome run_sandbox(const Plan& plan);
 
-// What to tell the user when creating user namespaces fails with `error`.
-std::string user_namespace_hint(int error);
+// What to tell the user when user namespaces cannot be created or set up: the host's setting at
+// fault and the command that changes it.
+std::string user_namespace_hint();
 
 }  // namespace pysandbox

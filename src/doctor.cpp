@@ -1,0 +1,163 @@
+#include "doctor.hpp"
+
+#include <linux/magic.h>
+#include <sched.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "landlock.hpp"
+#include "plan.hpp"
+#include "profile.hpp"
+#include "supervisor.hpp"
+
+namespace pysandbox::doctor {
+namespace {
+
+std::string read_first_line(const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+Check check_user_namespaces() {
+    Check check{"user namespaces", false, true, {}, {}};
+    pid_t pid = ::fork();
+    if (pid == 0) _exit(::unshare(CLONE_NEWUSER) == 0 ? 0 : errno);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    int error = WIFEXITED(status) ? WEXITSTATUS(status) : EINVAL;
+    check.ok = error == 0;
+    check.detail = check.ok ? "unshare(CLONE_NEWUSER) works"
+                            : std::string("unshare(CLONE_NEWUSER): ") + std::strerror(error);
+    if (!check.ok) check.fix = user_namespace_hint();
+    return check;
+}
+
+Check check_apparmor() {
+    Check check{"AppArmor user-namespace restriction", true, true, "not restricted", {}};
+    if (read_first_line("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" &&
+        ::geteuid() != 0) {
+        check.ok = false;
+        check.detail = "kernel.apparmor_restrict_unprivileged_userns = 1 (Ubuntu 23.10+)";
+        check.fix = user_namespace_hint();
+    }
+    return check;
+}
+
+Check check_seccomp() {
+    Check check{"seccomp user notification", false, true, {}, {}};
+    std::string actions = read_first_line("/proc/sys/kernel/seccomp/actions_avail");
+    check.ok = (" " + actions + " ").find(" user_notif ") != std::string::npos;
+    check.detail = actions.empty() ? "no seccomp in this kernel" : "actions: " + actions;
+    if (!check.ok) check.fix = "use a kernel >= 5.0 built with CONFIG_SECCOMP_FILTER";
+    return check;
+}
+
+Check check_landlock() {
+    int abi = landlock::kernel_abi();
+    Check check{"Landlock", abi > 0, false, {}, {}};
+    check.detail = abi > 0 ? "ABI " + std::to_string(abi) : "not available";
+    if (!check.ok)
+        check.fix = "optional: a kernel >= 5.13 with lsm=...,landlock on its command line; "
+                    "without it, runs report Landlock as degraded";
+    return check;
+}
+
+Check check_cgroup() {
+    Check check{"cgroup v2 delegation", false, false, {}, {}};
+    struct statfs fs {};
+    bool v2 = ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
+    std::string own = read_first_line("/proc/self/cgroup");
+    std::string path = "/sys/fs/cgroup" + own.substr(own.find("::") == std::string::npos
+                                                         ? own.size()
+                                                         : own.find("::") + 2);
+    std::string controllers = read_first_line(path + "/cgroup.controllers");
+    check.ok = v2 && ::access(path.c_str(), W_OK) == 0 &&
+               controllers.find("memory") != std::string::npos &&
+               controllers.find("pids") != std::string::npos;
+    check.detail = !v2 ? "/sys/fs/cgroup is not cgroup v2 (rlimits are used)"
+                       : "own cgroup " + path + ", controllers: " + controllers;
+    if (!check.ok)
+        check.fix = "optional: run under systemd-run --user --scope -p Delegate=yes; without "
+                    "it, memory, processes and CPU are limited with rlimits";
+    return check;
+}
+
+Check check_interpreter(const Profile& profile) {
+    Check check{"interpreter", false, true, {}, {}};
+    check.ok = ::access(profile.interpreter.c_str(), X_OK) == 0;
+    check.detail = profile.interpreter + (check.ok ? " is executable" : ": " + std::string(std::strerror(errno)));
+    if (!check.ok)
+        check.fix = "install python3 (apt-get install python3) or set [python] interpreter in "
+                    "the profile";
+    return check;
+}
+
+// The real thing: `pysandbox run -c pass` with the default profile.
+Check check_end_to_end(const Profile& profile) {
+    Check check{"end-to-end sandbox", false, true, {}, {}};
+    try {
+        RunOptions options;
+        options.code = "pass";
+        auto plan = make_plan(profile, options, {});
+        Outcome outcome = run_sandbox(*plan);
+        check.ok = outcome.kind == Outcome::Kind::exited && outcome.exit_code == 0;
+        check.detail = check.ok ? "python ran in the sandbox; setup took " +
+                                      std::to_string(outcome.setup.count()) + " ms"
+                                : outcome.step + ": " + outcome.detail + ": " +
+                                      std::strerror(outcome.error);
+    } catch (const std::exception& e) {
+        check.detail = e.what();
+    }
+    if (!check.ok) check.fix = "see the failed checks above";
+    return check;
+}
+
+}  // namespace
+
+std::vector<Check> run_checks() {
+    std::vector<Check> checks{check_user_namespaces(), check_apparmor(), check_seccomp(),
+                              check_landlock(), check_cgroup()};
+    try {
+        Profile profile = load_profile("default", profile_search_dirs());
+        checks.push_back(check_interpreter(profile));
+        bool ready = true;
+        for (const auto& check : checks) ready = ready && (check.ok || !check.required);
+        if (ready) checks.push_back(check_end_to_end(profile));
+    } catch (const std::exception& e) {
+        checks.push_back({"default profile", false, true, e.what(),
+                          "reinstall pysandbox or fix the profile named above"});
+    }
+    return checks;
+}
+
+int report(const std::vector<Check>& checks, bool json) {
+    bool ready = true;
+    for (const auto& check : checks) ready = ready && (check.ok || !check.required);
+    if (json) {
+        nlohmann::json out = {{"ready", ready}, {"checks", nlohmann::json::array()}};
+        for (const auto& c : checks)
+            out["checks"].push_back({{"name", c.name}, {"ok", c.ok}, {"required", c.required},
+                                     {"detail", c.detail}, {"fix", c.fix}});
+        std::cout << out.dump(2) << "\n";
+    } else {
+        for (const auto& c : checks) {
+            const char* mark = c.ok ? "ok  " : (c.required ? "FAIL" : "warn");
+            std::cout << mark << "  " << c.name << ": " << c.detail << "\n";
+            if (!c.ok) std::cout << "      fix: " << c.fix << "\n";
+        }
+        std::cout << (ready ? "pysandbox can run scripts here.\n"
+                            : "pysandbox cannot run scripts here until the FAIL lines are fixed.\n");
+    }
+    return ready ? 0 : 1;
+}
+
+}  // namespace pysandbox::doctor
