@@ -1,6 +1,5 @@
 #include "caps.hpp"
 
-#include <grp.h>
 #include <linux/securebits.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
@@ -28,9 +27,6 @@ constexpr unsigned long kSecureBits =
 
 int step_switch_ids(ChildContext& ctx) noexcept {
     const IdMap& ids = ctx.plan.ids;
-    // Root's supplementary groups (0 among them) must not follow the script. An unprivileged
-    // caller's cannot be dropped: the kernel denies setgroups() after "deny" was written.
-    if (ids.privileged && ::setgroups(0, nullptr) != 0) return step_fail(ctx, "setgroups(0, {})");
     if (::setresgid(ids.inner_gid, ids.inner_gid, ids.inner_gid) != 0)
         return step_fail(ctx, "setresgid(%u)", ids.inner_gid);
     if (::setresuid(ids.inner_uid, ids.inner_uid, ids.inner_uid) != 0)

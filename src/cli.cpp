@@ -17,7 +17,8 @@ void add_run_command(CLI::App& app, Invocation& out) {
     run->add_option("--cpu-time", o.cpu_time, "CPU time limit, e.g. 10s")->type_name("DUR");
     run->add_option("--memory", o.memory, "Memory limit, e.g. 256MiB, 1G")->type_name("SIZE");
     run->add_option("--max-procs", o.max_procs, "Processes and threads, together")
-        ->type_name("N");
+        ->type_name("N")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));
     run->add_option("--tmp-size", o.tmp_size, "Size of the writable /tmp")->type_name("SIZE");
     run->add_option("--output-limit", o.output_limit, "Bytes of stdout+stderr kept")
         ->type_name("SIZE");
@@ -26,8 +27,7 @@ void add_run_command(CLI::App& app, Invocation& out) {
         ->check(CLI::IsMember({"none", "loopback", "proxy"}));
     run->add_option("--env", o.env, "Set NAME=VALUE inside, or pass NAME from the host")
         ->type_name("NAME[=VALUE]")
-        ->expected(1)
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+        ->allow_extra_args(false);
     run->add_option("-c", o.code, "Run CODE instead of a script file")->type_name("CODE");
     run->add_flag("-v,--verbose", o.verbose, "Say what the sandbox does, step by step");
     run->add_option("script", o.script, "The script; '-' reads the program from stdin")
@@ -72,10 +72,22 @@ SplitArgs split_at_double_dash(int argc, const char* const* argv) {
     return split;
 }
 
+void check_command_name(CLI::App& app, const SplitArgs& split) {
+    if (split.head.empty() || split.head.back().starts_with('-')) return;
+    const std::string& name = split.head.back();
+    std::string known;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+        if (sub->get_name() == name) return;
+        known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    throw CLI::ValidationError("unknown command \"" + name + "\" (commands: " + known + ")");
+}
+
 Invocation parse_command_line(int argc, const char* const* argv) {
     Invocation invocation;
     auto app = build_cli(invocation);
     SplitArgs split = split_at_double_dash(argc, argv);
+    check_command_name(*app, split);
     app->parse(split.head);
     invocation.run.args = std::move(split.script_args);
     return invocation;

@@ -18,7 +18,7 @@ struct RunOptions {
     std::optional<std::string> timeout;
     std::optional<std::string> cpu_time;
     std::optional<std::string> memory;
-    std::optional<std::uint64_t> max_procs;
+    std::optional<std::int64_t> max_procs;
     std::optional<std::string> tmp_size;
     std::optional<std::string> output_limit;
     std::optional<std::string> net;
@@ -51,6 +51,9 @@ struct SplitArgs {
     std::vector<std::string> script_args;
 };
 SplitArgs split_at_double_dash(int argc, const char* const* argv);
+
+// Throws CLI::ParseError naming the word when the first one is not a command.
+void check_command_name(CLI::App& app, const SplitArgs& split);
 
 // Parses argv into an Invocation. Throws CLI::ParseError (help, version and errors alike).
 Invocation parse_command_line(int argc, const char* const* argv);

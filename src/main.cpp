@@ -109,6 +109,7 @@ int main(int argc, char** argv) {
     auto app = build_cli(invocation);
     SplitArgs split = split_at_double_dash(argc, argv);
     try {
+        check_command_name(*app, split);
         app->parse(split.head);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app->exit(e);  // --help, --version

@@ -44,7 +44,7 @@ void add_ro_paths(const Profile& profile, Plan& plan) {
     for (const auto& raw : paths) {
         fs::path path = fs::path(raw).lexically_normal();
         std::string text = path.string();
-        if (!path.is_absolute() || text.find("..") != std::string::npos)
+        if (!path.is_absolute() || std::ranges::count(path, fs::path("..")) > 0)
             throw ProfileError("filesystem.ro: \"" + raw + "\" must be an absolute path");
         if (text.size() > 1 && text.back() == '/') text.pop_back();
         if (is_reserved(text))
@@ -188,18 +188,24 @@ void apply_overrides(Profile& profile, const RunOptions& options) {
     if (options.output_limit)
         limits.output_limit = parse_flag("--output-limit", *options.output_limit, units::parse_size);
     if (options.max_procs) {
-        if (*options.max_procs < 1) throw UsageError("--max-procs: must be at least 1");
-        limits.max_procs = *options.max_procs;
+        if (*options.max_procs < 1)
+            throw UsageError("--max-procs: must be at least 1");
+        limits.max_procs = static_cast<std::uint64_t>(*options.max_procs);
     }
     if (options.net) {
         if (*options.net == "proxy")
             throw UsageError("--net proxy: not available in this version; use none or loopback");
         profile.net_mode = *options.net == "loopback" ? NetMode::loopback : NetMode::none;
     }
-    if (limits.wall_time.count() <= 0) throw UsageError("--timeout: must be more than 0");
-    if (limits.cpu_time.count() <= 0) throw UsageError("--cpu-time: must be more than 0");
-    if (limits.memory < (16ULL << 20)) throw UsageError("--memory: at least 16MiB is needed");
-    if (limits.tmp_size < 4096) throw UsageError("--tmp-size: at least 4KiB is needed");
+    // The profile's own values were checked when it was loaded; these are the flags'.
+    if (options.timeout && limits.wall_time.count() <= 0)
+        throw UsageError("--timeout: must be more than 0");
+    if (options.cpu_time && limits.cpu_time.count() <= 0)
+        throw UsageError("--cpu-time: must be more than 0");
+    if (options.memory && limits.memory < kMinMemory)
+        throw UsageError("--memory: at least " + units::format_size(kMinMemory) + " is needed");
+    if (options.tmp_size && limits.tmp_size < kMinTmpSize)
+        throw UsageError("--tmp-size: at least " + units::format_size(kMinTmpSize) + " is needed");
 }
 
 std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options,

@@ -28,6 +28,14 @@ struct KeySpec {
     std::function<void(const Profile&, toml::table&, const std::string&)> show;
 };
 
+// A bad value somewhere inside a table-valued key: names the inner key and points at it.
+struct NestedValueError : std::invalid_argument {
+    NestedValueError(std::string key, toml::source_region where, const std::string& what)
+        : std::invalid_argument(what), subkey(std::move(key)), region(where) {}
+    std::string subkey;
+    toml::source_region region;
+};
+
 std::string type_name(const toml::node& node) {
     std::ostringstream out;
     out << node.type();
@@ -62,7 +70,9 @@ KeySpec duration_key(std::string_view path, std::string_view doc,
                      Accessor<std::chrono::milliseconds> field) {
     return {path, "duration", doc,
             [field](const toml::node& n, Profile& p) {
-                field(p) = units::parse_duration(expect_string(n));
+                auto value = units::parse_duration(expect_string(n));
+                if (value.count() <= 0) throw std::invalid_argument("must be more than 0");
+                field(p) = value;
             },
             [field](const Profile& p, toml::table& t, const std::string& leaf) {
                 Profile copy = p;
@@ -70,10 +80,15 @@ KeySpec duration_key(std::string_view path, std::string_view doc,
             }};
 }
 
-KeySpec size_key(std::string_view path, std::string_view doc, Accessor<std::uint64_t> field) {
+KeySpec size_key(std::string_view path, std::string_view doc, Accessor<std::uint64_t> field,
+                 std::uint64_t minimum = 0) {
     return {path, "size", doc,
-            [field](const toml::node& n, Profile& p) {
-                field(p) = units::parse_size(expect_string(n));
+            [field, minimum](const toml::node& n, Profile& p) {
+                auto value = units::parse_size(expect_string(n));
+                if (value < minimum)
+                    throw std::invalid_argument("at least " + units::format_size(minimum) +
+                                                " is needed");
+                field(p) = value;
             },
             [field](const Profile& p, toml::table& t, const std::string& leaf) {
                 Profile copy = p;
@@ -169,7 +184,8 @@ const std::vector<KeySpec>& key_specs() {
         keys.push_back(duration_key("limits.cpu_time", "CPU time limit of the script.",
                                     [](Profile& p) -> auto& { return p.limits.cpu_time; }));
         keys.push_back(size_key("limits.memory", "Memory limit (address space without cgroups).",
-                                [](Profile& p) -> auto& { return p.limits.memory; }));
+                                [](Profile& p) -> auto& { return p.limits.memory; },
+                                kMinMemory));
         keys.push_back(count_key("limits.max_procs", "Processes and threads, together.",
                                  [](Profile& p) -> auto& { return p.limits.max_procs; }));
         keys.push_back(count_key("limits.open_files", "Open file descriptors per process.",
@@ -177,7 +193,8 @@ const std::vector<KeySpec>& key_specs() {
         keys.push_back(size_key("limits.file_size", "Largest file the script may write.",
                                 [](Profile& p) -> auto& { return p.limits.file_size; }));
         keys.push_back(size_key("limits.tmp_size", "Size of the writable /tmp.",
-                                [](Profile& p) -> auto& { return p.limits.tmp_size; }));
+                                [](Profile& p) -> auto& { return p.limits.tmp_size; },
+                                kMinTmpSize));
         keys.push_back(size_key("limits.output_limit", "Bytes of stdout and stderr kept.",
                                 [](Profile& p) -> auto& { return p.limits.output_limit; }));
         keys.push_back({"network.mode", "string",
@@ -205,8 +222,14 @@ const std::vector<KeySpec>& key_specs() {
                             if (table == nullptr)
                                 throw std::invalid_argument("expected a table of strings, found " +
                                                             type_name(n));
-                            for (auto&& [key, value] : *table)
-                                p.env_set[std::string(key.str())] = expect_string(value);
+                            for (auto&& [key, value] : *table) {
+                                try {
+                                    p.env_set[std::string(key.str())] = expect_string(value);
+                                } catch (const std::invalid_argument& e) {
+                                    throw NestedValueError(std::string(key.str()), value.source(),
+                                                           e.what());
+                                }
+                            }
                         },
                         [](const Profile& p, toml::table& t, const std::string& leaf) {
                             toml::table vars;
@@ -284,6 +307,9 @@ void validate(const toml::table& table, const fs::path& file, const std::string&
         if (const KeySpec* spec = find_key(path)) {
             try {
                 spec->set(node, scratch);
+            } catch (const NestedValueError& e) {
+                throw ProfileError(where(file, e.region) + ": " + path + "." + e.subkey + ": " +
+                                   e.what());
             } catch (const std::invalid_argument& e) {
                 throw ProfileError(where(file, node.source()) + ": " + path + ": " + e.what());
             }
@@ -356,9 +382,14 @@ Chain load_chain(std::string_view text, const fs::path& origin,
     Chain chain;
     if (const toml::node* extends = table.get("extends")) {
         std::string ref = extends->as_string()->get();
-        fs::path base_file = ref.find('/') != std::string::npos
-                                 ? fs::absolute(origin).parent_path() / ref
-                                 : find_profile(ref, search_dirs);
+        fs::path base_file;
+        try {
+            base_file = ref.find('/') != std::string::npos
+                            ? fs::absolute(origin).parent_path() / ref
+                            : find_profile(ref, search_dirs);
+        } catch (const ProfileError& e) {
+            throw ProfileError(where(origin, extends->source()) + ": extends: " + e.what());
+        }
         fs::path canonical = fs::weakly_canonical(base_file);
         if (!visited.insert(canonical).second)
             throw ProfileError(where(origin, extends->source()) + ": extends: \"" + ref +

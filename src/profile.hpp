@@ -18,6 +18,9 @@ namespace pysandbox {
 
 enum class NetMode { none, loopback, proxy };
 
+inline constexpr std::uint64_t kMinMemory = 16ULL << 20;  // python3 cannot start with less
+inline constexpr std::uint64_t kMinTmpSize = 4096;
+
 struct Limits {
     std::chrono::milliseconds wall_time{5000};
     std::chrono::milliseconds cpu_time{5000};

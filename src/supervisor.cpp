@@ -1,6 +1,7 @@
 #include "supervisor.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <poll.h>
@@ -192,8 +193,9 @@ void write_proc_file(pid_t pid, const char* name, const std::string& content) {
 }
 
 void write_id_maps(pid_t pid, const IdMap& ids) {
-    // An unprivileged caller may only map itself, and only after giving up setgroups().
-    if (!ids.privileged) write_proc_file(pid, "setgroups", "deny");
+    // An unprivileged caller may only map itself, and only after giving up setgroups(); root
+    // gives it up too, so the script can never regain a group.
+    write_proc_file(pid, "setgroups", "deny");
     write_proc_file(pid, "uid_map",
                     std::to_string(ids.inner_uid) + " " + std::to_string(ids.outer_uid) + " 1\n");
     write_proc_file(pid, "gid_map",
@@ -444,6 +446,9 @@ Outcome run_sandbox(const Plan& plan) {
     // Block the forwarded signals before clone so none is lost between clone and the loop; the
     // child's init unblocks what it needs.
     sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    // Root's supplementary groups (0 among them) must not follow the script, and nothing inside
+    // can drop them once setgroups is denied: drop them here, before clone.
+    if (plan.ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
     Pipes pipes;
     const Clock::time_point start = Clock::now();
 

@@ -36,6 +36,7 @@ RUN_AS = os.environ.get("PYSANDBOX_AS", "")
 NOBODY_UID = 65534
 NOBODY_GID = 65534
 SANDBOX_UID = 1000  # what getuid() returns inside
+LIVE_TIMEOUT = "20s"  # wall-clock limit for probes the host inspects while they run
 
 AS_NOBODY = [
     "setpriv",
@@ -132,7 +133,14 @@ def run(
         stdout, stderr = proc.communicate(input, timeout=timeout)
     except subprocess.TimeoutExpired:
         proc.kill()
-        stdout, stderr = proc.communicate()
+        try:
+            stdout, stderr = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:  # something that outlived pysandbox holds the pipes
+            stdout = stderr = b"<pipes still held open by a surviving process>"
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe:
+                    pipe.close()
+            proc.wait()
         raise AssertionError(
             f"pysandbox {list(args)} did not finish within {timeout}s"
             + Result(-1, stdout, stderr, time.monotonic() - start).describe()
@@ -448,8 +456,14 @@ class SandboxTestCase(unittest.TestCase):
 
     def running(self, body: str, *args: str, options: Sequence[str] = (),
                 directory: Path | None = None, **kwargs) -> Running:
-        """Like run_script, but in the background (see Running)."""
+        """Like run_script, but in the background (see Running).
+
+        Unless the test sets one, the wall-clock limit is raised to LIVE_TIMEOUT so a
+        slow host-side inspection cannot race the default limit.
+        """
         path = probe_script(body, directory)
+        if "--timeout" not in options:
+            options = ["--timeout", LIVE_TIMEOUT, *options]
         return Running(["run", *options, path, "--", self.marker, *args],
                        marker=self.marker, **kwargs)
 

@@ -70,7 +70,7 @@ class WallClockTest(SandboxTestCase):
         self.assertEqual(leftovers(self.marker), [], "processes survived the run")
 
     def test_forked_and_double_forked_children_do_not_survive(self):
-        result = self.run_script(FORK_THEN_LOOP, options=["--timeout", "1s"])
+        result = self.run_script(FORK_THEN_LOOP, options=["--timeout", "1s"], timeout=8)
         self.assertEqual(leftovers(self.marker), [], "processes survived the run")
         if b"ready" in result.stdout:
             # fork worked or failed with an exception; either way the script then loops

@@ -1,0 +1,188 @@
+// The command line as typed: what ends up in the Invocation, and what is refused.
+
+#include <doctest/doctest.h>
+
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+using pysandbox::Command;
+using pysandbox::Invocation;
+
+namespace {
+
+// argv with "pysandbox" as argv[0], as main() receives it.
+struct Argv {
+    explicit Argv(std::initializer_list<const char*> args) : storage(args.begin(), args.end()) {
+        pointers.push_back("pysandbox");
+        for (const auto& arg : storage) pointers.push_back(arg.c_str());
+        pointers.push_back(nullptr);
+    }
+    int argc() const { return static_cast<int>(pointers.size()) - 1; }
+    const char* const* argv() const { return pointers.data(); }
+
+    std::vector<std::string> storage;
+    std::vector<const char*> pointers;
+};
+
+Invocation parse(std::initializer_list<const char*> args) {
+    Argv a(args);
+    return pysandbox::parse_command_line(a.argc(), a.argv());
+}
+
+// The message of the CLI::ParseError that parsing throws.
+std::string parse_error(std::initializer_list<const char*> args) {
+    try {
+        parse(args);
+    } catch (const CLI::ParseError& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+using Strings = std::vector<std::string>;
+
+}  // namespace
+
+TEST_SUITE("cli") {
+    TEST_CASE("split_at_double_dash: the tail goes to the script, the head reversed for CLI11") {
+        Argv a({"run", "script.py", "--", "a", "--b", "--", "-c"});
+        pysandbox::SplitArgs split = pysandbox::split_at_double_dash(a.argc(), a.argv());
+        CHECK(split.head == Strings{"script.py", "run"});
+        CHECK(split.script_args == Strings{"a", "--b", "--", "-c"});
+    }
+
+    TEST_CASE("split_at_double_dash without -- or with nothing after it") {
+        Argv plain({"run", "-c", "x"});
+        pysandbox::SplitArgs split = pysandbox::split_at_double_dash(plain.argc(), plain.argv());
+        CHECK(split.head == Strings{"x", "-c", "run"});
+        CHECK(split.script_args.empty());
+
+        Argv trailing({"run", "s.py", "--"});
+        split = pysandbox::split_at_double_dash(trailing.argc(), trailing.argv());
+        CHECK(split.head == Strings{"s.py", "run"});
+        CHECK(split.script_args.empty());
+
+        Argv none({});
+        split = pysandbox::split_at_double_dash(none.argc(), none.argv());
+        CHECK(split.head.empty());
+        CHECK(split.script_args.empty());
+    }
+
+    TEST_CASE("run SCRIPT -- ARGS passes the arguments verbatim, flags included") {
+        Invocation inv = parse({"run", "script.py", "--", "a", "--b"});
+        CHECK(inv.command == Command::run);
+        CHECK(inv.run.script == "script.py");
+        CHECK(inv.run.args == Strings{"a", "--b"});
+        CHECK_FALSE(inv.run.code.has_value());
+        CHECK(inv.run.profile == "default");
+        CHECK_FALSE(inv.run.timeout.has_value());
+        CHECK(inv.run.verbose == 0);
+    }
+
+    TEST_CASE("run -c CODE") {
+        Invocation inv = parse({"run", "-c", "print(1)", "--", "x"});
+        CHECK(inv.command == Command::run);
+        REQUIRE(inv.run.code.has_value());
+        CHECK(*inv.run.code == "print(1)");
+        CHECK(inv.run.script.empty());
+        CHECK(inv.run.args == Strings{"x"});
+    }
+
+    TEST_CASE("run - reads the program from stdin") {
+        Invocation inv = parse({"run", "-"});
+        CHECK(inv.command == Command::run);
+        CHECK(inv.run.script == "-");
+        CHECK_FALSE(inv.run.code.has_value());
+        CHECK(inv.run.args.empty());
+    }
+
+    TEST_CASE("--timeout and -p are taken in either order") {
+        for (const Invocation& inv :
+             {parse({"run", "--timeout", "2s", "-p", "x.toml", "s.py"}),
+              parse({"run", "-p", "x.toml", "--timeout", "2s", "s.py"}),
+              parse({"run", "s.py", "-p", "x.toml", "--timeout", "2s"}),
+              parse({"run", "--profile", "x.toml", "--timeout=2s", "s.py"})}) {
+            CHECK(inv.command == Command::run);
+            CHECK(inv.run.profile == "x.toml");
+            REQUIRE(inv.run.timeout.has_value());
+            CHECK(*inv.run.timeout == "2s");
+            CHECK(inv.run.script == "s.py");
+        }
+    }
+
+    TEST_CASE("limit flags are kept as typed; plan.cpp parses them") {
+        Invocation inv =
+            parse({"run", "--cpu-time", "3s", "--memory", "1G", "--max-procs", "8", "--tmp-size",
+                   "8MiB", "--output-limit", "1MiB", "--net", "loopback", "-v", "s.py"});
+        CHECK(inv.run.cpu_time == std::optional<std::string>("3s"));
+        CHECK(inv.run.memory == std::optional<std::string>("1G"));
+        CHECK(inv.run.max_procs == std::optional<std::uint64_t>(8));
+        CHECK(inv.run.tmp_size == std::optional<std::string>("8MiB"));
+        CHECK(inv.run.output_limit == std::optional<std::string>("1MiB"));
+        CHECK(inv.run.net == std::optional<std::string>("loopback"));
+        CHECK(inv.run.verbose == 1);
+        CHECK(inv.run.script == "s.py");
+    }
+
+    // CLI11 keeps allow_extra_args on for a vector option, even after expected(1): without
+    // allow_extra_args(false), `--env B script.py` takes script.py as a second --env value.
+    TEST_CASE("--env accumulates and does not swallow the script") {
+        Invocation inv = parse({"run", "--env", "A=1", "--env", "B", "script.py"});
+        CHECK(inv.run.env == Strings{"A=1", "B"});
+        CHECK(inv.run.script == "script.py");
+        CHECK(inv.run.args.empty());
+
+        Invocation before = parse({"run", "script.py", "--env", "A=1", "--env", "B"});
+        CHECK(before.run.env == Strings{"A=1", "B"});
+        CHECK(before.run.script == "script.py");
+    }
+
+    TEST_CASE("an unknown flag is a ParseError that names the flag") {
+        CHECK_THROWS_AS(parse({"run", "--bogus", "s.py"}), CLI::ParseError);
+        CHECK(parse_error({"run", "--bogus", "s.py"}).find("--bogus") != std::string::npos);
+        CHECK(parse_error({"run", "--no-such-flag=3", "s.py"}).find("--no-such-flag") !=
+              std::string::npos);
+    }
+
+    TEST_CASE("bad values and missing commands are ParseErrors") {
+        CHECK(parse_error({"run", "--net", "wifi", "s.py"}).find("wifi") != std::string::npos);
+        CHECK(parse_error({"run", "--max-procs", "many", "s.py"}).find("many") !=
+              std::string::npos);
+        CHECK_THROWS_AS(parse({"run", "--timeout"}), CLI::ParseError);
+        CHECK_THROWS_AS(parse({}), CLI::ParseError);
+        CHECK_THROWS_AS(parse({"frobnicate"}), CLI::ParseError);
+        CHECK(parse_error({"frobnicate"}).find("frobnicate") != std::string::npos);
+        CHECK_THROWS_AS(parse({"profile"}), CLI::ParseError);
+        CHECK_THROWS_AS(parse({"profile", "show"}), CLI::ParseError);
+        CHECK_THROWS_AS(parse({"run", "a.py", "b.py"}), CLI::ParseError);
+    }
+
+    TEST_CASE("--help and --version are ParseErrors with exit code 0") {
+        for (auto args : {std::initializer_list<const char*>{"--help"},
+                          std::initializer_list<const char*>{"--version"},
+                          std::initializer_list<const char*>{"run", "--help"}}) {
+            try {
+                parse(args);
+                FAIL("no exception");
+            } catch (const CLI::ParseError& e) {
+                CHECK(e.get_exit_code() == 0);
+            }
+        }
+    }
+
+    TEST_CASE("profile show NAME") {
+        Invocation inv = parse({"profile", "show", "strict"});
+        CHECK(inv.command == Command::profile_show);
+        CHECK(inv.profile.name == "strict");
+    }
+
+    TEST_CASE("profile list") {
+        Invocation inv = parse({"profile", "list"});
+        CHECK(inv.command == Command::profile_list);
+        CHECK(inv.profile.name.empty());
+    }
+}

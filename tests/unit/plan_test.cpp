@@ -1,0 +1,439 @@
+// Profile + command line -> Plan: flag precedence, flag errors, the program's argv and files, the
+// environment allowlist, and the read-only paths.
+
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "errors.hpp"
+#include "plan.hpp"
+#include "profile.hpp"
+#include "test_support.hpp"
+
+using namespace std::chrono_literals;
+using namespace std::string_literals;
+namespace fs = std::filesystem;
+using pysandbox::NetMode;
+using pysandbox::Plan;
+using pysandbox::Profile;
+using pysandbox::ProfileError;
+using pysandbox::RunOptions;
+using pysandbox::UsageError;
+using pysandbox::test::contains;
+using pysandbox::test::kFixtures;
+using pysandbox::test::kShippedProfiles;
+using pysandbox::test::message_of;
+using pysandbox::test::TempDir;
+using pysandbox::test::write_file;
+
+namespace {
+
+using Strings = std::vector<std::string>;
+constexpr std::uint64_t kMiB = 1ULL << 20;
+
+RunOptions parse_run(std::initializer_list<const char*> args) {
+    std::vector<const char*> argv{"pysandbox", "run"};
+    argv.insert(argv.end(), args);
+    argv.push_back(nullptr);
+    pysandbox::Invocation inv =
+        pysandbox::parse_command_line(static_cast<int>(argv.size()) - 1, argv.data());
+    REQUIRE(inv.command == pysandbox::Command::run);
+    return inv.run;
+}
+
+// The profile the command line names, with its flags applied, as run() does it.
+Profile resolve(const RunOptions& options) {
+    Profile profile = pysandbox::load_profile(options.profile, {});
+    pysandbox::apply_overrides(profile, options);
+    return profile;
+}
+
+Profile default_profile() {
+    return pysandbox::load_profile("default", std::vector<fs::path>{kShippedProfiles});
+}
+
+std::string override_error(std::initializer_list<const char*> args) {
+    return message_of<UsageError>([&] {
+        Profile profile;
+        pysandbox::apply_overrides(profile, parse_run(args));
+    });
+}
+
+RunOptions code_options(std::string code = "pass") {
+    RunOptions options;
+    options.code = std::move(code);
+    return options;
+}
+
+std::unique_ptr<const Plan> plan_for(const RunOptions& options, Profile profile = default_profile(),
+                                     const Strings& host_env = {}) {
+    return pysandbox::make_plan(std::move(profile), options, host_env);
+}
+
+// A directory for host paths that a profile may bind: not under /tmp, which is reserved.
+fs::path bindable_base() {
+    std::error_code ec;
+    if (fs::is_directory("/var/tmp", ec)) return "/var/tmp";
+    return fs::current_path();
+}
+
+bool is_reserved_for_test(const fs::path& path) {
+    std::string text = path.string();
+    return text == "/tmp" || text.starts_with("/tmp/");
+}
+
+}  // namespace
+
+TEST_SUITE("plan") {
+    TEST_CASE("precedence: defaults < profile < flags, whatever the order of the flags") {
+        const std::string flags = (kFixtures / "flags.toml").string();
+        const char* profile = flags.c_str();
+        std::vector<RunOptions> orders{
+            parse_run({"--timeout", "2s", "--memory", "1G", "-p", profile, "s.py"}),
+            parse_run({"-p", profile, "--timeout", "2s", "--memory", "1G", "s.py"}),
+            parse_run({"--timeout", "2s", "-p", profile, "s.py", "--memory", "1G"}),
+            parse_run({"s.py", "--memory", "1G", "-p", profile, "--timeout", "2s"}),
+        };
+        for (const RunOptions& options : orders) {
+            Profile p = resolve(options);
+            CHECK(p.limits.wall_time == 2000ms);               // flag over profile's 7s
+            CHECK(p.limits.memory == 1024 * kMiB);             // flag over profile's 128MiB
+            CHECK(p.limits.cpu_time == 3000ms);                // profile over default 5s
+            CHECK(p.limits.tmp_size == 32 * kMiB);             // profile
+            CHECK(p.limits.output_limit == 2 * kMiB);          // profile
+            CHECK(p.limits.max_procs == 4);                    // profile
+            CHECK(p.net_mode == NetMode::loopback);            // profile
+            CHECK(p.limits.open_files == 256);                 // built-in default
+            CHECK(p.limits.file_size == 64 * kMiB);            // built-in default
+            CHECK(p.interpreter_args == Strings{"-s", "-E"});  // from the profile's parent
+        }
+    }
+
+    TEST_CASE("every limit flag overrides the profile") {
+        const std::string flags = (kFixtures / "flags.toml").string();
+        Profile p = resolve(
+            parse_run({"--cpu-time", "1500ms", "--tmp-size", "8MiB", "--output-limit", "512k",
+                       "--max-procs", "2", "--net", "none", "-p", flags.c_str(), "s.py"}));
+        CHECK(p.limits.wall_time == 7000ms);  // no --timeout: the profile's
+        CHECK(p.limits.cpu_time == 1500ms);
+        CHECK(p.limits.tmp_size == 8 * kMiB);
+        CHECK(p.limits.output_limit == 512 * 1024);
+        CHECK(p.limits.max_procs == 2);
+        CHECK(p.net_mode == NetMode::none);
+    }
+
+    TEST_CASE("without flags the profile's values stand") {
+        const std::string flags = (kFixtures / "flags.toml").string();
+        Profile p = resolve(parse_run({"-p", flags.c_str(), "s.py"}));
+        CHECK(p.limits.wall_time == 7000ms);
+        CHECK(p.limits.memory == 128 * kMiB);
+        CHECK(p.net_mode == NetMode::loopback);
+    }
+
+    TEST_CASE("a bad flag value is a UsageError that names the flag") {
+        CHECK(override_error({"--timeout", "5", "s.py"}) ==
+              "--timeout: invalid duration \"5\" (missing unit; expected e.g. 5s, 250ms, 2m)");
+        CHECK(override_error({"--timeout", "-1s", "s.py"}) ==
+              "--timeout: invalid duration \"-1s\" (not a number; expected e.g. 5s, 250ms, 2m)");
+        CHECK(override_error({"--cpu-time", "soon", "s.py"}) ==
+              "--cpu-time: invalid duration \"soon\" (not a number; expected e.g. 5s, 250ms, "
+              "2m)");
+        CHECK(override_error({"--memory", "lots", "s.py"}) ==
+              "--memory: invalid size \"lots\" (not a number; expected e.g. 256MiB, 1G, 512k or "
+              "a number of bytes)");
+        CHECK(override_error({"--memory", "12 parsecs", "s.py"}) ==
+              "--memory: invalid size \"12 parsecs\" (unknown unit; expected e.g. 256MiB, 1G, "
+              "512k or a number of bytes)");
+        CHECK(override_error({"--tmp-size", "x", "s.py"}).starts_with("--tmp-size: invalid size"));
+        CHECK(override_error({"--output-limit", "x", "s.py"})
+                  .starts_with("--output-limit: invalid size"));
+    }
+
+    TEST_CASE("flag values that parse but cannot work are UsageErrors naming the flag") {
+        CHECK(override_error({"--timeout", "0s", "s.py"}) == "--timeout: must be more than 0");
+        CHECK(override_error({"--cpu-time", "0ms", "s.py"}) == "--cpu-time: must be more than 0");
+        CHECK(override_error({"--memory", "1MiB", "s.py"}) == "--memory: at least 16MiB is needed");
+        CHECK(override_error({"--tmp-size", "1k", "s.py"}) ==
+              "--tmp-size: at least 4KiB is needed");
+        CHECK(override_error({"--net", "proxy", "s.py"}) ==
+              "--net proxy: not available in this version; use none or loopback");
+        // Not through parse_run: the command line may refuse 0 itself.
+        RunOptions zero_procs = code_options();
+        zero_procs.max_procs = 0;
+        CHECK(message_of<UsageError>([&] {
+                  Profile profile;
+                  pysandbox::apply_overrides(profile, zero_procs);
+              }).starts_with("--max-procs: must be at least 1"));
+    }
+
+    // Regression: RunOptions::max_procs was unsigned and CLI11 converts with strtoull, so
+    // "--max-procs -1" became 2^64-1, no limit at all. Refused at parse time or by
+    // apply_overrides, the error must name the flag.
+    TEST_CASE("--max-procs -1 is refused, not wrapped to 2^64-1") {
+        for (const char* value : {"-1", "0", "-18446744073709551615"}) {
+            CAPTURE(value);
+            std::string message;
+            try {
+                Profile profile;
+                pysandbox::apply_overrides(profile, parse_run({"--max-procs", value, "s.py"}));
+                message = "(no error)";
+            } catch (const CLI::ParseError& e) {
+                message = e.what();
+            } catch (const UsageError& e) {
+                message = e.what();
+            }
+            CHECK(contains(message, "--max-procs"));
+        }
+    }
+
+    TEST_CASE("make_plan with -c: [interpreter, profile args..., -c, CODE, args...]") {
+        RunOptions options = code_options("print('hi')");
+        options.args = {"a", "--b", ""};
+        auto plan = plan_for(options);
+        CHECK(plan->interpreter == "/usr/bin/python3");
+        CHECK(plan->argv == Strings{"/usr/bin/python3", "-s", "-c", "print('hi')", "a", "--b", ""});
+        CHECK(plan->script_label == "-c");
+        CHECK_FALSE(plan->stdin_program.has_value());
+        bool script_file = std::any_of(plan->files.begin(), plan->files.end(), [](const auto& f) {
+            return f.path.starts_with("/sandbox/");
+        });
+        CHECK_FALSE(script_file);
+
+        // The NULL-terminated views point at the strings the Plan owns.
+        REQUIRE(plan->argv_ptrs.size() == plan->argv.size() + 1);
+        for (std::size_t i = 0; i < plan->argv.size(); ++i)
+            CHECK(plan->argv_ptrs[i] == plan->argv[i].c_str());
+        CHECK(plan->argv_ptrs.back() == nullptr);
+        REQUIRE(plan->envp_ptrs.size() == plan->envp.size() + 1);
+        for (std::size_t i = 0; i < plan->envp.size(); ++i)
+            CHECK(plan->envp_ptrs[i] == plan->envp[i].c_str());
+        CHECK(plan->envp_ptrs.back() == nullptr);
+    }
+
+    TEST_CASE("make_plan with a script file copies it read-only to /sandbox/NAME") {
+        TempDir dir;
+        const std::string content =
+            "import sys\nprint(sys.argv)\n\x00"
+            "binary\xff"s;
+        fs::path script = write_file(dir / "my script.py", content);
+        RunOptions options;
+        options.script = script.string();
+        options.args = {"x", "-y"};
+        auto plan = plan_for(options);
+        CHECK(plan->argv == Strings{"/usr/bin/python3", "-s", "/sandbox/my script.py", "x", "-y"});
+        CHECK(plan->script_label == script.string());
+        auto file = std::find_if(plan->files.begin(), plan->files.end(),
+                                 [](const auto& f) { return f.path == "/sandbox/my script.py"; });
+        REQUIRE(file != plan->files.end());
+        CHECK(file->content == content);
+        CHECK(file->mode == 0444);
+    }
+
+    TEST_CASE("a missing or unusable script is a UsageError naming the path") {
+        TempDir dir;
+        RunOptions missing;
+        missing.script = (dir / "missing.py").string();
+        CHECK(message_of<UsageError>([&] { plan_for(missing); }) ==
+              "script " + missing.script + ": No such file or directory");
+
+        RunOptions directory;
+        directory.script = dir.path().string();
+        CHECK(message_of<UsageError>([&] { plan_for(directory); }) ==
+              "script " + directory.script + ": is a directory");
+    }
+
+    TEST_CASE("the program must be given exactly one way") {
+        RunOptions nothing;
+        CHECK(message_of<UsageError>([&] { plan_for(nothing); }) ==
+              "run: a SCRIPT, -c CODE or - (program on stdin) is required");
+        RunOptions both = code_options();
+        both.script = "s.py";
+        CHECK(message_of<UsageError>([&] { plan_for(both); }) ==
+              "-c and SCRIPT both given (\"s.py\"); put script arguments after --");
+    }
+
+    TEST_CASE("environment: only the profile's allowlist and --env reach the script") {
+        const Strings host{"LD_PRELOAD=/evil.so",
+                           "LD_LIBRARY_PATH=/evil",
+                           "PYTHONPATH=/evil",
+                           "PYTHONSTARTUP=/evil.py",
+                           "AWS_SECRET_ACCESS_KEY=s3cr3t",
+                           "HOME=/root",
+                           "PATH=/evil/bin",
+                           "FROM_HOST=host value=with equals",
+                           "LANG=de_DE.UTF-8"};
+        RunOptions options = code_options();
+        options.env = {"SET=v", "FROM_HOST", "NOT_ON_HOST", "EQ=a=b", "EMPTY=", "LANG=C"};
+        Profile profile = default_profile();
+        auto plan = plan_for(options, profile, host);
+
+        Strings expected;
+        for (const auto& [name, value] : profile.env_set) {
+            if (name == "LANG") continue;
+            expected.push_back(name + "=" + value);
+        }
+        expected.push_back("SET=v");
+        expected.push_back("FROM_HOST=host value=with equals");
+        expected.push_back("EQ=a=b");
+        expected.push_back("EMPTY=");
+        expected.push_back("LANG=C");
+        if (::isatty(STDOUT_FILENO)) expected.push_back("PYTHONUNBUFFERED=1");
+        std::sort(expected.begin(), expected.end());
+        CHECK(plan->envp == expected);
+
+        for (const auto& var : plan->envp) {
+            CAPTURE(var);
+            CHECK_FALSE(var.starts_with("LD_"));
+            CHECK_FALSE(var.starts_with("PYTHONPATH="));
+            CHECK_FALSE(var.starts_with("PYTHONSTARTUP="));
+            CHECK_FALSE(var.starts_with("AWS_"));
+            CHECK_FALSE(contains(var, "/evil"));
+            CHECK_FALSE(var.starts_with("NOT_ON_HOST"));
+        }
+    }
+
+    TEST_CASE("environment: env.pass copies host variables only when they are set") {
+        Profile profile;
+        profile.env_set = {{"A", "profile"}};
+        profile.env_pass = {"TERM", "MISSING", "A"};
+        auto plan = plan_for(code_options(), profile, {"TERM=xterm", "A=host", "OTHER=x"});
+        Strings envp = plan->envp;
+        std::erase(envp, "PYTHONUNBUFFERED=1");
+        CHECK(envp == Strings{"A=host", "TERM=xterm"});
+    }
+
+    TEST_CASE("environment: --env with a bad name is a UsageError naming --env") {
+        for (const char* bad : {"=x", "", "A B=1", "TAB\t=1"}) {
+            RunOptions options = code_options();
+            options.env = {bad};
+            CHECK(message_of<UsageError>([&] { plan_for(options); }) ==
+                  "--env: invalid variable name in \"" + std::string(bad) + "\"");
+        }
+    }
+
+    TEST_CASE("filesystem.ro: directories and files are bound, links recreated, missing skipped") {
+        TempDir dir(bindable_base());
+        REQUIRE_FALSE(is_reserved_for_test(dir.path()));
+        fs::create_directory(dir / "lib");
+        write_file(dir / "lib" / "file.so", "x");
+        fs::create_symlink("lib", dir / "link");
+        fs::create_symlink("/nonexistent/target", dir / "dangling");
+
+        Profile profile = default_profile();
+        profile.ro_paths = {(dir / "link").string(), (dir / "lib/file.so").string(),
+                            (dir / "missing").string(), (dir / "lib/").string(),
+                            (dir / "dangling").string()};
+        auto plan = plan_for(code_options(), profile);
+
+        REQUIRE(plan->ro_binds.size() == 2);
+        CHECK(plan->ro_binds[0].source == (dir / "lib").string());  // parents first
+        CHECK(plan->ro_binds[0].is_directory);
+        CHECK(plan->ro_binds[1].source == (dir / "lib/file.so").string());
+        CHECK_FALSE(plan->ro_binds[1].is_directory);
+        REQUIRE(plan->symlinks.size() == 2);
+        CHECK(plan->symlinks[0].path == (dir / "dangling").string());
+        CHECK(plan->symlinks[0].target == "/nonexistent/target");
+        CHECK(plan->symlinks[1].path == (dir / "link").string());
+        CHECK(plan->symlinks[1].target == "lib");
+    }
+
+    TEST_CASE("filesystem.ro: the sandbox's own paths and relative paths are ProfileErrors") {
+        for (const char* reserved : {"/", "/tmp", "/tmp/x", "/tmp/", "/proc", "/proc/self", "/dev",
+                                     "/dev/shm", "/sandbox", "/usr/../tmp", "//", "/./tmp"}) {
+            CAPTURE(reserved);
+            Profile profile = default_profile();
+            profile.ro_paths = {"/usr", reserved};
+            std::string message =
+                message_of<ProfileError>([&] { plan_for(code_options(), profile); });
+            CHECK(message == "filesystem.ro: \"" + std::string(reserved) +
+                                 "\" is reserved (/, /tmp, /proc, /dev and /sandbox are the "
+                                 "sandbox's own)");
+        }
+        for (const char* relative : {"usr", "./usr", "../usr", ""}) {
+            CAPTURE(relative);
+            Profile profile = default_profile();
+            profile.ro_paths = {relative};
+            CHECK(message_of<ProfileError>([&] { plan_for(code_options(), profile); }) ==
+                  "filesystem.ro: \"" + std::string(relative) + "\" must be an absolute path");
+        }
+    }
+
+    // Regression: `text.find("..")` also matched inside a name, so /opt/app..v2 was refused as
+    // "must be an absolute path".
+    TEST_CASE("filesystem.ro: a name containing '..' is still an absolute path") {
+        TempDir dir(bindable_base());
+        fs::create_directory(dir / "app..v2");
+        Profile profile = default_profile();
+        profile.ro_paths = {(dir / "app..v2").string()};
+        std::string message = message_of<ProfileError>([&] { plan_for(code_options(), profile); });
+        CHECK(message == "(no error)");
+        // And ".." as a component is still resolved before the reserved-path check.
+        profile.ro_paths = {"/usr/app..v2/../../tmp"};
+        CHECK_THROWS_AS(plan_for(code_options(), profile), ProfileError);
+    }
+
+    TEST_CASE("filesystem.ro: a path that is neither a directory nor a file is refused") {
+        TempDir dir(bindable_base());
+        fs::path fifo = dir / "fifo";
+        REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+        Profile profile = default_profile();
+        profile.ro_paths = {fifo.string()};
+        CHECK(message_of<ProfileError>([&] { plan_for(code_options(), profile); }) ==
+              "filesystem.ro: \"" + fifo.string() + "\" is neither a directory nor a regular file");
+    }
+
+    TEST_CASE("the profile's own problems are ProfileErrors") {
+        Profile relative = default_profile();
+        relative.interpreter = "python3";
+        CHECK(message_of<ProfileError>([&] { plan_for(code_options(), relative); }) ==
+              "python.interpreter: \"python3\" must be an absolute path");
+        Profile proxy = default_profile();
+        proxy.net_mode = NetMode::proxy;
+        CHECK(message_of<ProfileError>([&] { plan_for(code_options(), proxy); }) ==
+              "network.mode = \"proxy\" is not available in this version");
+    }
+
+    TEST_CASE("limits become numbers: /tmp size, rlimits") {
+        RunOptions options = code_options();
+        options.memory = "64MiB";
+        options.cpu_time = "1500ms";
+        options.tmp_size = "8MiB";
+        auto plan = plan_for(options);
+        CHECK(plan->profile.limits.memory == 64 * kMiB);
+        CHECK(plan->tmp_mount_options.starts_with("size=" + std::to_string(8 * kMiB) + ","));
+        auto find = [&](int resource) {
+            auto it =
+                std::find_if(plan->rlimits.begin(), plan->rlimits.end(),
+                             [&](const pysandbox::Rlimit& r) { return r.resource == resource; });
+            REQUIRE(it != plan->rlimits.end());
+            return *it;
+        };
+        CHECK(find(RLIMIT_AS).soft == 64 * kMiB);
+        CHECK(find(RLIMIT_AS).hard == 64 * kMiB);
+        CHECK(find(RLIMIT_CPU).soft == 2);  // 1.5s rounds up
+        CHECK(find(RLIMIT_CPU).hard == 3);
+        CHECK(find(RLIMIT_CORE).hard == 0);
+    }
+
+    TEST_CASE("as root, the script runs as an unprivileged host uid") {
+        auto plan = plan_for(code_options());
+        if (::geteuid() == 0) {
+            CHECK(plan->ids.privileged);
+            CHECK(plan->ids.outer_uid == 65534);
+            CHECK(plan->ids.outer_gid == 65534);
+        } else {
+            CHECK_FALSE(plan->ids.privileged);
+            CHECK(plan->ids.outer_uid == ::geteuid());
+        }
+        CHECK(plan->ids.outer_uid != 0);
+    }
+}
