@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -360,13 +361,14 @@ std::string read_profile_file(const fs::path& file) {
     if (!fs::is_regular_file(file, ec))
         throw ProfileError(file.string() + ": not a regular file");
     constexpr std::uintmax_t kMaxProfileBytes = 1 << 20;
-    if (fs::file_size(file, ec) > kMaxProfileBytes)
+    const std::uintmax_t size = fs::file_size(file, ec);
+    if (size > kMaxProfileBytes)
         throw ProfileError(file.string() + ": larger than 1 MiB; not a profile");
-    std::FILE* f = std::fopen(file.c_str(), "rb");
-    if (f == nullptr) throw ProfileError(file.string() + ": " + std::strerror(errno));
-    std::string text(kMaxProfileBytes, '\0');
-    text.resize(std::fread(text.data(), 1, text.size(), f));
-    std::fclose(f);
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw ProfileError(file.string() + ": " + std::strerror(errno));
+    std::string text(size, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(size));
+    text.resize(static_cast<std::size_t>(in.gcount()));
     return text;
 }
 
