@@ -28,18 +28,30 @@ std::string blocked_summary(const Outcome& outcome) {
            (total > 1 ? "s" : "") + ": " + calls;
 }
 
+std::string output_summary(const Plan& plan, const Outcome& outcome) {
+    std::uint64_t omitted = outcome.stdout_omitted + outcome.stderr_omitted;
+    if (omitted == 0) return {};
+    return "output limit of " + units::format_size(plan.profile.limits.output_limit) +
+           " reached; " + std::to_string(omitted) + " bytes omitted from the middle";
+}
+
+std::string join(const std::string& a, const std::string& b) {
+    if (a.empty() || b.empty()) return a + b;
+    return a + "\npysandbox: " + b;
+}
+
 }  // namespace
 
 std::string human_summary(const Plan& plan, const Outcome& outcome) {
     const Limits& limits = plan.profile.limits;
     using Kind = Outcome::Kind;
     switch (outcome.kind) {
-        case Kind::exited: return blocked_summary(outcome);
+        case Kind::exited: return join(output_summary(plan, outcome), blocked_summary(outcome));
         case Kind::signaled:
             if (outcome.signal == SIGXCPU)
                 return "CPU time limit of " + units::format_duration(limits.cpu_time) +
                        " reached; the script was killed";
-            return blocked_summary(outcome);
+            return join(output_summary(plan, outcome), blocked_summary(outcome));
         case Kind::timeout:
             return "wall-clock limit of " + units::format_duration(limits.wall_time) +
                    " reached; the sandbox was killed";

@@ -31,6 +31,7 @@
 #include "sys/child_guard.hpp"
 #include "sys/signal_fd.hpp"
 #include "sys/timer_fd.hpp"
+#include "stream.hpp"
 #include "sys/unique_fd.hpp"
 
 namespace pysandbox {
@@ -43,104 +44,6 @@ constexpr std::uint64_t kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID
                                       CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
 constexpr std::chrono::seconds kInterruptGrace{2};
 
-// Copies one byte stream (the caller's stdin to the script, the script's output to the caller)
-// through a bounded buffer, never blocking: reads only when there is room, writes only what
-// poll() said fits.
-class Stream {
-public:
-    Stream(UniqueFd from, UniqueFd to, std::size_t write_chunk)
-        : from_(std::move(from)), to_(std::move(to)), write_chunk_(write_chunk) {}
-
-    // A stream with its whole content known up front (the program given on stdin).
-    static Stream preloaded(std::string content, UniqueFd to) {
-        Stream stream(UniqueFd{}, std::move(to), PIPE_BUF);
-        stream.preload_ = std::move(content);
-        return stream;
-    }
-
-    bool wants_read() const { return from_ && pending() < kBuffer; }
-    bool wants_write() const { return to_ && pending() > 0; }
-    // The source is exhausted and everything read was delivered (or can never be).
-    bool drained() const { return !from_ && (pending() == 0 || !to_); }
-    int from_fd() const { return from_.get(); }
-    int to_fd() const { return to_.get(); }
-    std::uint64_t total() const { return total_; }
-
-    void on_readable() {
-        if (end_ == buffer_.size() && start_ > 0) compact();
-        ssize_t n = ::read(from_.get(), buffer_.data() + end_, buffer_.size() - end_);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-        if (n <= 0) {
-            from_.reset();
-            close_sink_if_done();
-            return;
-        }
-        end_ += static_cast<std::size_t>(n);
-        total_ += static_cast<std::uint64_t>(n);
-    }
-
-    void on_writable() {
-        std::size_t count = std::min(pending(), write_chunk_);
-        ssize_t n = ::write(to_.get(), pending_data(), count);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-        if (n < 0) {  // the reader went away (EPIPE): so does the writer, as in a pipeline
-            to_.reset();
-            from_.reset();
-            drop_pending();
-            return;
-        }
-        consume(static_cast<std::size_t>(n));
-        close_sink_if_done();
-    }
-
-    // The sink failed (POLLERR): nothing more can be delivered.
-    void on_sink_error() {
-        to_.reset();
-        from_.reset();
-        drop_pending();
-    }
-
-private:
-    static constexpr std::size_t kBuffer = 64 * 1024;
-
-    std::size_t pending() const { return preload_.size() - preload_pos_ + (end_ - start_); }
-    const char* pending_data() const {
-        return preload_pos_ < preload_.size() ? preload_.data() + preload_pos_
-                                              : buffer_.data() + start_;
-    }
-    void consume(std::size_t n) {
-        if (preload_pos_ < preload_.size()) {
-            preload_pos_ += n;
-        } else {
-            start_ += n;
-            if (start_ == end_) start_ = end_ = 0;
-        }
-    }
-    void compact() {
-        std::copy(buffer_.begin() + static_cast<long>(start_), buffer_.begin() + static_cast<long>(end_),
-                  buffer_.begin());
-        end_ -= start_;
-        start_ = 0;
-    }
-    void drop_pending() {
-        preload_pos_ = preload_.size();
-        start_ = end_ = 0;
-    }
-    // For the script's stdin: the script sees EOF once everything was delivered.
-    void close_sink_if_done() {
-        if (!from_ && pending() == 0) to_.reset();
-    }
-
-    UniqueFd from_;
-    UniqueFd to_;
-    std::size_t write_chunk_;
-    std::vector<char> buffer_ = std::vector<char>(kBuffer);
-    std::size_t start_ = 0;
-    std::size_t end_ = 0;
-    std::string preload_;
-    std::size_t preload_pos_ = 0;
-    std::uint64_t total_ = 0;
-};
 
 UniqueFd dup_fd(int fd) {
     return UniqueFd(check_sys(::fcntl(fd, F_DUPFD_CLOEXEC, 3), "fcntl(F_DUPFD_CLOEXEC)"));
@@ -226,7 +129,8 @@ public:
           child_(child),
           signals_(signals),
           start_(start),
-          report_(std::move(pipes.report.read)) {
+          report_(std::move(pipes.report.read)),
+          budget_(OutputBudget::for_limit(plan.profile.limits.output_limit)) {
         UniqueFd child_stdin = std::move(pipes.in.write);
         ::fcntl(child_stdin.get(), F_SETFL, O_NONBLOCK);
         if (plan.stdin_program)
@@ -236,9 +140,9 @@ public:
         // else: the script's stdin is closed at once and reads EOF.
         first_output_ = streams_.size();
         streams_.emplace_back(std::move(pipes.out.read), dup_fd(STDOUT_FILENO),
-                              write_chunk_for(STDOUT_FILENO));
+                              write_chunk_for(STDOUT_FILENO), &budget_);
         streams_.emplace_back(std::move(pipes.err.read), dup_fd(STDERR_FILENO),
-                              write_chunk_for(STDERR_FILENO));
+                              write_chunk_for(STDERR_FILENO), &budget_);
     }
 
     Outcome run() {
@@ -367,6 +271,8 @@ private:
         Outcome outcome;
         outcome.stdout_bytes = streams_[first_output_].total();
         outcome.stderr_bytes = streams_[first_output_ + 1].total();
+        outcome.stdout_omitted = streams_[first_output_].omitted();
+        outcome.stderr_omitted = streams_[first_output_ + 1].omitted();
         std::int64_t exec_ns = exited_ ? exited_->exec_mono_ns : 0;
         if (exec_ns > 0) {
             auto exec_at = Clock::time_point(std::chrono::nanoseconds(exec_ns));
@@ -413,6 +319,7 @@ private:
     sys::SignalFd& signals_;
     Clock::time_point start_;
     UniqueFd report_;
+    OutputBudget budget_;          // shared by stdout and stderr
     std::vector<Stream> streams_;  // [stdin,] stdout, stderr
     std::size_t first_output_ = 0;
     sys::TimerFd deadline_;

@@ -36,6 +36,8 @@ struct Outcome {
     std::int64_t max_rss_kib = 0;
     std::uint64_t stdout_bytes = 0;
     std::uint64_t stderr_bytes = 0;
+    std::uint64_t stdout_omitted = 0;  // cut from the middle by the output limit
+    std::uint64_t stderr_omitted = 0;
     std::map<std::string, std::uint64_t> blocked_syscalls;  // name -> times denied
     std::string killing_syscall;                           // for policy_violation
 };

@@ -1,0 +1,78 @@
+#pragma once
+// Byte streams the supervisor copies without ever blocking: the caller's stdin to the script, the
+// script's stdout and stderr to the caller. Output is capped: the first half of the output limit
+// (all streams together, in arrival order) passes through; after that each stream keeps only its
+// last bytes, delivered at its end after a "[... N bytes omitted ...]" marker. The supervisor's
+// memory stays bounded whatever the script prints.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sys/unique_fd.hpp"
+
+namespace pysandbox {
+
+// The head budget shared by every output stream.
+struct OutputBudget {
+    std::uint64_t head_left;
+    std::size_t tail_capacity;  // per stream
+    static OutputBudget for_limit(std::uint64_t limit) { return {limit / 2, limit / 4}; }
+};
+
+// The last `capacity` bytes of a stream, and how many fell out before them.
+class TailRing {
+public:
+    explicit TailRing(std::size_t capacity) : capacity_(capacity) {}
+    void push(const char* data, std::size_t n);
+    std::uint64_t omitted() const { return omitted_; }
+    // The marker (when something was omitted) followed by the kept bytes, oldest first.
+    std::string drain();
+
+private:
+    std::size_t capacity_;
+    std::vector<char> ring_;
+    std::size_t next_ = 0;  // where the next byte goes once the ring is full
+    std::uint64_t omitted_ = 0;
+};
+
+class Stream {
+public:
+    // `budget` is null for the script's stdin, which is not capped.
+    Stream(sys::UniqueFd from, sys::UniqueFd to, std::size_t write_chunk,
+           OutputBudget* budget = nullptr);
+    // A stream whose whole content is known up front (the program given on stdin).
+    static Stream preloaded(std::string content, sys::UniqueFd to);
+
+    bool wants_read() const { return from_ && pending() < kBuffer; }
+    bool wants_write() const { return to_ && pending() > 0; }
+    // The source is exhausted and everything read was delivered (or can never be).
+    bool drained() const { return !from_ && (pending() == 0 || !to_); }
+    int from_fd() const { return from_.get(); }
+    int to_fd() const { return to_.get(); }
+    std::uint64_t total() const { return total_; }
+    std::uint64_t omitted() const { return tail_.omitted(); }
+
+    void on_readable();
+    void on_writable();
+    void on_sink_error();  // nothing more can be delivered
+
+private:
+    static constexpr std::size_t kBuffer = 64 * 1024;
+
+    std::size_t pending() const { return pending_.size() - offset_; }
+    void admit(const char* data, std::size_t n);
+    void close_sink_if_done();
+
+    sys::UniqueFd from_;
+    sys::UniqueFd to_;
+    std::size_t write_chunk_;
+    OutputBudget* budget_;
+    TailRing tail_;
+    std::string pending_;  // read, not yet written; bytes before offset_ are written
+    std::size_t offset_ = 0;
+    std::uint64_t total_ = 0;
+};
+
+}  // namespace pysandbox

@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""Talk between two concurrent sandboxes over an abstract unix socket.
+
+Run A binds abstract stream and datagram sockets under a fixed name and waits for a message;
+while A is held open, run B connects and sends a secret. Contained when A never received it
+(B's secret absent from A's output) and neither run misbehaved.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attack as A
+
+LISTENER = r'''
+import socket, select
+name = "\0" + ARGS[0]
+ls = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+attempt("bind stream", ls.bind, name)
+attempt("listen", ls.listen, 4)
+ds = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+attempt("bind dgram", ds.bind, name + "-d")
+ls.setblocking(False)
+ds.setblocking(False)
+hold("bound")
+r, _, _ = select.select([ls, ds], [], [], 1.0)
+for s in r:
+    if s is ls:
+        c, _ = ls.accept()
+        c.settimeout(1)
+        print("GOT", c.recv(200), flush=True)
+    else:
+        print("GOT", ds.recv(200), flush=True)
+note("done", 0)
+'''
+
+SENDER = r'''
+import socket
+name = "\0" + ARGS[0]
+secret = ARGS[1][::-1].encode()
+def conn():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(1)
+    s.connect(name)
+    s.sendall(secret)
+attempt("connect", conn)
+attempt("sendto", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(secret,
+        name + "-d"))
+note("done", 0)
+'''
+
+
+def test():
+    judge = A.Judge("abstract unix socket between two concurrent runs")
+    name = f"pysandbox-between-{A.new_marker()}"
+    secret = A.new_secret()
+    with A.Sandbox(LISTENER, [name]) as a:
+        if not a.wait_ready("bound"):
+            judge.misbehaved("run A never bound its sockets")
+        b = A.Sandbox(SENDER, [name, secret[::-1]])
+        ob = b.run()
+        A.check_behaved(judge, b, allowed=(0,), expect_notes=["done"])
+        a.go()
+    oa = A.check_behaved(judge, a, allowed=(0,), expect_notes=["done"])
+    A.check_secrets(judge, oa, {"run B's message in run A": secret})
+    judge.done(oa.describe() + "\n" + ob.describe())
+
+
+if __name__ == "__main__":
+    A.main(test)

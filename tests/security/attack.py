@@ -1,0 +1,1183 @@
+"""Shared helpers for the pysandbox attack suite (tests/security/*.py).
+
+Not a test itself. Every other ``*.py`` file in this directory is one attack: an executable,
+stdlib-only Python 3 program that runs on the HOST, writes a hostile script, runs pysandbox on
+it and judges the outcome from the host side. It prints exactly one verdict line and exits:
+
+    0  ``contained: <what>``   the attack was contained AND the run behaved
+    1  ``ESCAPED: <what>``     the attack got through, or the run misbehaved (pysandbox crashed
+                               or failed, the script hung, a process outlived the run, ...)
+    2  ``ERROR: <what>``       the test itself could not run (not root, binary missing, a bug)
+
+What the hostile script prints is never evidence of containment. It is scanned for secrets
+(which must be absent), and an "ok" it reports for a forbidden call counts as an escape; the
+verdict otherwise rests on what the host sees: files, listeners, /proc of the sandbox's
+processes (fds, namespaces, mounts, credentials, tracer, memory), the seccomp filter the kernel
+holds for the sandboxed process (read with PTRACE_SECCOMP_GET_FILTER and evaluated here), and
+what is left in the host's /proc after the run.
+
+Environment:
+  PYSANDBOX     the binary (default: <repo>/build/bin/pysandbox)
+  PYSANDBOX_AS  ``root`` (default): run pysandbox as root, the script runs as host uid 65534;
+                ``nobody``: run pysandbox as uid/gid 65534 through setpriv.
+                Either way the tests themselves must run as root: they create victims, fixtures
+                and canaries owned by other users and inspect the sandbox's /proc.
+
+The hostile script gets ``PRELUDE`` prepended. It defines MARKER (argv[1], a unique token the
+host uses to find every process of the run), ARGS (argv[2:]), ``syscall(nr, ...)`` (raw x86_64
+syscall through ctypes, returning the result or -errno), ``attempt(what, fn, ...)`` and
+``note(what, result)`` (one ``NOTE {json}`` line per action, for diagnostics), and
+``hold(tag)``: print ``READY <tag>`` and block until the host sends a line (or closes stdin), so
+the host can inspect the live sandbox at that point.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import os
+import pwd
+import re
+import shutil
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import traceback
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+PYSANDBOX = os.environ.get("PYSANDBOX", str(REPO / "build" / "bin" / "pysandbox"))
+RUN_AS = os.environ.get("PYSANDBOX_AS", "root") or "root"
+
+NOBODY = 65534            # the host uid/gid of every sandboxed script, in both modes
+SANDBOX_UID = 1000        # what getuid() says inside
+AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
+
+# Exit codes (DESIGN.md).
+TIMEOUT = 124
+SANDBOX_ERROR = 125
+
+
+def signalled(sig: int) -> int:
+    """The exit code pysandbox reports when the script died of ``sig``."""
+    return 128 + int(sig)
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+class Verdict(Exception):
+    pass
+
+
+_cleanups: list = []
+
+
+def at_cleanup(fn) -> None:
+    _cleanups.append(fn)
+
+
+def _run_cleanups() -> None:
+    while _cleanups:
+        fn = _cleanups.pop()
+        try:
+            fn()
+        except Exception:
+            pass
+
+
+atexit.register(_run_cleanups)
+
+
+class Judge:
+    """Collects findings; ``done()`` prints the one verdict line and exits."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.escapes: list[str] = []
+        self.misbehaviour: list[str] = []
+
+    def escape(self, message: str) -> None:
+        self.escapes.append(message)
+
+    def misbehaved(self, message: str) -> None:
+        self.misbehaviour.append(message)
+
+    def check(self, condition: bool, message: str) -> bool:
+        """Record ``message`` as an escape unless ``condition`` holds."""
+        if not condition:
+            self.escape(message)
+        return condition
+
+    @property
+    def ok(self) -> bool:
+        return not self.escapes and not self.misbehaviour
+
+    def done(self, diagnostics: str = "") -> None:
+        _run_cleanups()
+        if self.ok:
+            print(f"contained: {self.what}", flush=True)
+            code = 0
+        else:
+            parts = self.escapes + [f"run misbehaved: {m}" for m in self.misbehaviour]
+            print(f"ESCAPED: {self.what}: " + "; ".join(parts), flush=True)
+            if diagnostics and os.environ.get("ATTACK_QUIET") != "1":
+                print(diagnostics, file=sys.stderr, flush=True)
+            code = 1
+        sys.stdout.flush()
+        os._exit(code)
+
+
+def main(test) -> None:
+    """Run ``test()`` (which ends with ``judge.done()``); anything it raises is a test error."""
+    try:
+        if os.geteuid() != 0:
+            raise Verdict("the attack suite must run as root (PYSANDBOX_AS selects the caller)")
+        if RUN_AS not in ("root", "nobody"):
+            raise Verdict(f"PYSANDBOX_AS must be root or nobody, not {RUN_AS!r}")
+        if not (os.path.isfile(PYSANDBOX) and os.access(PYSANDBOX, os.X_OK)):
+            raise Verdict(f"pysandbox binary not found or not executable: {PYSANDBOX}")
+        test()
+        raise Verdict("the test ended without a verdict (test bug)")
+    except Verdict as e:
+        _run_cleanups()
+        print(f"ERROR: {e}", flush=True)
+        os._exit(2)
+    except BaseException:
+        _run_cleanups()
+        traceback.print_exc()
+        print("ERROR: the test raised (test bug, see the traceback above)", flush=True)
+        os._exit(2)
+
+
+# --------------------------------------------------------------------------- tokens, files
+
+
+def new_marker() -> str:
+    return f"pysandbox-attack-{uuid.uuid4().hex}"
+
+
+def new_secret(tag: str = "SECRET") -> str:
+    return f"{tag}-{uuid.uuid4().hex}"
+
+
+def _remove(path: str) -> None:
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def shared_dir(parent: str = "/tmp", mode: int = 0o755, owner: int | None = None) -> Path:
+    """A fresh directory that uid 65534 can read (scripts live here); removed at exit."""
+    path = tempfile.mkdtemp(prefix="pysandbox-attack-", dir=parent)
+    os.chmod(path, mode)
+    if owner is not None:
+        os.chown(path, owner, owner)
+    at_cleanup(lambda: _remove(path))
+    return Path(path)
+
+
+def private_dir(parent: str = "/tmp") -> Path:
+    """A fresh root-only (0700) directory that uid 65534 cannot read; removed at exit."""
+    return shared_dir(parent, mode=0o700)
+
+
+def write_file(path: Path | str, data: str | bytes, mode: int = 0o644,
+               owner: int | None = None) -> Path:
+    path = Path(path)
+    path.write_bytes(data.encode() if isinstance(data, str) else data)
+    os.chmod(path, mode)
+    if owner is not None:
+        os.chown(path, owner, owner)
+    return path
+
+
+def canary(directory: Path | str, name: str = "canary.txt", mode: int = 0o644,
+           owner: int | None = None) -> tuple[Path, str]:
+    """A file holding a fresh secret; returns (path, secret)."""
+    secret = new_secret("CANARY")
+    path = write_file(Path(directory) / name, f"{secret}\n", mode, owner)
+    at_cleanup(lambda: _remove(str(path)))
+    return path, secret
+
+
+def usr_fixture_dir(mode: int = 0o755, owner: int | None = None) -> Path:
+    """A fresh directory beneath /usr/local/share: inside the default profile's read-only /usr.
+
+    Used to put host files in front of the script that plain permissions would let uid 65534
+    modify or use, so that only the sandbox's layers (ro bind, nosuid, Landlock) stand between.
+    """
+    base = Path("/usr/local/share")
+    base.mkdir(parents=True, exist_ok=True)
+    return shared_dir(str(base), mode=mode, owner=owner)
+
+
+def file_state(path: Path | str) -> tuple | None:
+    """Content hash and metadata of a host file (None when absent), to compare before/after."""
+    import hashlib
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    digest = ""
+    if stat.S_ISREG(st.st_mode):
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    return (digest, st.st_mode, st.st_uid, st.st_gid, st.st_nlink, st.st_size, st.st_mtime_ns,
+            st.st_ino)
+
+
+def tree_state(root: Path | str) -> dict:
+    """file_state of every entry beneath ``root`` (and root itself)."""
+    state = {str(root): file_state(root)}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            state[p] = file_state(p)
+    return state
+
+
+# --------------------------------------------------------------------------- the hostile side
+
+PRELUDE = r'''
+import ctypes, errno, json, os, sys
+MARKER = sys.argv[1]
+ARGS = sys.argv[2:]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+
+def _arg(a):
+    return ctypes.c_long(a) if isinstance(a, int) else a
+
+def syscall(nr, *args):
+    """Raw x86_64 syscall through libc's syscall(): the result, or -errno."""
+    ctypes.set_errno(0)
+    r = libc.syscall(ctypes.c_long(nr), *[_arg(a) for a in args])
+    return -ctypes.get_errno() if r == -1 else r
+
+def ename(r):
+    if isinstance(r, int) and r < 0:
+        return errno.errorcode.get(-r, str(-r))
+    return "ok: %r" % (r,)
+
+def note(what, result):
+    text = ename(result) if isinstance(result, int) else str(result)
+    print("NOTE " + json.dumps({"what": what, "result": text}), flush=True)
+
+def attempt(what, fn, *args, **kwargs):
+    """Call fn; note 'ok: <result>' or the errno name / exception. Returns result or exception."""
+    try:
+        r = fn(*args, **kwargs)
+        note(what, "ok: %s" % (repr(r)[:300],))
+        return r
+    except OSError as e:
+        note(what, errno.errorcode.get(e.errno, str(e.errno)) if e.errno else repr(e))
+        return e
+    except Exception as e:
+        note(what, "%s: %s" % (type(e).__name__, e))
+        return e
+
+def hold(tag="end"):
+    """Tell the host to look now, and wait until it says go on (or closes stdin)."""
+    print("READY " + tag, flush=True)
+    sys.stdin.readline()
+'''
+
+
+def script_file(body: str, name: str = "attack.py", directory: Path | None = None) -> Path:
+    """PRELUDE + the dedented ``body`` in a fresh directory that uid 65534 can read."""
+    directory = directory or shared_dir()
+    return write_file(directory / name, PRELUDE + "\n" + textwrap.dedent(body).lstrip())
+
+
+# --------------------------------------------------------------------------- host /proc
+
+
+def read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def cmdline(pid: int) -> list[bytes]:
+    data = read_bytes(f"/proc/{pid}/cmdline")
+    return data.split(b"\0") if data else []
+
+
+def all_pids() -> list[int]:
+    return [int(n) for n in os.listdir("/proc") if n.isdigit()]
+
+
+def status(pid: int) -> dict[str, str]:
+    data = read_bytes(f"/proc/{pid}/status")
+    fields = {}
+    for line in (data or b"").decode(errors="replace").splitlines():
+        k, _, v = line.partition(":")
+        fields[k] = v.strip()
+    return fields
+
+
+def readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
+def exe(pid: int) -> str:
+    return readlink(f"/proc/{pid}/exe")
+
+
+NAMESPACES = ("user", "mnt", "pid", "pid_for_children", "net", "ipc", "uts", "cgroup", "time",
+              "time_for_children")
+
+
+def namespaces(pid: int) -> dict[str, str]:
+    return {ns: readlink(f"/proc/{pid}/ns/{ns}") for ns in NAMESPACES}
+
+
+def marker_pids(marker: str) -> list[int]:
+    """Live host processes (not this one) whose argv carries ``marker``."""
+    token = marker.encode()
+    me = os.getpid()
+    out = []
+    for pid in all_pids():
+        if pid == me:
+            continue
+        if any(token in arg for arg in cmdline(pid)):
+            out.append(pid)
+    return out
+
+
+def fd_targets(pid: int) -> dict[int, str]:
+    out = {}
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for name in names:
+        out[int(name)] = readlink(f"/proc/{pid}/fd/{name}")
+    return out
+
+
+def _net_inodes(pid: int, table: str, column: int) -> set[int]:
+    data = read_bytes(f"/proc/{pid}/net/{table}")
+    inodes = set()
+    for line in (data or b"").decode(errors="replace").splitlines()[1:]:
+        cols = line.split()
+        if len(cols) > column and cols[column].isdigit():
+            inodes.add(int(cols[column]))
+    return inodes
+
+
+def socket_families(pid: int) -> dict[int, str]:
+    """fd -> family ('unix', 'inet', 'netlink', 'vsock', 'packet', or a number) of each socket
+    the process holds, asked of the socket itself: the host duplicates it with pidfd_getfd()
+    and reads SO_DOMAIN."""
+    import socket as _socket
+    names = {_socket.AF_UNIX: "unix", _socket.AF_INET: "inet", _socket.AF_INET6: "inet6",
+             _socket.AF_NETLINK: "netlink", 40: "vsock", 17: "packet"}
+    out = {}
+    targets = {fd: t for fd, t in fd_targets(pid).items() if t.startswith("socket:")}
+    if not targets:
+        return out
+    pidfd = _libc.syscall(ctypes.c_long(434), ctypes.c_long(pid), ctypes.c_long(0))
+    if pidfd < 0:
+        raise Verdict(f"pidfd_open({pid}) failed: errno {ctypes.get_errno()}")
+    try:
+        for fd in targets:
+            dup = _libc.syscall(ctypes.c_long(438), ctypes.c_long(pidfd), ctypes.c_long(fd),
+                                ctypes.c_long(0))
+            if dup < 0:
+                continue  # closed meanwhile
+            try:
+                s = _socket.socket(fileno=dup)
+                fam = s.getsockopt(_socket.SOL_SOCKET, 39)  # SO_DOMAIN
+                s.detach()
+            finally:
+                os.close(dup)
+            out[fd] = names.get(fam, str(fam))
+    finally:
+        os.close(pidfd)
+    return out
+
+
+def mountinfo(pid: int) -> list[str]:
+    data = read_bytes(f"/proc/{pid}/mountinfo")
+    return (data or b"").decode(errors="replace").splitlines()
+
+
+def mount_table(pid: int) -> list[tuple]:
+    """(mount id, mount point, per-mount options, fs type, source, super options) per mount."""
+    rows = []
+    for line in mountinfo(pid):
+        left, _, right = line.partition(" - ")
+        f = left.split()
+        r = right.split()
+        rows.append((f[0], f[4], f[5], r[0] if r else "", r[1] if len(r) > 1 else "",
+                     r[2] if len(r) > 2 else ""))
+    return rows
+
+
+class Proc:
+    """A host-side snapshot of one process of the run."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.status = status(pid)
+        self.exe = exe(pid)
+        self.ns = namespaces(pid)
+        self.nspid = [int(x) for x in self.status.get("NSpid", "0").split()]
+        self.cmdline = cmdline(pid)
+
+    @property
+    def inner_pid(self) -> int:
+        return self.nspid[-1] if self.nspid else 0
+
+    @property
+    def inside(self) -> bool:
+        """In a PID namespace below the host's (the supervisor is not)."""
+        return len(self.nspid) > 1
+
+    @property
+    def is_python(self) -> bool:
+        return os.path.basename(self.exe).startswith("python")
+
+    def ids(self) -> set[int]:
+        ids = set()
+        for key in ("Uid", "Gid"):
+            ids |= {int(x) for x in self.status.get(key, "").split()}
+        return ids
+
+    def caps(self) -> dict[str, int]:
+        return {k: int(self.status.get(k, "0"), 16)
+                for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}
+
+    def __repr__(self) -> str:
+        return (f"<pid {self.pid} inner {self.inner_pid} exe {self.exe} "
+                f"state {self.status.get('State')} tracer {self.status.get('TracerPid')}>")
+
+
+# --------------------------------------------------------------------------- seccomp filters
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+AUDIT_ARCH_I386 = 0x40000003
+X32_SYSCALL_BIT = 0x40000000
+
+RET_KILL_PROCESS = 0x80000000
+RET_KILL_THREAD = 0x00000000
+RET_TRAP = 0x00030000
+RET_ERRNO = 0x00050000
+RET_USER_NOTIF = 0x7FC00000
+RET_TRACE = 0x7FF00000
+RET_LOG = 0x7FFC0000
+RET_ALLOW = 0x7FFF0000
+_ACTION_NAMES = {RET_KILL_PROCESS: "KILL_PROCESS", RET_KILL_THREAD: "KILL_THREAD",
+                 RET_TRAP: "TRAP", RET_ERRNO: "ERRNO", RET_USER_NOTIF: "USER_NOTIF",
+                 RET_TRACE: "TRACE", RET_LOG: "LOG", RET_ALLOW: "ALLOW"}
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.ptrace.restype = ctypes.c_long
+_libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+PTRACE_DETACH = 17
+PTRACE_SEIZE = 0x4206
+PTRACE_INTERRUPT = 0x4207
+PTRACE_SECCOMP_GET_FILTER = 0x420C
+WALL = 0x40000000
+
+
+def _ptrace(req: int, pid: int, addr=0, data=None) -> int:
+    ctypes.set_errno(0)
+    r = _libc.ptrace(req, pid, addr, data)
+    if r == -1 and ctypes.get_errno():
+        raise OSError(ctypes.get_errno(), f"ptrace({req:#x}, {pid}): "
+                      + os.strerror(ctypes.get_errno()))
+    return r
+
+
+def seccomp_filters(pid: int) -> list[list[tuple[int, int, int, int]]]:
+    """The classic-BPF seccomp programs the kernel holds for ``pid`` (newest first).
+
+    Host root attaches with PTRACE_SEIZE, interrupts, reads every filter with
+    PTRACE_SECCOMP_GET_FILTER and detaches; an empty list means no filter at all.
+    """
+    _ptrace(PTRACE_SEIZE, pid)
+    try:
+        _ptrace(PTRACE_INTERRUPT, pid)
+        os.waitpid(pid, WALL)
+        programs = []
+        for index in range(64):
+            try:
+                count = _ptrace(PTRACE_SECCOMP_GET_FILTER, pid, index, None)
+            except OSError as e:
+                if e.errno in (2, 22):  # ENOENT: no more filters; EINVAL: not in filter mode
+                    break
+                raise
+            buf = ctypes.create_string_buffer(count * 8)
+            _ptrace(PTRACE_SECCOMP_GET_FILTER, pid, index, ctypes.cast(buf, ctypes.c_void_p))
+            programs.append([struct.unpack_from("<HBBI", buf.raw, i * 8) for i in range(count)])
+        return programs
+    finally:
+        try:
+            _ptrace(PTRACE_DETACH, pid, 0, None)
+        except OSError:
+            pass
+
+
+def run_bpf(program, data: bytes) -> int:
+    """A classic-BPF interpreter, enough for seccomp filters (what the kernel accepts)."""
+    A = X = 0
+    mem = [0] * 16
+    pc = 0
+    M32 = 0xFFFFFFFF
+    for _ in range(100000):
+        code, jt, jf, k = program[pc]
+        pc += 1
+        cls = code & 0x07
+        if cls == 0x00:  # LD
+            mode = code & 0xE0
+            if mode == 0x20:
+                A = struct.unpack_from("<I", data, k)[0]
+            elif mode == 0x00:
+                A = k
+            elif mode == 0x60:
+                A = mem[k]
+            elif mode == 0x80:
+                A = len(data)
+            else:
+                raise ValueError(f"unsupported BPF load {code:#x}")
+        elif cls == 0x01:  # LDX
+            mode = code & 0xE0
+            X = k if mode == 0x00 else mem[k] if mode == 0x60 else len(data) if mode == 0x80 \
+                else None
+            if X is None:
+                raise ValueError(f"unsupported BPF ldx {code:#x}")
+        elif cls == 0x02:
+            mem[k] = A
+        elif cls == 0x03:
+            mem[k] = X
+        elif cls == 0x04:  # ALU
+            op = code & 0xF0
+            src = X if code & 0x08 else k
+            if op == 0x00: A = (A + src) & M32
+            elif op == 0x10: A = (A - src) & M32
+            elif op == 0x20: A = (A * src) & M32
+            elif op == 0x30: A = A // src if src else 0
+            elif op == 0x40: A |= src
+            elif op == 0x50: A &= src
+            elif op == 0x60: A = (A << src) & M32
+            elif op == 0x70: A >>= src
+            elif op == 0x80: A = (-A) & M32
+            elif op == 0x90: A = A % src if src else 0
+            elif op == 0xA0: A ^= src
+            else: raise ValueError(f"unsupported BPF alu {code:#x}")
+        elif cls == 0x05:  # JMP
+            op = code & 0xF0
+            src = X if code & 0x08 else k
+            if op == 0x00:
+                pc += k
+                continue
+            taken = {0x10: A == src, 0x20: A > src, 0x30: A >= src, 0x40: bool(A & src)}[op]
+            pc += jt if taken else jf
+        elif cls == 0x06:  # RET
+            return (A if code & 0x18 == 0x10 else k) & M32
+        elif cls == 0x07:
+            if code & 0xF8 == 0x00: X = A
+            else: A = X
+    raise ValueError("BPF program did not return")
+
+
+def seccomp_data(nr: int, arch: int = AUDIT_ARCH_X86_64, args=(), ip: int = 0x401000) -> bytes:
+    a = [int(x) & 0xFFFFFFFFFFFFFFFF for x in args] + [0] * (6 - len(args))
+    return struct.pack("<iIQ6Q", nr if nr < 2**31 else nr - 2**32, arch, ip, *a)
+
+
+def _action(ret: int) -> int:
+    return ret & 0xFFFF0000
+
+
+def _signed(action: int) -> int:
+    return action - 2**32 if action & 0x80000000 else action
+
+
+def verdict(filters, nr: int, arch: int = AUDIT_ARCH_X86_64, args=()) -> int:
+    """What the kernel would do for this syscall: the most restrictive action of all filters."""
+    data = seccomp_data(nr, arch, args)
+    result = RET_ALLOW
+    for program in filters:
+        ret = run_bpf(program, data)
+        if _signed(_action(ret)) < _signed(_action(result)):
+            result = ret
+    return result
+
+
+def action_name(ret: int) -> str:
+    name = _ACTION_NAMES.get(_action(ret), hex(ret))
+    return f"ERRNO({ret & 0xFFFF})" if _action(ret) == RET_ERRNO else name
+
+
+def denies(ret: int) -> bool:
+    """The call never reaches the kernel's implementation: ERRNO, kill, trap, TRACE with no
+    tracer (ENOSYS), or USER_NOTIF: pysandbox's supervisor holds the listener and answers every
+    notification with an error (never SECCOMP_USER_NOTIF_FLAG_CONTINUE). That last one holds
+    only while no process of the run can answer for itself: Sandbox.filters() checks, from the
+    host, that none of them holds the listener fd."""
+    return _action(ret) in (RET_KILL_PROCESS, RET_KILL_THREAD, RET_TRAP, RET_ERRNO, RET_TRACE,
+                            RET_USER_NOTIF)
+
+
+def check_filter_denies(judge: Judge, filters, cases, label: str = "") -> None:
+    """``cases``: (description, nr, arch, args). Each must be denied by the filter; two calls
+    that must work (read on x86_64, a thread clone) must be allowed, or the evaluation is
+    suspect (a test bug, reported as an error)."""
+    for sane_nr, sane_args, what in ((0, (0, 0, 0), "read"),
+                                     (56, (0x3D0F00,), "clone(CLONE_VM|..|CLONE_THREAD)")):
+        if filters and not verdict(filters, sane_nr, AUDIT_ARCH_X86_64, sane_args) == RET_ALLOW:
+            raise Verdict(f"the filter evaluation denies {what}: evaluator or test bug")
+    if not filters:
+        judge.escape(f"no seccomp filter on the sandboxed process{label}, so nothing denies "
+                     + ", ".join(c[0] for c in cases))
+        return
+    for holder in getattr(filters, "listener_holders", ()):
+        judge.escape(f"{holder} holds the seccomp notification listener, so it can answer its "
+                     f"own denied calls (USER_NOTIF) with 'continue'")
+    allowed = []
+    for what, nr, arch, args in cases:
+        ret = verdict(filters, nr, arch, args)
+        if not denies(ret):
+            allowed.append(f"{what} -> {action_name(ret)}")
+    if allowed:
+        judge.escape("the seccomp filter lets through: " + ", ".join(allowed))
+
+
+# --------------------------------------------------------------------------- running
+
+
+class _Filters(list):
+    def __init__(self, programs):
+        super().__init__(programs)
+        self.listener_holders: list[str] = []
+
+
+class Outcome:
+    def __init__(self, rc, stdout: bytes, stderr: bytes, elapsed: float, host_timeout: bool):
+        self.rc = rc
+        self.stdout = stdout
+        self.stderr = stderr
+        self.elapsed = elapsed
+        self.host_timeout = host_timeout
+
+    @property
+    def output(self) -> bytes:
+        return self.stdout + b"\n" + self.stderr
+
+    def notes(self) -> list[dict]:
+        out = []
+        for line in self.stdout.splitlines():
+            if line.startswith(b"NOTE "):
+                try:
+                    out.append(json.loads(line[5:]))
+                except ValueError:
+                    pass
+        return out
+
+    def note(self, what: str) -> str | None:
+        """The result the script noted for ``what`` (last one), or None if it never got there."""
+        found = None
+        for n in self.notes():
+            if n.get("what") == what:
+                found = n.get("result")
+        return found
+
+    def succeeded(self, prefix: str) -> list[str]:
+        """The noted actions starting with ``prefix`` that the script says succeeded."""
+        return [n["what"] for n in self.notes()
+                if n.get("what", "").startswith(prefix) and str(n.get("result")).startswith("ok")]
+
+    def describe(self) -> str:
+        def clip(b: bytes) -> str:
+            t = b.decode("utf-8", "replace")
+            return t if len(t) <= 3000 else t[:1500] + "\n[...]\n" + t[-1500:]
+        return (f"--- exit {self.rc}, {self.elapsed:.2f}s, host timeout {self.host_timeout}\n"
+                f"--- stdout\n{clip(self.stdout)}\n--- stderr\n{clip(self.stderr)}")
+
+
+class _Reader(threading.Thread):
+    """Drains one pipe, keeping at most ``keep`` bytes (and counting all)."""
+
+    def __init__(self, f, keep: int):
+        super().__init__(daemon=True)
+        self.f = f
+        self.keep = keep
+        self.data = bytearray()
+        self.total = 0
+        self.lock = threading.Condition()
+
+    def run(self) -> None:
+        fd = self.f.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except OSError:
+                chunk = b""
+            with self.lock:
+                if not chunk:
+                    self.lock.notify_all()
+                    return
+                self.total += len(chunk)
+                room = self.keep - len(self.data)
+                if room > 0:
+                    self.data += chunk[:room]
+                self.lock.notify_all()
+
+
+class Sampler(threading.Thread):
+    """Watches the run's processes from the host while it lasts: peaks and namespaces."""
+
+    def __init__(self, marker: str, interval: float = 0.02):
+        super().__init__(daemon=True)
+        self.marker = marker
+        self.interval = interval
+        self.stop = threading.Event()
+        self.peak_procs = 0
+        self.peak_tasks = 0
+        self.peak_rss_kib = 0
+        self.peak_hwm_kib = 0
+        self.pid_namespaces: set[str] = set()
+        self.user_namespaces: set[str] = set()
+        self.held: dict[str, int] = {}  # namespace link -> an fd keeping it (and its id) alive
+        self.seen: set[int] = set()
+        self.lock = threading.Lock()
+
+    def release(self) -> None:
+        """Drop the namespace references (after the leftover check)."""
+        with self.lock:
+            for fd in self.held.values():
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self.held.clear()
+            self.pid_namespaces.clear()
+            self.user_namespaces.clear()
+
+    def sample(self) -> None:
+        with self.lock:
+            self._sample()
+
+    def _sample(self) -> None:
+        pids = marker_pids(self.marker)
+        procs = tasks = rss = 0
+        for pid in pids:
+            st = status(pid)
+            if not st:
+                continue
+            nspid = st.get("NSpid", "").split()
+            if len(nspid) < 2:
+                continue  # the supervisor (and setpriv): host side
+            # Namespace ids (inode numbers) are recycled as soon as a namespace dies, so one
+            # is only this run's while the test holds a reference to it: open it, then check
+            # that the pid still carries the marker (pids are recycled too, fast under a fork
+            # bomb). Otherwise another run's processes would be taken for this run's leftovers.
+            opened = {}
+            for kind in ("pid", "user"):
+                link = readlink(f"/proc/{pid}/ns/{kind}")
+                if link and link not in self.held:
+                    try:
+                        opened[link] = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY)
+                    except OSError:
+                        pass
+            if not any(self.marker.encode() in arg for arg in cmdline(pid)):
+                for fd in opened.values():
+                    os.close(fd)
+                continue
+            for link, fd in opened.items():
+                if readlink(f"/proc/self/fd/{fd}") == link:
+                    self.held[link] = fd
+                    (self.pid_namespaces if link.startswith("pid:") else
+                     self.user_namespaces).add(link)
+                else:
+                    os.close(fd)
+            procs += 1
+            self.seen.add(pid)
+            tasks += int(st.get("Threads", "1") or 1)
+            rss += int(st.get("VmRSS", "0 kB").split()[0] or 0)
+            self.peak_hwm_kib = max(self.peak_hwm_kib,
+                                    int(st.get("VmHWM", "0 kB").split()[0] or 0))
+        self.peak_procs = max(self.peak_procs, procs)
+        self.peak_tasks = max(self.peak_tasks, tasks)
+        self.peak_rss_kib = max(self.peak_rss_kib, rss)
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.sample()
+            except Exception:
+                pass
+            self.stop.wait(self.interval)
+
+
+def _host_ns(kind: str) -> str:
+    return readlink(f"/proc/1/ns/{kind}")
+
+
+def leftovers(marker: str, pid_namespaces=(), user_namespaces=()) -> list[int]:
+    """Host processes that belong to the run: marker in argv, or inside one of its namespaces."""
+    found = set(marker_pids(marker))
+    pidns = set(pid_namespaces) - {_host_ns("pid")}
+    userns = set(user_namespaces) - {_host_ns("user")}
+    if pidns or userns:
+        for pid in all_pids():
+            if pid == os.getpid():
+                continue
+            if (readlink(f"/proc/{pid}/ns/pid") in pidns
+                    or readlink(f"/proc/{pid}/ns/user") in userns):
+                found.add(pid)
+    return sorted(found)
+
+
+def kill_pids(pids) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class Sandbox:
+    """One pysandbox run of a hostile script, watched from the host.
+
+    ``with Sandbox(body, ...) as sb:`` starts it; ``sb.wait_ready(tag)`` waits for the script's
+    ``hold(tag)``; ``sb.go()`` lets it continue; ``sb.finish()`` closes its stdin and collects
+    the outcome (idempotent, also done on leaving the block). ``Sandbox(...).run()`` does it all
+    for a script that does not hold.
+    """
+
+    def __init__(self, body: str | None = None, args=(), *, options=(), timeout: str = "5s",
+                 host_timeout: float | None = None, env: dict | None = None, pass_fds=(),
+                 stdin=None, stdout=None, stderr=None, preexec_fn=None, binary: str | None = None,
+                 script: Path | None = None, keep: int = 64 << 20, marker: str | None = None,
+                 as_nobody: bool | None = None, sample: bool = True):
+        self.marker = marker or new_marker()
+        self.script = script if script is not None else script_file(body or "")
+        self.binary = binary or PYSANDBOX
+        seconds = _parse_duration(timeout) if timeout else 5.0
+        self.host_timeout = host_timeout if host_timeout is not None else seconds + 5.0
+        nobody = RUN_AS == "nobody" if as_nobody is None else as_nobody
+        run_opts = list(options) + (["--timeout", timeout] if timeout else [])
+        self.argv = (AS_NOBODY if nobody else []) + [
+            self.binary, "run", *run_opts, str(self.script), "--", self.marker, *map(str, args)]
+        self.env = env
+        self.pass_fds = tuple(pass_fds)
+        self.stdin_spec = stdin
+        self.stdout_spec = stdout
+        self.stderr_spec = stderr
+        self.preexec_fn = preexec_fn
+        self.keep = keep
+        self.proc: subprocess.Popen | None = None
+        self.outcome: Outcome | None = None
+        self.sampler = Sampler(self.marker) if sample else None
+        self.start_time = 0.0
+        self._filters = None
+        self._readers: list[_Reader] = []
+
+    # -- lifecycle
+
+    def start(self) -> "Sandbox":
+        self.start_time = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.PIPE if self.stdin_spec is None else self.stdin_spec,
+            stdout=subprocess.PIPE if self.stdout_spec is None else self.stdout_spec,
+            stderr=subprocess.PIPE if self.stderr_spec is None else self.stderr_spec,
+            pass_fds=self.pass_fds, env=self.env, cwd="/", preexec_fn=self.preexec_fn)
+        at_cleanup(self._kill_everything)
+        if self.proc.stdout is not None:
+            self._readers.append(_Reader(self.proc.stdout, self.keep))
+        if self.proc.stderr is not None:
+            self._readers.append(_Reader(self.proc.stderr, self.keep))
+        for r in self._readers:
+            r.start()
+        if self.sampler:
+            self.sampler.start()
+        return self
+
+    def __enter__(self) -> "Sandbox":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.finish()
+        else:
+            self._kill_everything()
+
+    def run(self) -> Outcome:
+        self.start()
+        return self.finish()
+
+    def stdout_so_far(self) -> bytes:
+        return bytes(self._readers[0].data) if self._readers else b""
+
+    def wait_ready(self, tag: str = "end", timeout: float | None = None) -> bool:
+        """Wait for ``READY <tag>`` from the script. False if it exited or took too long."""
+        token = f"READY {tag}\n".encode()
+        deadline = self.start_time + self.host_timeout if timeout is None \
+            else time.monotonic() + timeout
+        reader = self._readers[0]
+        with reader.lock:
+            while token not in reader.data:
+                if not reader.is_alive():
+                    return False
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                reader.lock.wait(min(remaining, 0.1))
+        return True
+
+    def go(self) -> None:
+        try:
+            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    def finish(self) -> Outcome:
+        if self.outcome is not None:
+            return self.outcome
+        if self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        deadline = self.start_time + self.host_timeout
+        host_timeout = False
+        try:
+            self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            host_timeout = True
+            self._kill_everything()
+        for r in self._readers:
+            r.join(timeout=3)
+            if r.is_alive():  # something that outlived pysandbox holds the pipe
+                host_timeout = True
+                self._kill_everything()
+                r.join(timeout=3)
+        if self.sampler:
+            self.sampler.stop.set()
+            self.sampler.join()
+        elapsed = time.monotonic() - self.start_time
+        out = bytes(self._readers[0].data) if self._readers else b""
+        err = bytes(self._readers[1].data) if len(self._readers) > 1 else b""
+        self.outcome = Outcome(self.proc.returncode, out, err, elapsed, host_timeout)
+        return self.outcome
+
+    def _kill_everything(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        kill_pids(self.leftovers())
+        if self.sampler:
+            self.sampler.release()
+
+    # -- inspection
+
+    def procs(self) -> list[Proc]:
+        out = []
+        token = self.marker.encode()
+        for pid in marker_pids(self.marker):
+            p = Proc(pid)
+            # Proc reads the cmdline last: a reused pid shows up without the marker.
+            if p.status and any(token in arg for arg in p.cmdline):
+                out.append(p)
+        return out
+
+    def inside(self) -> list[Proc]:
+        return [p for p in self.procs() if p.inside]
+
+    def python(self) -> Proc:
+        """The sandboxed interpreter (the script): the python inside whose parent is init."""
+        init = self.init()
+        pys = [p for p in self.inside() if p.is_python]
+        top = [p for p in pys if p.status.get("PPid") == str(init.pid)]
+        if len(top) != 1:
+            raise Verdict(f"cannot identify the sandboxed python: {pys}")
+        return top[0]
+
+    def init(self) -> Proc:
+        inside = self.inside()
+        depth = min((len(p.nspid) for p in inside), default=0)
+        # A nested PID namespace has its own pid 1, one level deeper.
+        inits = [p for p in inside if p.inner_pid == 1 and len(p.nspid) == depth]
+        if len(inits) != 1:
+            raise Verdict(f"cannot identify the sandbox's init: {self.inside()}")
+        return inits[0]
+
+    def filters(self):
+        """The seccomp programs of the sandboxed python (see seccomp_filters), as a list with
+        ``listener_holders``: processes of the run that hold a seccomp notification listener."""
+        if self._filters is None:
+            self._filters = _Filters(seccomp_filters(self.python().pid))
+            for p in self.inside():
+                for fd, target in fd_targets(p.pid).items():
+                    if "seccomp" in target:
+                        self._filters.listener_holders.append(
+                            f"pid {p.inner_pid} (host {p.pid}, fd {fd} -> {target})")
+        return self._filters
+
+    def leftovers(self, grace: float = 0.0) -> list[int]:
+        pidns = self.sampler.pid_namespaces if self.sampler else ()
+        userns = self.sampler.user_namespaces if self.sampler else ()
+        deadline = time.monotonic() + grace
+        while True:
+            found = leftovers(self.marker, pidns, userns)
+            if not found or time.monotonic() >= deadline:
+                return found
+            time.sleep(0.05)
+
+
+def _parse_duration(text: str) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m)?", text)
+    if not m:
+        return 5.0
+    value = float(m.group(1))
+    return value / 1000 if m.group(2) == "ms" else value * 60 if m.group(2) == "m" else value
+
+
+# --------------------------------------------------------------------------- behaviour
+
+
+def check_behaved(judge: Judge, sb: Sandbox, allowed=(0,), *, grace: float = 2.0,
+                  expect_notes=()) -> Outcome:
+    """Finish the run and record misbehaviour: host timeout, pysandbox crash or error, an exit
+    code outside ``allowed``, notes the script never reached, processes left behind."""
+    o = sb.finish()
+    if o.host_timeout:
+        judge.misbehaved(f"did not finish within {sb.host_timeout:.0f}s (killed by the test)")
+    elif o.rc is None or o.rc < 0:
+        judge.misbehaved(f"pysandbox itself died of signal {-(o.rc or 0)}")
+    elif o.rc == SANDBOX_ERROR and SANDBOX_ERROR not in allowed:
+        tail = o.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        judge.misbehaved(f"pysandbox failed (125): {tail[0][:300]}")
+    elif o.rc in (126, 127) and o.rc not in allowed:
+        judge.misbehaved(f"interpreter could not run ({o.rc})")
+    elif o.rc not in allowed:
+        judge.misbehaved(f"exit code {o.rc}, expected one of {sorted(allowed)}")
+    for what in expect_notes:
+        if o.note(what) is None:
+            judge.misbehaved(f"the script never reported {what!r} (it did not get that far)")
+    left = sb.leftovers(grace)
+    if left:
+        desc = ", ".join(f"{p} {cmdline(p)[:2]}" for p in left[:5])
+        kill_pids(left)
+        judge.escape(f"{len(left)} process(es) of the run outlived it: {desc}")
+    if sb.sampler:
+        sb.sampler.release()
+    return o
+
+
+def check_secrets(judge: Judge, o: Outcome, secrets: dict[str, str]) -> None:
+    """Each secret (name -> value) must be absent from everything the run printed."""
+    for name, value in secrets.items():
+        if value and value.encode() in o.output:
+            judge.escape(f"{name} appeared in the script's output")
+
+
+def check_held_fds(judge: Judge, sb: Sandbox, patterns: dict[str, str]) -> None:
+    """No process of the run may hold an fd whose link matches a pattern (name -> regex)."""
+    for p in sb.inside():
+        for fd, target in fd_targets(p.pid).items():
+            for name, rx in patterns.items():
+                if re.search(rx, target):
+                    judge.escape(f"pid {p.inner_pid} (host {p.pid}) holds {name} fd {fd} -> "
+                                 f"{target}")
+
+
+def check_same_namespaces(judge: Judge, sb: Sandbox) -> None:
+    """Every process of the run stays in the namespaces the sandbox made (those of its init)."""
+    init = sb.init()
+    for p in sb.inside():
+        for kind, link in p.ns.items():
+            ref = init.ns.get(kind)
+            if kind == "pid_for_children":
+                ref = init.ns.get("pid")
+            if kind == "time_for_children":
+                ref = init.ns.get("time")
+            if link and ref and link != ref:
+                judge.escape(f"pid {p.inner_pid} (host {p.pid}) is in a new {kind} namespace "
+                             f"{link} (the sandbox's is {ref})")
+
+
+def spawn_victim(argv0: str = "sleep", seconds: int = 120, uid: int = NOBODY) -> subprocess.Popen:
+    """A host process running as ``uid`` (the sandbox's own host uid by default)."""
+    p = subprocess.Popen([argv0, str(seconds)], executable="/bin/sleep", user=uid, group=uid,
+                         extra_groups=[], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def stop() -> None:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    at_cleanup(stop)
+    return p
+
+
+def nobody_name() -> str:
+    try:
+        return pwd.getpwuid(NOBODY).pw_name
+    except KeyError:
+        return str(NOBODY)
+
+
+def syscall_attack(what: str, script: str, *, filter_cases=(), fd_patterns=None,
+                   escape_prefixes=(), allowed=(0,), args=(), options=(), at_hold=None,
+                   after=None, timeout: str = "5s") -> None:
+    """The common shape of a kernel-attack-surface test.
+
+    The script tries the calls (noting each), then ``hold()``s. While it is held the host
+    checks: no process of the run holds an fd matching ``fd_patterns``; every process of the
+    run is still in the sandbox's namespaces; the seccomp filter denies every case in
+    ``filter_cases``; and ``at_hold(judge, sb)`` if given. Afterwards: the run behaved, and any
+    noted action starting with one of ``escape_prefixes`` that the script says succeeded is an
+    escape (the kernel let the call through); ``after(judge, sb, outcome)`` if given.
+    """
+    judge = Judge(what)
+    with Sandbox(script, args, options=options, timeout=timeout) as sb:
+        if sb.wait_ready():
+            if fd_patterns:
+                check_held_fds(judge, sb, fd_patterns)
+            check_same_namespaces(judge, sb)
+            if at_hold:
+                at_hold(judge, sb)
+            if filter_cases:
+                check_filter_denies(judge, sb.filters(), filter_cases)
+        else:
+            judge.misbehaved("the script never reached the hold point")
+    o = check_behaved(judge, sb, allowed=allowed, expect_notes=["done"])
+    for prefix in escape_prefixes:
+        ok = o.succeeded(prefix)
+        if ok:
+            judge.escape("the kernel let through: " + ", ".join(ok[:6]))
+    if after:
+        after(judge, sb, o)
+    judge.done(o.describe())

@@ -1,0 +1,41 @@
+#!/usr/bin/python3
+"""Flood the caller with output: 256 MiB on stdout and stderr, interleaved, as fast as possible.
+
+Run with --output-limit 1MiB. Judged from the host by counting every byte that reaches the
+caller's pipes: no more than the limit (head and tail kept, with a marker) plus slack; the run
+ends (the script's exit, a signal, or the wall-clock limit), never hangs the caller.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attack as A
+
+LIMIT = 1 << 20
+SLACK = 64 << 10
+
+SCRIPT = r'''
+import os
+chunk = b"x" * (1 << 20)
+for i in range(256):
+    try:
+        os.write(1 if i % 2 == 0 else 2, chunk)
+    except OSError:
+        break
+'''
+
+
+def test():
+    judge = A.Judge("output flood under --output-limit 1MiB")
+    sb = A.Sandbox(SCRIPT, options=["--output-limit", "1MiB"], timeout="5s", keep=4 << 20)
+    o = sb.run()
+    allowed = (0, 1, A.TIMEOUT) + tuple(A.signalled(s) for s in (9, 13, 25))
+    A.check_behaved(judge, sb, allowed=allowed)
+    total = sum(r.total for r in sb._readers)
+    judge.check(total <= LIMIT + SLACK,
+                f"{total >> 20} MiB reached the caller under --output-limit 1MiB")
+    judge.done(f"exit {o.rc}, {total} bytes delivered, {o.elapsed:.2f}s")
+
+
+if __name__ == "__main__":
+    A.main(test)
