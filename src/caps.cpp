@@ -2,7 +2,9 @@
 
 #include <linux/securebits.h>
 #include <sys/capability.h>
+#include <linux/keyctl.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -31,6 +33,14 @@ int step_switch_ids(ChildContext& ctx) noexcept {
         return step_fail(ctx, "setresgid(%u)", ids.inner_gid);
     if (::setresuid(ids.inner_uid, ids.inner_uid, ids.inner_uid) != 0)
         return step_fail(ctx, "setresuid(%u)", ids.inner_uid);
+    return 0;
+}
+
+int step_join_session_keyring(ChildContext& ctx) noexcept {
+    // A fresh anonymous session keyring: the caller's keys are out of reach even for a profile
+    // that allows keyctl().
+    if (::syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, nullptr) < 0)
+        return step_fail(ctx, "keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)");
     return 0;
 }
 

@@ -7,6 +7,7 @@
 namespace pysandbox::caps {
 
 int step_switch_ids(ChildContext& ctx) noexcept;
+int step_join_session_keyring(ChildContext& ctx) noexcept;
 int step_set_no_new_privs(ChildContext& ctx) noexcept;
 int step_drop_capabilities(ChildContext& ctx) noexcept;
 

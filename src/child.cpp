@@ -68,6 +68,7 @@ constexpr Step kSteps[] = {
     {"wait for the id maps", step_wait_for_id_maps},
     // Everything after runs as the sandbox uid, still with every capability in the new namespace.
     {"switch to the sandbox ids", caps::step_switch_ids},
+    {"join a fresh session keyring", caps::step_join_session_keyring},
     {"make mounts private", mounts::step_make_mounts_private},
     {"mount the staging root", mounts::step_mount_staging_root},
     {"bind host paths read-only", mounts::step_bind_host_paths},

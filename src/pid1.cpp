@@ -117,12 +117,12 @@ void run_init(ChildContext& ctx) noexcept {
     ::sigprocmask(SIG_SETMASK, &all, nullptr);
 
     const std::int64_t exec_ns = monotonic_ns();
+    // Not dumpable, before the script exists: it (same uid) must never open /proc/1/mem or
+    // /proc/1/fd/* to reach init or its report socket. execve makes the script dumpable again.
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     const pid_t script = ::fork();
     if (script < 0) fail_before_exec("fork() for the interpreter", errno);
     if (script == 0) exec_interpreter(ctx.plan);
-    // Not dumpable: the script (same uid) cannot open /proc/1/mem or /proc/1/fd/* to reach
-    // init or its report socket.
-    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 
     int script_status = 0;
     bool script_done = false;

@@ -32,6 +32,14 @@ auto parse_flag(const char* flag, const std::string& text, Parse parse) {
     }
 }
 
+// Root of the host, not root of some container's user namespace: only then can the sandbox be
+// mapped to another host uid and root's groups be dropped.
+bool in_initial_user_namespace() {
+    std::ifstream map("/proc/self/uid_map");
+    unsigned long inner = 1, outer = 1, count = 0;
+    return map >> inner >> outer >> count && inner == 0 && outer == 0 && count == 4294967295UL;
+}
+
 bool is_reserved(const std::string& path) {
     for (std::string_view reserved : {"/tmp", "/proc", "/dev", "/sandbox"})
         if (path == reserved || path.starts_with(std::string(reserved) + "/")) return true;
@@ -222,7 +230,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options
         throw ProfileError("python.interpreter: \"" + plan->interpreter +
                            "\" must be an absolute path");
 
-    plan->ids.privileged = ::geteuid() == 0;
+    plan->ids.privileged = ::geteuid() == 0 && in_initial_user_namespace();
     plan->ids.outer_uid = plan->ids.privileged ? kOverflowId : ::geteuid();
     plan->ids.outer_gid = plan->ids.privileged ? kOverflowId : ::getegid();
 

@@ -94,6 +94,13 @@ const std::vector<Denial>& default_denials() {
         {"_sysctl", "obsolete"}, {"iopl", "hardware"}, {"ioperm", "hardware"},
         {"fanotify_init", "host-wide file monitoring"}, {"move_pages", "NUMA"},
         {"migrate_pages", "NUMA"}, {"mbind", "NUMA"}, {"set_mempolicy", "NUMA"},
+        // Pages of a memfd that is never mapped count against no rlimit: without a memory
+        // cgroup they would escape the memory limit.
+        {"memfd_create", "memory outside the memory limit"},
+        // SysV shared memory and message queues are not counted by rlimits either, and the
+        // sandbox uid cannot lower their sysctls in its own IPC namespace.
+        {"shmget", "memory outside the memory limit"},
+        {"msgget", "memory outside the memory limit"},
     };
     return kDenials;
 }

@@ -259,9 +259,11 @@ private:
         std::memset(response, 0, sizeof *response);
         response->id = notification_.request->id;
         response->error = -EPERM;
-        if (plan_.profile.seccomp.kill && killing_syscall_.empty()) {
-            killing_syscall_ = name;
+        if (plan_.profile.seccomp.kill) {
+            // No answer: the call stays blocked until the kill lands, so nothing after it runs.
+            if (killing_syscall_.empty()) killing_syscall_ = name;
             child_.kill(SIGKILL);
+            return;
         }
         seccomp_notify_respond(notify_.get(), response);  // ENOENT: the caller died meanwhile
     }

@@ -1,0 +1,143 @@
+"""The seccomp policy: denied calls are EPERM and counted by name; real work still runs; a
+profile can deny more or allow back; action = "kill" ends the sandbox; doctor and user-namespace
+refusal."""
+
+import os
+import shutil
+import subprocess
+import unittest
+
+from harness import PYSANDBOX, SandboxTestCase, command_prefix, profile, run
+
+
+def policy_profile(body: str):
+    return profile('extends = "default"\n\n' + body)
+
+
+class DeniedCallsTest(SandboxTestCase):
+    def test_fork_is_eperm_and_named_on_stderr(self):
+        r = run(["run", "-c",
+                 "import os\ntry:\n    os.fork()\nexcept PermissionError as e:\n    print('denied', e.errno)\n"])
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertEqual(r.stdout, b"denied 1\n")
+        self.assertIn(b"pysandbox: the sandbox policy denied 1 system call: ", r.stderr)
+        self.assertRegex(r.stderr, rb"clone|fork")
+
+    def test_subprocess_is_refused_not_hung(self):
+        r = run(["run", "--timeout", "5s", "-c",
+                 "import subprocess\ntry:\n    subprocess.run(['/bin/true'])\n"
+                 "except PermissionError:\n    print('refused')\n"], timeout=15)
+        self.assertEqual((r.returncode, r.stdout), (0, b"refused\n"), r.describe())
+        self.assertLess(r.elapsed, 4)
+
+    def test_inet_socket_denied_unix_socket_allowed(self):
+        r = run(["run", "-c",
+                 "import socket\ns = socket.socketpair(); print('unix ok')\n"
+                 "try:\n    socket.socket(socket.AF_INET6)\nexcept PermissionError:\n    print('inet6 denied')\n"])
+        self.assertEqual(r.stdout, b"unix ok\ninet6 denied\n", r.describe())
+
+    def test_verbose_lists_each_denied_call(self):
+        r = run(["run", "-v", "-c",
+                 "import socket\nfor _ in range(3):\n    try: socket.socket(socket.AF_INET)\n"
+                 "    except OSError: pass\n"])
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertEqual(r.stderr.count(b"pysandbox: denied socket\n"), 3, r.describe())
+        self.assertIn(b"denied 3 system calls: socket x3", r.stderr)
+
+    def test_threads_work(self):
+        r = run(["run", "-c",
+                 "import threading\nout = []\nts = [threading.Thread(target=out.append, args=(i,)) for i in range(8)]\n"
+                 "[t.start() for t in ts]; [t.join() for t in ts]\nprint(sorted(out))\n"])
+        self.assertEqual(r.stdout, b"[0, 1, 2, 3, 4, 5, 6, 7]\n", r.describe())
+        self.assertNotIn(b"denied", r.stderr)
+
+
+class RealWorkTest(SandboxTestCase):
+    def test_numpy_multithreaded_arithmetic_runs_clean(self):
+        code = ("import numpy as np\n"
+                "from concurrent.futures import ThreadPoolExecutor\n"
+                "a = np.arange(400 * 400, dtype=float).reshape(400, 400) / 1e5\n"
+                "with ThreadPoolExecutor(4) as pool:\n"
+                "    sums = list(pool.map(lambda k: float((a @ a.T).trace() + k), range(4)))\n"
+                "print(round(sums[0], 3), len(sums))\n")
+        r = run(["run", "--timeout", "20s", "-c", code], timeout=40)
+        self.assertEqual(r.returncode, 0, r.describe())
+        expected = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True).stdout
+        self.assertEqual(r.stdout, expected)
+        self.assertEqual(r.stderr, b"", "the default policy must not deny anything numpy does")
+
+    def test_pandas_and_matplotlib_where_installed(self):
+        code = ("import importlib.util as u\nmods = [m for m in ('pandas', 'matplotlib') if u.find_spec(m)]\n"
+                "for m in mods: __import__(m)\n"
+                "if 'matplotlib' in mods:\n    import matplotlib.pyplot as plt\n"
+                "    plt.plot([1, 2, 3]); plt.savefig('/tmp/work/p.png')\nprint('ok', mods)\n")
+        r = run(["run", "-p", "datascience", "-c", code], timeout=60)
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertTrue(r.stdout.startswith(b"ok"), r.describe())
+        self.assertNotIn(b"denied", r.stderr)
+
+    def test_datascience_allows_multiprocessing(self):
+        code = ("import multiprocessing as mp\nctx = mp.get_context('fork')\n"
+                "p = ctx.Process(target=print, args=('child',)); p.start(); p.join()\n"
+                "print('exit', p.exitcode)\n")
+        r = run(["run", "-p", "datascience", "-c", code], timeout=60)
+        self.assertEqual(r.stdout, b"child\nexit 0\n", r.describe())
+
+
+class ProfilePolicyTest(SandboxTestCase):
+    def test_profile_denies_more(self):
+        p = policy_profile('[seccomp]\ndeny = ["getcwd"]\n')
+        r = run(["run", "-p", str(p), "-c",
+                 "import os\ntry:\n    os.getcwd()\nexcept PermissionError:\n    print('getcwd denied')\n"])
+        self.assertEqual(r.stdout, b"getcwd denied\n", r.describe())
+
+    def test_profile_allows_a_default_denial_back(self):
+        p = policy_profile('[seccomp]\nallow = ["memfd_create"]\n')
+        code = "import os\nos.close(os.memfd_create('x'))\nprint('memfd ok')\n"
+        self.assertEqual(run(["run", "-p", str(p), "-c", code]).stdout, b"memfd ok\n")
+        self.assertNotEqual(run(["run", "-c", code]).returncode, 0)
+
+    def test_unknown_syscall_name_is_a_profile_error(self):
+        p = policy_profile('[seccomp]\ndeny = ["getcwd", "no_such_call"]\n')
+        r = run(["run", "-p", str(p), "-c", "print(1)"])
+        self.assertEqual(r.returncode, 125, r.describe())
+        self.assertIn(f"{p}:4:8: seccomp.deny: unknown system call \"no_such_call\"".encode(), r.stderr)
+        self.assertEqual(r.stdout, b"")
+
+    def test_kill_action_ends_the_sandbox(self):
+        p = policy_profile('[seccomp]\naction = "kill"\n')
+        r = run(["run", "-p", str(p), "-c",
+                 "import os, sys\nprint('before', flush=True)\ntry:\n    os.fork()\nexcept OSError:\n    pass\n"
+                 "print('after')\n"])
+        self.assertEqual(r.returncode, 128 + 31, r.describe())
+        self.assertEqual(r.stdout, b"before\n")
+        self.assertIn(b"is denied by the sandbox policy; the sandbox was killed", r.stderr)
+
+
+class HostSupportTest(SandboxTestCase):
+    def test_doctor_passes_here(self):
+        r = run(["doctor"], timeout=60)
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertIn(b"ok    end-to-end sandbox", r.stdout)
+        self.assertIn(b"Landlock: ABI", r.stdout)
+
+    def test_refused_user_namespaces_fail_closed_with_the_fix(self):
+        unshare = shutil.which("unshare")
+        self.assertIsNotNone(unshare, "util-linux unshare is needed for this test")
+        inner = (f"echo 0 > /proc/sys/user/max_user_namespaces && "
+                 f"exec {PYSANDBOX} run -c 'open(\"/tmp/should-not-run\", \"w\")'")
+        proc = subprocess.run(command_prefix() + [unshare, "-U", "-r", "--fork", "sh", "-c", inner],
+                              capture_output=True, timeout=30)
+        self.assertEqual(proc.returncode, 125, proc.stderr)
+        self.assertIn(b"clone3(CLONE_NEWUSER", proc.stderr)
+        self.assertIn(b"user.max_user_namespaces", proc.stderr)
+        doctor = subprocess.run(command_prefix() + [unshare, "-U", "-r", "--fork", "sh", "-c",
+                                "echo 0 > /proc/sys/user/max_user_namespaces && exec " + PYSANDBOX + " doctor"],
+                                capture_output=True, timeout=30)
+        self.assertEqual(doctor.returncode, 1)
+        self.assertIn(b"FAIL  user namespaces", doctor.stdout)
+        self.assertIn(b"fix: sudo sysctl user.max_user_namespaces", doctor.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
