@@ -50,6 +50,9 @@ void describe_plan(const Plan& plan) {
     for (const auto& bind : plan.ro_binds) binds += " " + bind.source;
     say("read-only:" + binds);
     say("runs as host uid " + std::to_string(plan.ids.outer_uid));
+    say(plan.landlock.abi > 0 ? "landlock: ABI " + std::to_string(plan.landlock.abi)
+                              : "landlock: not in this kernel (degraded: the read-only mounts "
+                                "alone keep writes in /tmp)");
 }
 
 int run(const RunOptions& options) {

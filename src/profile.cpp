@@ -387,7 +387,7 @@ Chain load_chain(std::string_view text, const fs::path& origin,
         fs::path base_file;
         try {
             base_file = ref.find('/') != std::string::npos
-                            ? fs::absolute(origin).parent_path() / ref
+                            ? (fs::absolute(origin).parent_path() / ref).lexically_normal()
                             : find_profile(ref, search_dirs);
         } catch (const ProfileError& e) {
             throw ProfileError(where(origin, extends->source()) + ": extends: " + e.what());
