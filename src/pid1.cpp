@@ -14,6 +14,7 @@
 
 #include "report.hpp"
 #include "seccomp.hpp"
+#include "sys/records.hpp"
 
 namespace pysandbox::pid1 {
 namespace {
@@ -47,21 +48,7 @@ void install_seccomp(const Plan& plan) noexcept {
     if (listener < 0) fail_before_exec("seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER)", -listener);
     Report report{};
     report.kind = ReportKind::listener;
-    iovec data{&report, sizeof report};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr message{};
-    message.msg_iov = &data;
-    message.msg_iovlen = 1;
-    message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    cmsghdr* cmsg = CMSG_FIRSTHDR(&message);
-    cmsg->cmsg_level = SOL_SOCKET;
-    cmsg->cmsg_type = SCM_RIGHTS;
-    cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cmsg), &listener, sizeof listener);
-    ssize_t sent;
-    while ((sent = ::sendmsg(kReportFd, &message, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
-    }
+    ssize_t sent = sys::send_record(kReportFd, &report, sizeof report, listener);
     int error = errno;
     ::close(listener);
     if (sent < 0) fail_before_exec("sendmsg(seccomp listener)", error);

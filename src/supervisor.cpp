@@ -29,6 +29,7 @@
 #include "report.hpp"
 #include "seccomp.hpp"
 #include "sys/child_guard.hpp"
+#include "sys/records.hpp"
 #include "sys/signal_fd.hpp"
 #include "sys/timer_fd.hpp"
 #include "stream.hpp"
@@ -216,22 +217,10 @@ private:
 
     void on_report() {
         Report report;
-        iovec data{&report, sizeof report};
-        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-        msghdr message{};
-        message.msg_iov = &data;
-        message.msg_iovlen = 1;
-        message.msg_control = control;
-        message.msg_controllen = sizeof control;
-        ssize_t n = ::recvmsg(report_.get(), &message, MSG_CMSG_CLOEXEC);
+        int fd = -1;
+        ssize_t n = sys::receive_record(report_.get(), &report, sizeof report, fd);
         if (n < 0 && errno == EINTR) return;
-        UniqueFd passed;
-        if (cmsghdr* cmsg = CMSG_FIRSTHDR(&message);
-            cmsg && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS) {
-            int fd;
-            std::memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
-            passed.reset(fd);
-        }
+        UniqueFd passed(fd);
         if (n != static_cast<ssize_t>(sizeof report)) {
             report_.reset();
             return;
