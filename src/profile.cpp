@@ -26,7 +26,8 @@ struct KeySpec {
     std::string_view type;
     std::string_view doc;
     std::function<void(const toml::node&, Profile&)> set;  // throws std::invalid_argument
-    std::function<void(const Profile&, toml::table&, const std::string&)> show;
+    // Takes the profile non-const only because the accessors do; it changes nothing.
+    std::function<void(Profile&, toml::table&, const std::string&)> show;
 };
 
 // A bad value somewhere inside a table-valued key: names the inner key and points at it.
@@ -75,9 +76,8 @@ KeySpec duration_key(std::string_view path, std::string_view doc,
                 if (value.count() <= 0) throw std::invalid_argument("must be more than 0");
                 field(p) = value;
             },
-            [field](const Profile& p, toml::table& t, const std::string& leaf) {
-                Profile copy = p;
-                t.insert_or_assign(leaf, units::format_duration(field(copy)));
+            [field](Profile& p, toml::table& t, const std::string& leaf) {
+                t.insert_or_assign(leaf, units::format_duration(field(p)));
             }};
 }
 
@@ -91,9 +91,8 @@ KeySpec size_key(std::string_view path, std::string_view doc, Accessor<std::uint
                                                 " is needed");
                 field(p) = value;
             },
-            [field](const Profile& p, toml::table& t, const std::string& leaf) {
-                Profile copy = p;
-                t.insert_or_assign(leaf, units::format_size(field(copy)));
+            [field](Profile& p, toml::table& t, const std::string& leaf) {
+                t.insert_or_assign(leaf, units::format_size(field(p)));
             }};
 }
 
@@ -106,18 +105,16 @@ KeySpec count_key(std::string_view path, std::string_view doc, Accessor<std::uin
                 if (*value < 1) throw std::invalid_argument("must be at least 1");
                 field(p) = static_cast<std::uint64_t>(*value);
             },
-            [field](const Profile& p, toml::table& t, const std::string& leaf) {
-                Profile copy = p;
-                t.insert_or_assign(leaf, static_cast<std::int64_t>(field(copy)));
+            [field](Profile& p, toml::table& t, const std::string& leaf) {
+                t.insert_or_assign(leaf, static_cast<std::int64_t>(field(p)));
             }};
 }
 
 KeySpec string_key(std::string_view path, std::string_view doc, Accessor<std::string> field) {
     return {path, "string", doc,
             [field](const toml::node& n, Profile& p) { field(p) = expect_string(n); },
-            [field](const Profile& p, toml::table& t, const std::string& leaf) {
-                Profile copy = p;
-                t.insert_or_assign(leaf, field(copy));
+            [field](Profile& p, toml::table& t, const std::string& leaf) {
+                t.insert_or_assign(leaf, field(p));
             }};
 }
 
@@ -128,9 +125,8 @@ KeySpec bool_key(std::string_view path, std::string_view doc, Accessor<bool> fie
                 if (!value) throw std::invalid_argument("expected true or false, found " + type_name(n));
                 field(p) = *value;
             },
-            [field](const Profile& p, toml::table& t, const std::string& leaf) {
-                Profile copy = p;
-                t.insert_or_assign(leaf, field(copy));
+            [field](Profile& p, toml::table& t, const std::string& leaf) {
+                t.insert_or_assign(leaf, field(p));
             }};
 }
 
@@ -146,9 +142,8 @@ KeySpec syscall_list_key(std::string_view path, std::string_view doc,
                          Accessor<std::vector<std::string>> field) {
     return {path, "array of system call names", doc,
             [field](const toml::node& n, Profile& p) { field(p) = expect_syscall_list(n); },
-            [field](const Profile& p, toml::table& t, const std::string& leaf) {
-                Profile copy = p;
-                t.insert_or_assign(leaf, to_array(field(copy)));
+            [field](Profile& p, toml::table& t, const std::string& leaf) {
+                t.insert_or_assign(leaf, to_array(field(p)));
             }};
 }
 
@@ -156,9 +151,8 @@ KeySpec list_key(std::string_view path, std::string_view doc,
                  Accessor<std::vector<std::string>> field) {
     return {path, "array of strings", doc,
             [field](const toml::node& n, Profile& p) { field(p) = expect_string_list(n); },
-            [field](const Profile& p, toml::table& t, const std::string& leaf) {
-                Profile copy = p;
-                t.insert_or_assign(leaf, to_array(field(copy)));
+            [field](Profile& p, toml::table& t, const std::string& leaf) {
+                t.insert_or_assign(leaf, to_array(field(p)));
             }};
 }
 
@@ -203,7 +197,7 @@ const std::vector<KeySpec>& key_specs() {
                         [](const toml::node& n, Profile& p) {
                             p.net_mode = parse_net_mode(expect_string(n));
                         },
-                        [](const Profile& p, toml::table& t, const std::string& leaf) {
+                        [](Profile& p, toml::table& t, const std::string& leaf) {
                             t.insert_or_assign(leaf, std::string(to_string(p.net_mode)));
                         }});
         keys.push_back(list_key("network.allow", "HOST:PORT destinations the proxy lets through.",
@@ -232,7 +226,7 @@ const std::vector<KeySpec>& key_specs() {
                                 }
                             }
                         },
-                        [](const Profile& p, toml::table& t, const std::string& leaf) {
+                        [](Profile& p, toml::table& t, const std::string& leaf) {
                             toml::table vars;
                             for (const auto& [name, value] : p.env_set)
                                 vars.insert_or_assign(name, value);
@@ -250,7 +244,7 @@ const std::vector<KeySpec>& key_specs() {
                                     "expected \"errno\" or \"kill\"; found \"" + action + "\"");
                             p.seccomp.kill = action == "kill";
                         },
-                        [](const Profile& p, toml::table& t, const std::string& leaf) {
+                        [](Profile& p, toml::table& t, const std::string& leaf) {
                             t.insert_or_assign(leaf, p.seccomp.kill ? "kill" : "errno");
                         }});
         keys.push_back(bool_key("seccomp.allow_processes",
@@ -489,7 +483,8 @@ std::map<std::string, fs::path> list_profiles(std::span<const fs::path> search_d
     return found;
 }
 
-std::string to_toml(const Profile& profile) {
+std::string to_toml(const Profile& resolved) {
+    Profile profile = resolved;  // the key table's accessors are non-const
     toml::table root;
     for (const auto& key : key_specs()) {
         if (!key.show) continue;
