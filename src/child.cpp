@@ -1,6 +1,7 @@
 #include "child.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -21,14 +22,22 @@
 namespace pysandbox {
 namespace {
 
+// After the id switch: changing the effective uid (root's sandboxes go from 0 to 65534) clears
+// the parent-death signal, so it is armed only once the ids are final. A supervisor that died
+// before that has closed its end of the report socket.
 int step_die_with_supervisor(ChildContext& ctx) noexcept {
     if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
         return step_fail(ctx, "prctl(PR_SET_PDEATHSIG, SIGKILL)");
+    pollfd peer{ctx.fds.report_write, POLLRDHUP, 0};
+    if (::poll(&peer, 1, 0) > 0 && (peer.revents & (POLLRDHUP | POLLHUP))) {
+        errno = ECHILD;
+        return step_fail(ctx, "poll(report socket): the supervisor is gone");
+    }
     return 0;
 }
 
 // Blocks until the supervisor has written uid_map/gid_map. EOF instead of the go byte means the
-// supervisor died before PR_SET_PDEATHSIG could fire for it.
+// supervisor died first.
 int step_wait_for_id_maps(ChildContext& ctx) noexcept {
     char go = 0;
     ssize_t n;
@@ -64,10 +73,10 @@ int step_close_fds(ChildContext& ctx) noexcept {
 
 // The order is DESIGN.md's. Every step below a line needs what the steps above it set up.
 constexpr Step kSteps[] = {
-    {"die with the supervisor", step_die_with_supervisor},
     {"wait for the id maps", step_wait_for_id_maps},
     // Everything after runs as the sandbox uid, still with every capability in the new namespace.
     {"switch to the sandbox ids", caps::step_switch_ids},
+    {"die with the supervisor", step_die_with_supervisor},
     {"join a fresh session keyring", caps::step_join_session_keyring},
     {"make mounts private", mounts::step_make_mounts_private},
     {"mount the staging root", mounts::step_mount_staging_root},
