@@ -29,6 +29,8 @@ void add_run_command(CLI::App& app, Invocation& out) {
         ->type_name("NAME[=VALUE]")
         ->allow_extra_args(false);
     run->add_option("-c", o.code, "Run CODE instead of a script file")->type_name("CODE");
+    run->add_flag("--json", o.json,
+                  "Print one JSON result (schema pysandbox.result/v1) with the output inside");
     run->add_flag("-v,--verbose", o.verbose, "Say what the sandbox does, step by step");
     run->add_option("script", o.script, "The script; '-' reads the program from stdin")
         ->type_name("SCRIPT");

@@ -27,6 +27,7 @@ struct RunOptions {
     std::string script;               // path, or "-" for stdin; empty with -c
     std::vector<std::string> args;    // everything after "--"
     int verbose = 0;
+    bool json = false;  // one JSON result on stdout instead of the script's output
 };
 
 struct ProfileOptions {

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli.hpp"
@@ -60,11 +61,13 @@ int run(const RunOptions& options) {
     std::unique_ptr<const Plan> plan = make_plan(std::move(profile), options, host_environment());
     if (plan->verbose) describe_plan(*plan);
     Outcome outcome = run_sandbox(*plan);
+    if (options.json) std::cout << dump_result(result_json(*plan, outcome)) << std::endl;
     if (plan->verbose)
         say("setup " + std::to_string(outcome.setup.count()) + " ms, script " +
             std::to_string(outcome.wall.count()) + " ms wall, " + std::to_string(outcome.cpu_ms) +
             " ms cpu, " + std::to_string(outcome.max_rss_kib) + " KiB max rss");
-    if (std::string summary = human_summary(*plan, outcome); !summary.empty()) say(summary);
+    if (!options.json)
+        if (std::string summary = human_summary(*plan, outcome); !summary.empty()) say(summary);
     return exit_codes::for_outcome(outcome);
 }
 
@@ -89,6 +92,22 @@ int profile_show(const std::string& name) {
     return 0;
 }
 
+// `--json` before any "--": an agent asked for a JSON result, even when the command line is bad.
+bool wants_json(const SplitArgs& split) {
+    return std::ranges::find(split.head, "--json") != split.head.end() &&
+           std::ranges::find(split.head, "run") != split.head.end();
+}
+
+// Every error pysandbox itself hits: one line on stderr, and the result object when one is due.
+int fail(bool json, std::string_view kind, std::string_view message, std::string_view profile) {
+    std::cerr << "pysandbox: " << kind << ": " << message << "\n";
+    if (json)
+        std::cout << dump_result(early_error_json(std::string(kind) + ": " + std::string(message),
+                                                  profile))
+                  << std::endl;
+    return exit_codes::kSandboxError;
+}
+
 int dispatch(const Invocation& invocation) {
     switch (invocation.command) {
         case Command::run: return run(invocation.run);
@@ -111,27 +130,28 @@ int main(int argc, char** argv) {
     Invocation invocation;
     auto app = build_cli(invocation);
     SplitArgs split = split_at_double_dash(argc, argv);
+    const bool json = wants_json(split);
     try {
         check_command_name(*app, split);
         app->parse(split.head);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app->exit(e);  // --help, --version
-        std::cerr << "pysandbox: error: " << e.what() << "\n"
-                  << "Run 'pysandbox --help' for usage.\n";
-        return exit_codes::kSandboxError;
+        const int code = fail(json, "error", e.what(), invocation.run.profile);
+        if (!json) std::cerr << "Run 'pysandbox --help' for usage.\n";
+        return code;
     }
     invocation.run.args = std::move(split.script_args);
 
+    const std::string& profile = invocation.run.profile;
     try {
         return dispatch(invocation);
     } catch (const UsageError& e) {
-        std::cerr << "pysandbox: error: " << e.what() << "\n";
+        return fail(json, "error", e.what(), profile);
     } catch (const ProfileError& e) {
-        std::cerr << "pysandbox: profile error: " << e.what() << "\n";
+        return fail(json, "profile error", e.what(), profile);
     } catch (const SysError& e) {
-        std::cerr << "pysandbox: error: " << e.what() << "\n";
+        return fail(json, "error", e.what(), profile);
     } catch (const std::exception& e) {
-        std::cerr << "pysandbox: internal error: " << e.what() << "\n";
+        return fail(json, "internal error", e.what(), profile);
     }
-    return exit_codes::kSandboxError;
 }

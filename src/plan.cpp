@@ -111,16 +111,19 @@ void add_program(const RunOptions& options, Plan& plan) {
         plan.argv.push_back("-c");
         plan.argv.push_back(*options.code);
         plan.script_label = "-c";
+        plan.script_file = "<string>";
     } else if (options.script == "-") {
         plan.stdin_program = read_all_stdin();
         plan.argv.push_back("-");
         plan.script_label = "-";
+        plan.script_file = "<stdin>";
     } else if (!options.script.empty()) {
         std::string name = fs::path(options.script).filename().string();
         std::string inside = std::string(kScriptDir) + "/" + name;
         plan.files.push_back({inside, read_script(options.script), 0444});
         plan.argv.push_back(inside);
         plan.script_label = options.script;
+        plan.script_file = inside;
     } else {
         throw UsageError("run: a SCRIPT, -c CODE or - (program on stdin) is required");
     }
@@ -225,6 +228,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options
     auto plan = std::make_unique<Plan>();
     plan->profile = std::move(profile);
     plan->verbose = options.verbose;
+    plan->capture_output = options.json;
     plan->interpreter = plan->profile.interpreter;
     if (!fs::path(plan->interpreter).is_absolute())
         throw ProfileError("python.interpreter: \"" + plan->interpreter +

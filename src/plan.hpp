@@ -75,6 +75,8 @@ struct Plan {
     std::vector<std::string> envp;
     std::optional<std::string> stdin_program;  // `-`: fed to the interpreter's stdin, then EOF
     std::string script_label;                  // for messages: the path, "-c" or "-"
+    std::string script_file;  // as Python names it in tracebacks: /sandbox/x.py, <string>, <stdin>
+    bool capture_output = false;  // --json: output goes into the result, not to stdout/stderr
 
     std::vector<Rlimit> rlimits;
     std::vector<sock_filter> seccomp_program;  // loaded by the interpreter's process

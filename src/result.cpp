@@ -5,7 +5,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "exit_codes.hpp"
 #include "units.hpp"
+#include "version.hpp"
 
 namespace pysandbox {
 
@@ -14,7 +16,42 @@ std::string signal_name(int sig) {
     return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
+std::string_view to_string(Status status) {
+    switch (status) {
+        case Status::ok: return "ok";
+        case Status::error: return "error";
+        case Status::exception: return "exception";
+        case Status::timeout: return "timeout";
+        case Status::memory_limit: return "memory_limit";
+        case Status::cpu_limit: return "cpu_limit";
+        case Status::output_limit: return "output_limit";
+        case Status::killed: return "killed";
+        case Status::policy_violation: return "policy_violation";
+        case Status::sandbox_error: return "sandbox_error";
+    }
+    return "sandbox_error";
+}
+
 namespace {
+
+using Kind = Outcome::Kind;
+
+bool output_truncated(const Outcome& outcome) {
+    return outcome.stdout_omitted + outcome.stderr_omitted > 0;
+}
+
+// RLIMIT_CPU sends SIGXCPU at the limit and SIGKILL a second later, for a script that ignores it.
+bool hit_cpu_limit(const Plan& plan, const Outcome& outcome) {
+    if (outcome.kind != Kind::signaled) return false;
+    return outcome.signal == SIGXCPU ||
+           (outcome.signal == SIGKILL && outcome.cpu_ms >= plan.profile.limits.cpu_time.count());
+}
+
+bool hit_memory_limit(const Outcome& outcome, const std::optional<PythonException>& exception) {
+    if (outcome.oom_kills > 0 && outcome.kind != Kind::exited) return true;
+    return outcome.kind == Kind::exited && outcome.exit_code != 0 && exception &&
+           exception->type == "MemoryError";
+}
 
 std::string blocked_summary(const Outcome& outcome) {
     if (outcome.blocked_syscalls.empty()) return {};
@@ -42,14 +79,43 @@ std::string join(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+std::optional<PythonException> find_exception(const Plan& plan, const Outcome& outcome) {
+    // Python reports an uncaught exception with exit status 1, and only then.
+    if (!outcome.captured || outcome.kind != Kind::exited || outcome.exit_code != 1)
+        return std::nullopt;
+    return parse_python_exception(outcome.captured->stderr_text, plan.script_file);
+}
+
+Status classify(const Plan& plan, const Outcome& outcome,
+                const std::optional<PythonException>& exception) {
+    switch (outcome.kind) {
+        case Kind::setup_failed:
+        case Kind::exec_failed: return Status::sandbox_error;
+        case Kind::policy_violation: return Status::policy_violation;
+        case Kind::timeout: return Status::timeout;
+        case Kind::interrupted:
+        case Kind::lost: return Status::killed;
+        case Kind::signaled:
+        case Kind::exited: break;
+    }
+    if (hit_memory_limit(outcome, exception)) return Status::memory_limit;
+    if (hit_cpu_limit(plan, outcome)) return Status::cpu_limit;
+    if (outcome.kind == Kind::signaled) return Status::killed;
+    if (exception) return Status::exception;
+    if (output_truncated(outcome)) return Status::output_limit;
+    return outcome.exit_code == 0 ? Status::ok : Status::error;
+}
+
 std::string human_summary(const Plan& plan, const Outcome& outcome) {
     const Limits& limits = plan.profile.limits;
-    using Kind = Outcome::Kind;
     switch (outcome.kind) {
         case Kind::exited: return join(output_summary(plan, outcome), blocked_summary(outcome));
         case Kind::signaled:
-            if (outcome.signal == SIGXCPU)
+            if (hit_cpu_limit(plan, outcome))
                 return "CPU time limit of " + units::format_duration(limits.cpu_time) +
+                       " reached; the script was killed";
+            if (outcome.oom_kills > 0)
+                return "memory limit of " + units::format_size(limits.memory) +
                        " reached; the script was killed";
             return join(output_summary(plan, outcome), blocked_summary(outcome));
         case Kind::timeout:
@@ -74,6 +140,151 @@ std::string human_summary(const Plan& plan, const Outcome& outcome) {
                    (outcome.signal != 0 ? " (" + signal_name(outcome.signal) + ")" : "");
     }
     return {};
+}
+
+namespace {
+
+using nlohmann::json;
+
+json exception_json(const std::optional<PythonException>& exception) {
+    if (!exception) return nullptr;
+    return {{"type", exception->type},
+            {"message", exception->message},
+            {"line", exception->line ? json(*exception->line) : json(nullptr)},
+            {"traceback", exception->traceback},
+            {"summary", exception->summary},
+            {"hint", exception->hint.empty() ? json(nullptr) : json(exception->hint)}};
+}
+
+// The limit a status reports as a resource violation, if any.
+const char* limit_for(Status status) {
+    switch (status) {
+        case Status::timeout: return "wall_time";
+        case Status::memory_limit: return "memory";
+        case Status::cpu_limit: return "cpu_time";
+        case Status::output_limit: return "output_limit";
+        default: return nullptr;
+    }
+}
+
+json violations_json(const Outcome& outcome, Status status) {
+    json violations = json::array();
+    for (const auto& [name, count] : outcome.blocked_syscalls) {
+        const bool killed = name == outcome.killing_syscall;
+        violations.push_back({{"kind", "syscall"},
+                              {"what", name},
+                              {"count", count},
+                              {"action", killed ? "killed" : "denied"}});
+    }
+    if (const char* limit = limit_for(status))
+        violations.push_back({{"kind", "resource"},
+                              {"what", limit},
+                              {"count", 1},
+                              {"action", status == Status::output_limit ? "truncated" : "killed"}});
+    return violations;
+}
+
+json usage_json(const Outcome& outcome) {
+    return {{"wall_ms", outcome.wall.count()},
+            {"cpu_ms", outcome.cpu_ms},
+            {"max_rss_kib", outcome.max_rss_kib},
+            {"setup_ms", outcome.setup.count()}};
+}
+
+json limits_json(const Plan& plan) {
+    const Limits& limits = plan.profile.limits;
+    return {{"wall_time_ms", limits.wall_time.count()},
+            {"cpu_time_ms", limits.cpu_time.count()},
+            {"memory_bytes", limits.memory},
+            {"max_procs", limits.max_procs},
+            {"open_files", limits.open_files},
+            {"file_size_bytes", limits.file_size},
+            {"tmp_size_bytes", limits.tmp_size},
+            {"output_limit_bytes", limits.output_limit},
+            {"network", to_string(plan.profile.net_mode)}};
+}
+
+json enforcement_json(const Plan& plan) {
+    json degraded = json::array();
+    if (plan.landlock.abi == 0) degraded.push_back("landlock");
+    degraded.push_back("cgroup");
+    return {{"namespaces", {"user", "mount", "pid", "network", "ipc", "uts", "cgroup"}},
+            {"seccomp", plan.profile.seccomp.kill ? "kill" : "errno"},
+            {"landlock", plan.landlock.abi > 0 ? json(plan.landlock.abi) : json(false)},
+            {"no_new_privs", true},
+            {"capabilities", json::array()},
+            {"resources", "rlimit"},
+            {"host_uid", plan.ids.outer_uid},
+            {"degraded", degraded}};
+}
+
+json error_json(const Plan& plan, const Outcome& outcome) {
+    if (outcome.kind != Kind::setup_failed && outcome.kind != Kind::exec_failed) return nullptr;
+    return {{"message", human_summary(plan, outcome)},
+            {"step", outcome.kind == Kind::setup_failed ? json(outcome.step) : json("execve")},
+            {"errno", outcome.error}};
+}
+
+}  // namespace
+
+json result_json(const Plan& plan, const Outcome& outcome) {
+    const std::optional<PythonException> exception = find_exception(plan, outcome);
+    const Status status = classify(plan, outcome, exception);
+    const Outcome::Captured empty;
+    const Outcome::Captured& output = outcome.captured ? *outcome.captured : empty;
+    const std::string message = human_summary(plan, outcome);
+    const bool exited = outcome.kind == Kind::exited;
+    const bool signaled = outcome.kind == Kind::signaled || outcome.kind == Kind::interrupted ||
+                          (outcome.kind == Kind::lost && outcome.signal != 0);
+    return {
+        {"schema", kResultSchema},
+        {"version", kVersion},
+        {"status", to_string(status)},
+        {"exit_code", exited ? json(outcome.exit_code) : json(nullptr)},
+        {"signal", signaled ? json(signal_name(outcome.signal)) : json(nullptr)},
+        {"pysandbox_exit_code", exit_codes::for_outcome(outcome)},
+        {"message", message.empty() ? json(nullptr) : json(message)},
+        {"stdout", output.stdout_text},
+        {"stderr", output.stderr_text},
+        {"output", output.interleaved},
+        {"truncated", {{"stdout", outcome.stdout_omitted > 0}, {"stderr", outcome.stderr_omitted > 0}}},
+        {"bytes", {{"stdout", outcome.stdout_bytes}, {"stderr", outcome.stderr_bytes}}},
+        {"exception", exception_json(exception)},
+        {"violations", violations_json(outcome, status)},
+        {"files", json::array()},
+        {"usage", usage_json(outcome)},
+        {"limits", limits_json(plan)},
+        {"enforcement", enforcement_json(plan)},
+        {"profile", plan.profile.name},
+        {"error", error_json(plan, outcome)},
+    };
+}
+
+json early_error_json(std::string_view message, std::string_view profile) {
+    return {{"schema", kResultSchema},
+            {"version", kVersion},
+            {"status", to_string(Status::sandbox_error)},
+            {"exit_code", nullptr},
+            {"signal", nullptr},
+            {"pysandbox_exit_code", exit_codes::kSandboxError},
+            {"message", message},
+            {"stdout", ""},
+            {"stderr", ""},
+            {"output", ""},
+            {"truncated", {{"stdout", false}, {"stderr", false}}},
+            {"bytes", {{"stdout", 0}, {"stderr", 0}}},
+            {"exception", nullptr},
+            {"violations", json::array()},
+            {"files", json::array()},
+            {"usage", nullptr},
+            {"limits", nullptr},
+            {"enforcement", nullptr},
+            {"profile", profile},
+            {"error", {{"message", message}, {"step", nullptr}, {"errno", nullptr}}}};
+}
+
+std::string dump_result(const json& result) {
+    return result.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace pysandbox

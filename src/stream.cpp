@@ -8,6 +8,25 @@
 
 namespace pysandbox {
 
+void Transcript::append(Channel channel, std::string_view bytes) {
+    if (bytes.empty()) return;
+    if (chunks_.empty() || chunks_.back().first != channel) chunks_.emplace_back(channel, "");
+    chunks_.back().second.append(bytes);
+}
+
+std::string Transcript::text(Channel channel) const {
+    std::string out;
+    for (const auto& [from, bytes] : chunks_)
+        if (from == channel) out += bytes;
+    return out;
+}
+
+std::string Transcript::interleaved() const {
+    std::string out;
+    for (const auto& chunk : chunks_) out += chunk.second;
+    return out;
+}
+
 void TailRing::push(const char* data, std::size_t n) {
     if (capacity_ == 0) {
         omitted_ += n;
@@ -55,13 +74,28 @@ Stream Stream::preloaded(std::string content, sys::UniqueFd to) {
     return stream;
 }
 
+Stream Stream::captured(sys::UniqueFd from, Transcript& transcript, Transcript::Channel channel,
+                        OutputBudget& budget) {
+    Stream stream(std::move(from), sys::UniqueFd{}, 0, &budget);
+    stream.transcript_ = &transcript;
+    stream.channel_ = channel;
+    return stream;
+}
+
+void Stream::deliver(std::string_view bytes) {
+    if (transcript_ != nullptr)
+        transcript_->append(channel_, bytes);
+    else
+        pending_.append(bytes);
+}
+
 void Stream::admit(const char* data, std::size_t n) {
     if (budget_ == nullptr) {
         pending_.append(data, n);
         return;
     }
     std::size_t head = static_cast<std::size_t>(std::min<std::uint64_t>(n, budget_->head_left));
-    pending_.append(data, head);
+    deliver({data, head});
     budget_->head_left -= head;
     if (head < n) tail_.push(data + head, n - head);
 }
@@ -72,7 +106,7 @@ void Stream::on_readable() {
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
     if (n <= 0) {
         from_.reset();
-        if (budget_ != nullptr) pending_ += tail_.drain();
+        if (budget_ != nullptr) deliver(tail_.drain());
         close_sink_if_done();
         return;
     }

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sys/unique_fd.hpp"
@@ -19,6 +21,19 @@ struct OutputBudget {
     std::uint64_t head_left;
     std::size_t tail_capacity;  // per stream
     static OutputBudget for_limit(std::uint64_t limit) { return {limit / 2, limit / 4}; }
+};
+
+// Output kept in memory for the JSON result instead of being written out: each stream's bytes, and
+// both together in the order they arrived.
+class Transcript {
+public:
+    enum Channel { kStdout = 0, kStderr = 1 };
+    void append(Channel channel, std::string_view bytes);
+    std::string text(Channel channel) const;
+    std::string interleaved() const;
+
+private:
+    std::vector<std::pair<Channel, std::string>> chunks_;  // adjacent chunks of one channel merged
 };
 
 // The last `capacity` bytes of a stream, and how many fell out before them.
@@ -44,6 +59,9 @@ public:
            OutputBudget* budget = nullptr);
     // A stream whose whole content is known up front (the program given on stdin).
     static Stream preloaded(std::string content, sys::UniqueFd to);
+    // An output stream kept in `transcript` rather than written to a file descriptor.
+    static Stream captured(sys::UniqueFd from, Transcript& transcript, Transcript::Channel channel,
+                           OutputBudget& budget);
 
     bool wants_read() const { return from_ && pending() < kBuffer; }
     bool wants_write() const { return to_ && pending() > 0; }
@@ -63,6 +81,7 @@ private:
 
     std::size_t pending() const { return pending_.size() - offset_; }
     void admit(const char* data, std::size_t n);
+    void deliver(std::string_view bytes);  // to the sink: pending_, or the transcript
     void close_sink_if_done();
 
     sys::UniqueFd from_;
@@ -70,6 +89,8 @@ private:
     std::size_t write_chunk_;
     OutputBudget* budget_;
     TailRing tail_;
+    Transcript* transcript_ = nullptr;
+    Transcript::Channel channel_ = Transcript::kStdout;
     std::string pending_;  // read, not yet written; bytes before offset_ are written
     std::size_t offset_ = 0;
     std::uint64_t total_ = 0;

@@ -140,6 +140,13 @@ public:
             streams_.emplace_back(dup_fd(STDIN_FILENO), std::move(child_stdin), PIPE_BUF);
         // else: the script's stdin is closed at once and reads EOF.
         first_output_ = streams_.size();
+        if (plan.capture_output) {
+            streams_.push_back(Stream::captured(std::move(pipes.out.read), transcript_,
+                                                Transcript::kStdout, budget_));
+            streams_.push_back(Stream::captured(std::move(pipes.err.read), transcript_,
+                                                Transcript::kStderr, budget_));
+            return;
+        }
         streams_.emplace_back(std::move(pipes.out.read), dup_fd(STDOUT_FILENO),
                               write_chunk_for(STDOUT_FILENO), &budget_);
         streams_.emplace_back(std::move(pipes.err.read), dup_fd(STDERR_FILENO),
@@ -264,6 +271,10 @@ private:
         outcome.stderr_bytes = streams_[first_output_ + 1].total();
         outcome.stdout_omitted = streams_[first_output_].omitted();
         outcome.stderr_omitted = streams_[first_output_ + 1].omitted();
+        if (plan_.capture_output)
+            outcome.captured = Outcome::Captured{transcript_.text(Transcript::kStdout),
+                                                 transcript_.text(Transcript::kStderr),
+                                                 transcript_.interleaved()};
         std::int64_t exec_ns = exited_ ? exited_->exec_mono_ns : 0;
         if (exec_ns > 0) {
             auto exec_at = Clock::time_point(std::chrono::nanoseconds(exec_ns));
@@ -311,6 +322,7 @@ private:
     Clock::time_point start_;
     UniqueFd report_;
     OutputBudget budget_;          // shared by stdout and stderr
+    Transcript transcript_;        // the output, when it is captured for the JSON result
     std::vector<Stream> streams_;  // [stdin,] stdout, stderr
     std::size_t first_output_ = 0;
     sys::TimerFd deadline_;

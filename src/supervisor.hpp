@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "plan.hpp"
@@ -40,6 +41,15 @@ struct Outcome {
     std::uint64_t stderr_omitted = 0;
     std::map<std::string, std::uint64_t> blocked_syscalls;  // name -> times denied
     std::string killing_syscall;                           // for policy_violation
+    std::uint64_t oom_kills = 0;  // from the cgroup's memory.events, when one was used
+
+    // With --json the script's output is kept here (capped) instead of passed through.
+    struct Captured {
+        std::string stdout_text;
+        std::string stderr_text;
+        std::string interleaved;  // both, in the order they arrived
+    };
+    std::optional<Captured> captured;
 };
 
 // Runs the plan to completion. Throws SysError when the sandbox cannot even be created (clone3,

@@ -1,0 +1,285 @@
+"""--json: one result object (schema pysandbox.result/v1) for every outcome.
+
+Each status has a test that produces it, and every field of the schema is asserted
+somewhere below (FIELDS_ASSERTED is checked against the keys the binary emits). The
+exit code and the bytes on the pipes are judged on the host side; the JSON must agree
+with them.
+"""
+
+import json
+import re
+import signal
+import subprocess
+import unittest
+
+from harness import (PYSANDBOX, REPORT_HELPER, SandboxTestCase, expected_host_uid, run,
+                     script)
+
+SCHEMA = "pysandbox.result/v1"
+TOP_LEVEL_FIELDS = {
+    "schema", "version", "status", "exit_code", "signal", "pysandbox_exit_code", "message",
+    "stdout", "stderr", "output", "truncated", "bytes", "exception", "violations", "files",
+    "usage", "limits", "enforcement", "profile", "error",
+}
+
+
+def version() -> str:
+    out = subprocess.run([PYSANDBOX, "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.split()[-1]
+
+
+class JsonTestCase(SandboxTestCase):
+    def run_json(self, body: str, *args: str, options=(), **kwargs):
+        """Run ``body`` with --json; return (result, parsed object)."""
+        r = self.run_script(body, *args, options=["--json", *options], **kwargs)
+        return r, self.parse(r)
+
+    def parse(self, r):
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 1, "--json must print exactly one line" + r.describe())
+        obj = json.loads(lines[0])
+        self.assertEqual(set(obj), TOP_LEVEL_FIELDS, r.describe())
+        self.assertEqual(obj["schema"], SCHEMA)
+        self.assertEqual(obj["pysandbox_exit_code"], r.returncode, r.describe())
+        return obj
+
+
+class StatusTest(JsonTestCase):
+    def test_ok_and_every_field_of_a_clean_run(self):
+        r, obj = self.run_json(
+            "import sys\nprint('out1', flush=True)\nprint('err1', file=sys.stderr, flush=True)\n"
+            "print('out2', flush=True)\n",
+            options=["--timeout", "7s", "--memory", "200MiB"])
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(r.stderr, b"", "nothing of pysandbox's own on a clean --json run")
+        self.assertEqual(obj["status"], "ok")
+        self.assertEqual(obj["version"], version())
+        self.assertEqual(obj["exit_code"], 0)
+        self.assertIsNone(obj["signal"])
+        self.assertIsNone(obj["message"])
+        self.assertEqual(obj["stdout"], "out1\nout2\n")
+        self.assertEqual(obj["stderr"], "err1\n")
+        self.assertEqual(obj["output"], "out1\nerr1\nout2\n", "arrival order")
+        self.assertEqual(obj["truncated"], {"stdout": False, "stderr": False})
+        self.assertEqual(obj["bytes"], {"stdout": 10, "stderr": 5})
+        self.assertIsNone(obj["exception"])
+        self.assertEqual(obj["violations"], [])
+        self.assertEqual(obj["files"], [])
+        self.assertIsNone(obj["error"])
+        self.assertEqual(obj["profile"], "default")
+
+        usage = obj["usage"]
+        self.assertEqual(set(usage), {"wall_ms", "cpu_ms", "max_rss_kib", "setup_ms"})
+        self.assertGreater(usage["setup_ms"], 0)
+        self.assertLess(usage["setup_ms"] + usage["wall_ms"], r.elapsed * 1000 + 5)
+        self.assertGreater(usage["wall_ms"], 0)
+        self.assertGreaterEqual(usage["cpu_ms"], 0)
+        self.assertGreater(usage["max_rss_kib"], 1024, "python3 needs more than 1 MiB")
+
+        limits = obj["limits"]
+        self.assertEqual(limits["wall_time_ms"], 7000)
+        self.assertEqual(limits["memory_bytes"], 200 << 20)
+        self.assertEqual(limits["cpu_time_ms"], 5000)
+        self.assertEqual(limits["max_procs"], 64)
+        self.assertEqual(limits["tmp_size_bytes"], 64 << 20)
+        self.assertEqual(limits["output_limit_bytes"], 16 << 20)
+        self.assertEqual(limits["open_files"], 256)
+        self.assertEqual(limits["file_size_bytes"], 64 << 20)
+        self.assertEqual(limits["network"], "none")
+
+        enforcement = obj["enforcement"]
+        self.assertEqual(set(enforcement["namespaces"]),
+                         {"user", "mount", "pid", "network", "ipc", "uts", "cgroup"})
+        self.assertEqual(enforcement["seccomp"], "errno")
+        self.assertIsInstance(enforcement["landlock"], int, "this host has Landlock")
+        self.assertTrue(enforcement["no_new_privs"])
+        self.assertEqual(enforcement["capabilities"], [])
+        self.assertEqual(enforcement["resources"], "rlimit", "this host has no cgroup v2")
+        self.assertEqual(enforcement["degraded"], ["cgroup"])
+        self.assertEqual(enforcement["host_uid"], expected_host_uid())
+
+    def test_error_is_a_nonzero_exit_without_exception(self):
+        r, obj = self.run_json("import sys\nprint('bye', file=sys.stderr)\nsys.exit(3)\n")
+        self.assertEqual(r.returncode, 3)
+        self.assertEqual(obj["status"], "error")
+        self.assertEqual(obj["exit_code"], 3)
+        self.assertIsNone(obj["exception"])
+        self.assertEqual(obj["stderr"], "bye\n")
+
+    def test_sys_exit_with_a_message_is_an_error_not_an_exception(self):
+        r, obj = self.run_json("import sys\nsys.exit('Error: not a traceback')\n")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(obj["status"], "error")
+        self.assertIsNone(obj["exception"])
+
+    def test_exception(self):
+        r, obj = self.run_json("def f(x):\n    return 1 / x\n\nprint('before')\nf(0)\n")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(obj["status"], "exception")
+        e = obj["exception"]
+        self.assertEqual(e["type"], "ZeroDivisionError")
+        self.assertEqual(e["message"], "division by zero")
+        # The probe has REPORT_HELPER's lines in front of the body.
+        offset = len(REPORT_HELPER.lstrip().splitlines())
+        self.assertEqual(e["line"], offset + 2, "where it was raised, in the script")
+        self.assertTrue(e["traceback"].startswith("Traceback (most recent call last):\n"))
+        self.assertIn('File "/sandbox/probe.py", line', e["traceback"])
+        self.assertNotIn("/sandbox/.pysandbox", e["traceback"])
+        self.assertTrue(e["traceback"].endswith("ZeroDivisionError: division by zero\n"))
+        self.assertEqual(e["summary"], f"ZeroDivisionError: division by zero (line {offset + 2})")
+        self.assertIsNone(e["hint"])
+        self.assertEqual(obj["stdout"], "before\n")
+
+    def test_syntax_error_is_an_exception(self):
+        path = script("x = 1\nprint((x)\n")
+        r = run(["run", "--json", path])
+        obj = self.parse(r)
+        self.assertEqual(obj["status"], "exception")
+        self.assertEqual(obj["exception"]["type"], "SyntaxError")
+        self.assertEqual(obj["exception"]["line"], 2)
+        self.assertIn("never closed", obj["exception"]["message"])
+
+    def test_exception_from_dash_c_and_stdin(self):
+        obj = self.parse(run(["run", "--json", "-c", "x = 1\nraise KeyError('k')"]))
+        self.assertEqual(obj["status"], "exception")
+        self.assertEqual((obj["exception"]["type"], obj["exception"]["line"]), ("KeyError", 2))
+        obj = self.parse(run(["run", "--json", "-"], input=b"import nosuchmodule\n"))
+        self.assertEqual(obj["exception"]["type"], "ModuleNotFoundError")
+        self.assertEqual(obj["exception"]["line"], 1)
+        self.assertIn("standard library", obj["exception"]["hint"])
+
+    def test_timeout(self):
+        r, obj = self.run_json("while True: pass\n", options=["--timeout", "500ms"])
+        self.assertEqual(r.returncode, 124)
+        self.assertEqual(obj["status"], "timeout")
+        self.assertIsNone(obj["exit_code"])
+        self.assertEqual(obj["message"],
+                         "wall-clock limit of 500ms reached; the sandbox was killed")
+        self.assertIn({"kind": "resource", "what": "wall_time", "count": 1, "action": "killed"},
+                      obj["violations"])
+
+    def test_memory_error_under_the_limit(self):
+        r, obj = self.run_json("b = bytearray(512 * 2**20)\n", options=["--memory", "64MiB"])
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(obj["status"], "memory_limit")
+        self.assertEqual(obj["exception"]["type"], "MemoryError")
+        self.assertIn("--memory", obj["exception"]["hint"])
+        self.assertIn({"kind": "resource", "what": "memory", "count": 1, "action": "killed"},
+                      obj["violations"])
+
+    def test_cpu_limit(self):
+        r, obj = self.run_json("while True: pass\n",
+                               options=["--cpu-time", "1s", "--timeout", "10s"])
+        self.assertEqual(r.returncode, 128 + signal.SIGXCPU, r.describe())
+        self.assertEqual(obj["status"], "cpu_limit")
+        self.assertEqual(obj["signal"], "SIGXCPU")
+        self.assertGreaterEqual(obj["usage"]["cpu_ms"], 900)
+        self.assertIn("CPU time limit of 1s", obj["message"])
+
+    def test_output_limit(self):
+        r, obj = self.run_json("import sys\nsys.stdout.write('x' * 1000000)\n",
+                               options=["--output-limit", "64KiB"])
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(obj["status"], "output_limit")
+        self.assertEqual(obj["truncated"], {"stdout": True, "stderr": False})
+        self.assertEqual(obj["bytes"]["stdout"], 1000000)
+        kept = 32 * 1024 + 16 * 1024
+        marker = f"\n[... {1000000 - kept} bytes omitted ...]\n"
+        self.assertEqual(obj["stdout"], "x" * (32 * 1024) + marker + "x" * (16 * 1024))
+        self.assertEqual(obj["output"], obj["stdout"])
+
+    def test_killed_by_a_signal(self):
+        r, obj = self.run_json("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+        self.assertEqual(r.returncode, 128 + 9)
+        self.assertEqual(obj["status"], "killed")
+        self.assertEqual(obj["signal"], "SIGKILL")
+        self.assertIsNone(obj["exit_code"])
+
+    def test_policy_violation(self):
+        r, obj = self.run_json("import os\nos.chroot('/tmp')\nprint('after')\n",
+                               options=["-p", "strict"])
+        self.assertEqual(r.returncode, 128 + signal.SIGSYS)
+        self.assertEqual(obj["status"], "policy_violation")
+        self.assertEqual(obj["stdout"], "")
+        self.assertEqual(obj["violations"],
+                         [{"kind": "syscall", "what": "chroot", "count": 1, "action": "killed"}])
+        self.assertEqual(obj["enforcement"]["seccomp"], "kill")
+        self.assertEqual(obj["profile"], "strict")
+
+    def test_denied_calls_are_violations_even_when_the_script_goes_on(self):
+        r, obj = self.run_json(
+            "import os\nfor _ in range(2):\n    try:\n        os.chroot('/tmp')\n"
+            "    except PermissionError:\n        pass\nprint('went on')\n")
+        self.assertEqual(r.returncode, 0)
+        self.assertEqual(obj["status"], "ok")
+        self.assertEqual(obj["violations"],
+                         [{"kind": "syscall", "what": "chroot", "count": 2, "action": "denied"}])
+
+    def test_sandbox_error_for_a_missing_interpreter(self):
+        prof = script('extends = "default"\n[python]\ninterpreter = "/usr/bin/no-such-python"\n',
+                      name="p.toml")
+        r, obj = self.run_json("print(1)\n", options=["-p", str(prof)])
+        self.assertEqual(r.returncode, 127)
+        self.assertEqual(obj["status"], "sandbox_error")
+        self.assertEqual(obj["error"]["step"], "execve")
+        self.assertIn("not found inside the sandbox", obj["error"]["message"])
+
+    def test_sandbox_error_before_the_sandbox_exists(self):
+        cases = {
+            "profile": ["run", "--json", "-p", "no-such-profile", "-c", "1"],
+            "flag": ["run", "--json", "--memory", "lots", "-c", "1"],
+            "unknown flag": ["run", "--json", "--no-such-flag", "-c", "1"],
+            "script": ["run", "--json", "/nonexistent/script.py"],
+        }
+        for what, args in cases.items():
+            with self.subTest(what):
+                r = run(args)
+                self.assertEqual(r.returncode, 125, r.describe())
+                obj = self.parse(r)
+                self.assertEqual(obj["status"], "sandbox_error")
+                self.assertEqual(obj["error"]["message"], obj["message"])
+                self.assertIn(obj["message"], r.stderr.decode(), "the same line on stderr")
+                self.assertIsNone(obj["usage"])
+
+
+class OutputTest(JsonTestCase):
+    def test_stdin_is_forwarded(self):
+        r, obj = self.run_json("import sys\nprint(sys.stdin.read().upper(), end='')\n",
+                               input=b"piped data\n")
+        self.assertEqual(obj["stdout"], "PIPED DATA\n")
+
+    def test_non_utf8_output_still_gives_valid_json(self):
+        r, obj = self.run_json("import sys\nsys.stdout.buffer.write(b'a\\xff\\xfeb')\n")
+        self.assertEqual(obj["status"], "ok")
+        self.assertEqual(obj["stdout"], "a\ufffd\ufffdb")
+        self.assertEqual(obj["bytes"]["stdout"], 4)
+
+    def test_script_cannot_forge_the_result(self):
+        # Whatever the script prints lands inside the object, never next to it.
+        forged = json.dumps({"schema": SCHEMA, "status": "ok"})
+        r, obj = self.run_json(f"print({forged!r})\nraise SystemExit(2)\n")
+        self.assertEqual(obj["status"], "error")
+        self.assertEqual(obj["stdout"], forged + "\n")
+
+
+class HumanModeTest(SandboxTestCase):
+    def test_nothing_of_its_own_on_success(self):
+        r = self.run_script("print('hello')\n")
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"hello\n", b""))
+
+    def test_one_line_when_the_sandbox_stopped_something(self):
+        r = self.run_script("while True: pass\n", options=["--timeout", "500ms"])
+        self.assertEqual(r.returncode, 124)
+        self.assertEqual(r.stderr,
+                         b"pysandbox: wall-clock limit of 500ms reached; the sandbox was killed\n")
+
+
+class SchemaCoverageTest(unittest.TestCase):
+    def test_every_top_level_field_is_asserted_here(self):
+        source = open(__file__).read()
+        for field in TOP_LEVEL_FIELDS - {"schema"}:
+            self.assertRegex(source, re.escape(f'obj["{field}"]'), f"no assertion on {field}")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,76 @@
+// Which status an outcome gets, in the documented order of precedence.
+
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include "result.hpp"
+
+using pysandbox::classify;
+using pysandbox::Outcome;
+using pysandbox::Plan;
+using pysandbox::PythonException;
+using pysandbox::Status;
+using Kind = pysandbox::Outcome::Kind;
+
+namespace {
+
+Outcome make(Kind kind, int code_or_signal = 0) {
+    Outcome o;
+    o.kind = kind;
+    (kind == Kind::exited ? o.exit_code : o.signal) = code_or_signal;
+    return o;
+}
+
+PythonException exception_of(std::string type) {
+    PythonException e;
+    e.type = std::move(type);
+    return e;
+}
+
+}  // namespace
+
+TEST_CASE("statuses, one per kind of ending") {
+    const Plan plan;
+    CHECK(classify(plan, make(Kind::exited, 0), {}) == Status::ok);
+    CHECK(classify(plan, make(Kind::exited, 3), {}) == Status::error);
+    CHECK(classify(plan, make(Kind::exited, 1), exception_of("KeyError")) == Status::exception);
+    CHECK(classify(plan, make(Kind::exited, 1), exception_of("MemoryError")) ==
+          Status::memory_limit);
+    CHECK(classify(plan, make(Kind::timeout), {}) == Status::timeout);
+    CHECK(classify(plan, make(Kind::signaled, SIGXCPU), {}) == Status::cpu_limit);
+    CHECK(classify(plan, make(Kind::signaled, SIGSEGV), {}) == Status::killed);
+    CHECK(classify(plan, make(Kind::interrupted, SIGINT), {}) == Status::killed);
+    CHECK(classify(plan, make(Kind::lost), {}) == Status::killed);
+    CHECK(classify(plan, make(Kind::policy_violation), {}) == Status::policy_violation);
+    CHECK(classify(plan, make(Kind::setup_failed), {}) == Status::sandbox_error);
+    CHECK(classify(plan, make(Kind::exec_failed), {}) == Status::sandbox_error);
+}
+
+TEST_CASE("SIGKILL after the CPU limit is the CPU limit's hard stop; before it, just a kill") {
+    const Plan plan;  // 5 s of CPU
+    Outcome o = make(Kind::signaled, SIGKILL);
+    o.cpu_ms = 6000;
+    CHECK(classify(plan, o, {}) == Status::cpu_limit);
+    o.cpu_ms = 100;
+    CHECK(classify(plan, o, {}) == Status::killed);
+}
+
+TEST_CASE("the out-of-memory killer, as the cgroup counted it") {
+    const Plan plan;
+    Outcome o = make(Kind::signaled, SIGKILL);
+    o.oom_kills = 1;
+    CHECK(classify(plan, o, {}) == Status::memory_limit);
+}
+
+TEST_CASE("cut output: reported unless something more telling happened") {
+    const Plan plan;
+    Outcome o = make(Kind::exited, 0);
+    o.stdout_omitted = 10;
+    CHECK(classify(plan, o, {}) == Status::output_limit);
+    o.exit_code = 1;
+    CHECK(classify(plan, o, exception_of("KeyError")) == Status::exception);
+    Outcome t = make(Kind::timeout);
+    t.stderr_omitted = 10;
+    CHECK(classify(plan, t, {}) == Status::timeout);
+}
