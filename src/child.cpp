@@ -92,6 +92,7 @@ constexpr Step kSteps[] = {
     {"start a new session", step_new_session},
     {"close inherited fds", step_close_fds},
     {"set resource limits", limits::step_set_rlimits},
+    {"pin to the allowed CPUs", limits::step_set_affinity},
     // Landlock needs the final paths (after pivot_root) and, without no_new_privs, CAP_SYS_ADMIN.
     {"restrict the filesystem (Landlock)", landlock::step_restrict_filesystem},
     // Privileges go last: every step above needs CAP_SYS_ADMIN in the namespace.

@@ -19,6 +19,9 @@ void add_run_command(CLI::App& app, Invocation& out) {
     run->add_option("--max-procs", o.max_procs, "Processes and threads, together")
         ->type_name("N")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));
+    run->add_option("--cpus", o.cpus, "CPUs to run on; also sizes numeric thread pools")
+        ->type_name("N")
+        ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}));
     run->add_option("--tmp-size", o.tmp_size, "Size of the writable /tmp")->type_name("SIZE");
     run->add_option("--output-limit", o.output_limit, "Bytes of stdout+stderr kept")
         ->type_name("SIZE");

@@ -19,6 +19,7 @@ struct RunOptions {
     std::optional<std::string> cpu_time;
     std::optional<std::string> memory;
     std::optional<std::int64_t> max_procs;
+    std::optional<std::int64_t> cpus;
     std::optional<std::string> tmp_size;
     std::optional<std::string> output_limit;
     std::optional<std::string> net;

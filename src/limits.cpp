@@ -1,5 +1,6 @@
 #include "limits.hpp"
 
+#include <sched.h>
 #include <sys/resource.h>
 
 namespace pysandbox::limits {
@@ -12,6 +13,13 @@ int step_set_rlimits(ChildContext& ctx) noexcept {
                              static_cast<unsigned long long>(limit.soft),
                              static_cast<unsigned long long>(limit.hard));
     }
+    return 0;
+}
+
+int step_set_affinity(ChildContext& ctx) noexcept {
+    const cpu_set_t& cpus = ctx.plan.affinity;
+    if (::sched_setaffinity(0, sizeof cpus, &cpus) != 0)
+        return step_fail(ctx, "sched_setaffinity(%d CPUs)", CPU_COUNT(&cpus));
     return 0;
 }
 

@@ -6,5 +6,6 @@
 namespace pysandbox::limits {
 
 int step_set_rlimits(ChildContext& ctx) noexcept;
+int step_set_affinity(ChildContext& ctx) noexcept;
 
 }  // namespace pysandbox::limits

@@ -50,6 +50,9 @@ void describe_plan(const Plan& plan) {
     std::string binds;
     for (const auto& bind : plan.ro_binds) binds += " " + bind.source;
     say("read-only:" + binds);
+    say(plan.cgroup ? "memory and processes: cgroup " + plan.cgroup->dir.string()
+                    : "memory and processes: rlimits (no delegated cgroup v2: " +
+                          plan.cgroup_unavailable + ")");
     say("runs as host uid " + std::to_string(plan.ids.outer_uid));
     say(plan.landlock.abi > 0 ? "landlock: ABI " + std::to_string(plan.landlock.abi)
                               : "landlock: not in this kernel (degraded: the read-only mounts "
@@ -61,14 +64,16 @@ int run(const RunOptions& options) {
     std::unique_ptr<const Plan> plan = make_plan(std::move(profile), options, host_environment());
     if (plan->verbose) describe_plan(*plan);
     Outcome outcome = run_sandbox(*plan);
-    if (options.json) std::cout << dump_result(result_json(*plan, outcome)) << std::endl;
     if (plan->verbose)
         say("setup " + std::to_string(outcome.setup.count()) + " ms, script " +
             std::to_string(outcome.wall.count()) + " ms wall, " + std::to_string(outcome.cpu_ms) +
             " ms cpu, " + std::to_string(outcome.max_rss_kib) + " KiB max rss");
-    if (!options.json)
-        if (std::string summary = human_summary(*plan, outcome); !summary.empty()) say(summary);
-    return exit_codes::for_outcome(outcome);
+    const int exit_code = exit_codes::for_outcome(outcome);
+    if (options.json)
+        std::cout << dump_result(result_json(*plan, std::move(outcome))) << std::endl;
+    else if (std::string summary = human_summary(*plan, outcome); !summary.empty())
+        say(summary);
+    return exit_code;
 }
 
 int profile_list() {

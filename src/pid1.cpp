@@ -116,7 +116,8 @@ void run_init(ChildContext& ctx) noexcept {
         int sig = ::sigwaitinfo(&all, &info);
         if (sig < 0) continue;
         if (sig != SIGCHLD) {
-            if (!script_done) ::kill(script, sig);
+            // A stopped script would only see the signal once continued: continue it.
+            if (!script_done && ::kill(script, sig) == 0) ::kill(script, SIGCONT);
             continue;
         }
         int status = 0;

@@ -130,6 +130,24 @@ void add_program(const RunOptions& options, Plan& plan) {
     for (const auto& arg : options.args) plan.argv.push_back(arg);
 }
 
+// The numeric libraries size their thread pools from the machine, not from the affinity mask;
+// told the CPU count, they neither oversubscribe nor run into limits.max_procs.
+constexpr const char* kThreadPoolVariables[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                                "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+                                                "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS"};
+
+// The first `wanted` CPUs this process may run on (fewer when there are fewer).
+cpu_set_t choose_cpus(std::uint64_t wanted) {
+    cpu_set_t allowed, picked;
+    CPU_ZERO(&picked);
+    if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0)
+        throw SysError("sched_getaffinity", errno);
+    for (int cpu = 0; cpu < CPU_SETSIZE && static_cast<std::uint64_t>(CPU_COUNT(&picked)) < wanted;
+         ++cpu)
+        if (CPU_ISSET(cpu, &allowed)) CPU_SET(cpu, &picked);
+    return picked;
+}
+
 void add_environment(const RunOptions& options, const std::vector<std::string>& host_env,
                      Plan& plan) {
     std::map<std::string, std::string> host;
@@ -137,7 +155,10 @@ void add_environment(const RunOptions& options, const std::vector<std::string>& 
         if (auto eq = entry.find('='); eq != std::string::npos)
             host.emplace(entry.substr(0, eq), entry.substr(eq + 1));
 
-    std::map<std::string, std::string> env = plan.profile.env_set;
+    std::map<std::string, std::string> env;
+    const std::string threads = std::to_string(CPU_COUNT(&plan.affinity));
+    for (const char* name : kThreadPoolVariables) env[name] = threads;
+    for (const auto& [name, value] : plan.profile.env_set) env[name] = value;
     auto pass = [&](const std::string& name) {
         if (auto it = host.find(name); it != host.end()) env[name] = it->second;
     };
@@ -172,11 +193,25 @@ void add_identity_files(Plan& plan) {
     plan.files.push_back({"/etc/hostname", plan.hostname + "\n", 0444});
 }
 
+void find_cgroup(Plan& plan) {
+    std::ifstream in("/proc/self/cgroup");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto found = cgroup::find_delegation(cgroup::cgroupfs_root(), text);
+    if (auto* delegation = std::get_if<cgroup::Delegation>(&found))
+        plan.cgroup = *delegation;
+    else
+        plan.cgroup_unavailable = std::get<cgroup::Unavailable>(found);
+}
+
 void add_rlimits(const Limits& limits, Plan& plan) {
     auto cpu_seconds = static_cast<rlim_t>(std::ceil(limits.cpu_time.count() / 1000.0));
-    plan.rlimits = {
-        {RLIMIT_AS, limits.memory, limits.memory},
-        {RLIMIT_DATA, limits.memory, limits.memory},
+    // With a memory cgroup, memory.max counts what is really used; an address-space limit on top
+    // would only break runtimes that reserve more than they touch.
+    if (!plan.cgroup) {
+        plan.rlimits.push_back({RLIMIT_AS, limits.memory, limits.memory});
+        plan.rlimits.push_back({RLIMIT_DATA, limits.memory, limits.memory});
+    }
+    plan.rlimits.insert(plan.rlimits.end(), {
         {RLIMIT_CPU, cpu_seconds, cpu_seconds + 1},  // SIGXCPU first, SIGKILL a second later
         // Counted per user inside the namespace: the script's processes and threads, plus init.
         {RLIMIT_NPROC, limits.max_procs + 1, limits.max_procs + 1},
@@ -185,7 +220,7 @@ void add_rlimits(const Limits& limits, Plan& plan) {
         {RLIMIT_CORE, 0, 0},
         {RLIMIT_MEMLOCK, 0, 0},
         {RLIMIT_MSGQUEUE, 0, 0},
-    };
+    });
 }
 
 }  // namespace
@@ -198,6 +233,7 @@ void apply_overrides(Profile& profile, const RunOptions& options) {
     if (options.tmp_size) limits.tmp_size = parse_flag("--tmp-size", *options.tmp_size, units::parse_size);
     if (options.output_limit)
         limits.output_limit = parse_flag("--output-limit", *options.output_limit, units::parse_size);
+    if (options.cpus) limits.cpus = static_cast<std::uint64_t>(*options.cpus);
     if (options.max_procs) {
         if (*options.max_procs < 1)
             throw UsageError("--max-procs: must be at least 1");
@@ -250,8 +286,10 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options
                               std::to_string(plan->ids.inner_uid) +
                               ",gid=" + std::to_string(plan->ids.inner_gid);
     add_identity_files(*plan);
+    plan->affinity = choose_cpus(plan->profile.limits.cpus);
     add_program(options, *plan);
     add_environment(options, host_env, *plan);
+    find_cgroup(*plan);
     add_rlimits(plan->profile.limits, *plan);
     plan->seccomp_program = seccomp::compile(plan->profile.seccomp, plan->profile.net_mode);
     std::vector<std::string> readable{"/etc", kScriptDir};

@@ -3,6 +3,7 @@
 // is resolved, every limit is a number, every string the child needs is built. The child reads the
 // Plan and never parses or decides anything.
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 
@@ -15,6 +16,7 @@
 
 #include <linux/filter.h>
 
+#include "cgroup.hpp"
 #include "cli.hpp"
 #include "landlock.hpp"
 #include "profile.hpp"
@@ -78,7 +80,12 @@ struct Plan {
     std::string script_file;  // as Python names it in tracebacks: /sandbox/x.py, <string>, <stdin>
     bool capture_output = false;  // --json: output goes into the result, not to stdout/stderr
 
+    // Memory and processes through the caller's delegated cgroup v2, when it has one; else the
+    // rlimits alone (cgroup_unavailable says why).
+    std::optional<cgroup::Delegation> cgroup;
+    std::string cgroup_unavailable;
     std::vector<Rlimit> rlimits;
+    cpu_set_t affinity{};  // the first limits.cpus of the CPUs pysandbox may use
     std::vector<sock_filter> seccomp_program;  // loaded by the interpreter's process
     landlock::Ruleset landlock;                // abi 0: the kernel lacks Landlock (degraded)
     int verbose = 0;

@@ -183,6 +183,10 @@ const std::vector<KeySpec>& key_specs() {
                                 kMinMemory));
         keys.push_back(count_key("limits.max_procs", "Processes and threads, together.",
                                  [](Profile& p) -> auto& { return p.limits.max_procs; }));
+        keys.push_back(count_key("limits.cpus",
+                                 "CPUs the script may run on (affinity), and the thread count "
+                                 "given to OpenMP, OpenBLAS, MKL and numexpr.",
+                                 [](Profile& p) -> auto& { return p.limits.cpus; }));
         keys.push_back(count_key("limits.open_files", "Open file descriptors per process.",
                                  [](Profile& p) -> auto& { return p.limits.open_files; }));
         keys.push_back(size_key("limits.file_size", "Largest file the script may write.",

@@ -30,6 +30,7 @@ struct Limits {
     std::uint64_t file_size = 64ULL << 20;
     std::uint64_t tmp_size = 64ULL << 20;
     std::uint64_t output_limit = 16ULL << 20;
+    std::uint64_t cpus = 1;  // CPUs the script may run on; also the numeric libraries' thread pools
 };
 
 struct Profile {

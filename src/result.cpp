@@ -144,7 +144,7 @@ std::string human_summary(const Plan& plan, const Outcome& outcome) {
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 json exception_json(const std::optional<PythonException>& exception) {
     if (!exception) return nullptr;
@@ -201,19 +201,20 @@ json limits_json(const Plan& plan) {
             {"file_size_bytes", limits.file_size},
             {"tmp_size_bytes", limits.tmp_size},
             {"output_limit_bytes", limits.output_limit},
+            {"cpus", CPU_COUNT(&plan.affinity)},
             {"network", to_string(plan.profile.net_mode)}};
 }
 
 json enforcement_json(const Plan& plan) {
     json degraded = json::array();
     if (plan.landlock.abi == 0) degraded.push_back("landlock");
-    degraded.push_back("cgroup");
+    if (!plan.cgroup) degraded.push_back("cgroup");
     return {{"namespaces", {"user", "mount", "pid", "network", "ipc", "uts", "cgroup"}},
             {"seccomp", plan.profile.seccomp.kill ? "kill" : "errno"},
             {"landlock", plan.landlock.abi > 0 ? json(plan.landlock.abi) : json(false)},
             {"no_new_privs", true},
             {"capabilities", json::array()},
-            {"resources", "rlimit"},
+            {"resources", plan.cgroup ? "cgroup" : "rlimit"},
             {"host_uid", plan.ids.outer_uid},
             {"degraded", degraded}};
 }
@@ -227,11 +228,10 @@ json error_json(const Plan& plan, const Outcome& outcome) {
 
 }  // namespace
 
-json result_json(const Plan& plan, const Outcome& outcome) {
+json result_json(const Plan& plan, Outcome outcome) {
     const std::optional<PythonException> exception = find_exception(plan, outcome);
     const Status status = classify(plan, outcome, exception);
-    const Outcome::Captured empty;
-    const Outcome::Captured& output = outcome.captured ? *outcome.captured : empty;
+    Outcome::Captured output = outcome.captured ? std::move(*outcome.captured) : Outcome::Captured{};
     const std::string message = human_summary(plan, outcome);
     const bool exited = outcome.kind == Kind::exited;
     const bool signaled = outcome.kind == Kind::signaled || outcome.kind == Kind::interrupted ||
@@ -244,9 +244,9 @@ json result_json(const Plan& plan, const Outcome& outcome) {
         {"signal", signaled ? json(signal_name(outcome.signal)) : json(nullptr)},
         {"pysandbox_exit_code", exit_codes::for_outcome(outcome)},
         {"message", message.empty() ? json(nullptr) : json(message)},
-        {"stdout", output.stdout_text},
-        {"stderr", output.stderr_text},
-        {"output", output.interleaved},
+        {"stdout", std::move(output.stdout_text)},
+        {"stderr", std::move(output.stderr_text)},
+        {"output", std::move(output.interleaved)},
         {"truncated", {{"stdout", outcome.stdout_omitted > 0}, {"stderr", outcome.stderr_omitted > 0}}},
         {"bytes", {{"stdout", outcome.stdout_bytes}, {"stderr", outcome.stderr_bytes}}},
         {"exception", exception_json(exception)},

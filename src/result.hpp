@@ -44,13 +44,15 @@ Status classify(const Plan& plan, const Outcome& outcome,
 std::string human_summary(const Plan& plan, const Outcome& outcome);
 
 // The whole result, for --json.
-nlohmann::json result_json(const Plan& plan, const Outcome& outcome);
+// Takes the outcome by value: the captured output (up to the output limit, three times) moves
+// into the JSON instead of being copied.
+nlohmann::ordered_json result_json(const Plan& plan, Outcome outcome);
 
 // The result when pysandbox failed before a sandbox existed (usage, profile, host set-up).
-nlohmann::json early_error_json(std::string_view message, std::string_view profile);
+nlohmann::ordered_json early_error_json(std::string_view message, std::string_view profile);
 
 // One object, one line, whatever bytes the script printed (invalid UTF-8 is replaced).
-std::string dump_result(const nlohmann::json& result);
+std::string dump_result(const nlohmann::ordered_json& result);
 
 // "SIGKILL" for 9.
 std::string signal_name(int sig);

@@ -1,51 +1,54 @@
 #include "stream.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
 #include <cerrno>
+#include <cstring>
 
 namespace pysandbox {
 
 void Transcript::append(Channel channel, std::string_view bytes) {
     if (bytes.empty()) return;
-    if (chunks_.empty() || chunks_.back().first != channel) chunks_.emplace_back(channel, "");
-    chunks_.back().second.append(bytes);
-}
-
-std::string Transcript::text(Channel channel) const {
-    std::string out;
-    for (const auto& [from, bytes] : chunks_)
-        if (from == channel) out += bytes;
-    return out;
+    text_[channel].append(bytes);
+    if (!order_.empty() && order_.back().channel == channel)
+        order_.back().length += bytes.size();
+    else
+        order_.push_back({channel, bytes.size()});
 }
 
 std::string Transcript::interleaved() const {
     std::string out;
-    for (const auto& chunk : chunks_) out += chunk.second;
+    out.reserve(text_[kStdout].size() + text_[kStderr].size());
+    std::size_t offset[2] = {0, 0};
+    for (const Segment& segment : order_) {
+        out.append(text_[segment.channel], offset[segment.channel], segment.length);
+        offset[segment.channel] += segment.length;
+    }
     return out;
 }
 
 void TailRing::push(const char* data, std::size_t n) {
-    if (capacity_ == 0) {
-        omitted_ += n;
-        return;
-    }
     if (n >= capacity_) {  // only the newest capacity_ bytes can survive
         omitted_ += ring_.size() + (n - capacity_);
         ring_.assign(data + n - capacity_, data + n);
         next_ = 0;
         return;
     }
-    for (std::size_t i = 0; i < n; ++i) {
-        if (ring_.size() < capacity_) {
-            ring_.push_back(data[i]);
-        } else {
-            ring_[next_] = data[i];
-            next_ = (next_ + 1) % capacity_;
-            ++omitted_;
-        }
+    const std::size_t fill = std::min(n, capacity_ - ring_.size());
+    ring_.insert(ring_.end(), data, data + fill);
+    data += fill;
+    n -= fill;
+    while (n > 0) {  // full: overwrite the oldest bytes, which start at next_
+        const std::size_t count = std::min(n, capacity_ - next_);
+        std::memcpy(ring_.data() + next_, data, count);
+        next_ = (next_ + count) % capacity_;
+        omitted_ += count;
+        data += count;
+        n -= count;
     }
 }
 
@@ -65,7 +68,10 @@ Stream::Stream(sys::UniqueFd from, sys::UniqueFd to, std::size_t write_chunk,
       to_(std::move(to)),
       write_chunk_(write_chunk),
       budget_(budget),
-      tail_(budget ? budget->tail_capacity : 0) {}
+      tail_(budget ? budget->tail_capacity : 0) {
+    struct stat st {};
+    splice_ = budget_ != nullptr && to_ && ::fstat(to_.get(), &st) == 0 && S_ISFIFO(st.st_mode);
+}
 
 Stream Stream::preloaded(std::string content, sys::UniqueFd to) {
     Stream stream(sys::UniqueFd{}, std::move(to), PIPE_BUF);
@@ -100,7 +106,33 @@ void Stream::admit(const char* data, std::size_t n) {
     if (head < n) tail_.push(data + head, n - head);
 }
 
+bool Stream::splice_head() {
+    constexpr std::size_t kMaxSplice = 1 << 20;
+    const std::size_t count =
+        static_cast<std::size_t>(std::min<std::uint64_t>(budget_->head_left, kMaxSplice));
+    ssize_t n = ::splice(from_.get(), nullptr, to_.get(), nullptr, count,
+                         SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+    if (n > 0) {
+        total_ += static_cast<std::uint64_t>(n);
+        budget_->head_left -= static_cast<std::uint64_t>(n);
+    } else if (n == 0) {
+        from_.reset();
+        close_sink_if_done();
+    } else if (errno == EAGAIN) {
+        sink_full_ = true;  // the source was readable, so it is the sink that is full
+    } else if (errno == EPIPE) {
+        on_sink_error();
+    } else if (errno != EINTR) {
+        return false;
+    }
+    return true;
+}
+
 void Stream::on_readable() {
+    if (splice_ && pending() == 0 && budget_->head_left > 0) {
+        if (splice_head()) return;
+        splice_ = false;
+    }
     char chunk[kBuffer];
     ssize_t n = ::read(from_.get(), chunk, sizeof chunk - pending());
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
@@ -115,6 +147,10 @@ void Stream::on_readable() {
 }
 
 void Stream::on_writable() {
+    if (sink_full_) {  // room again: the next readable source is spliced
+        sink_full_ = false;
+        return;
+    }
     std::size_t count = std::min(pending(), write_chunk_);
     ssize_t n = ::write(to_.get(), pending_.data() + offset_, count);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;

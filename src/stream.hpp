@@ -29,11 +29,17 @@ class Transcript {
 public:
     enum Channel { kStdout = 0, kStderr = 1 };
     void append(Channel channel, std::string_view bytes);
-    std::string text(Channel channel) const;
     std::string interleaved() const;
+    // Hands over one channel's bytes (call interleaved() first).
+    std::string take(Channel channel) { return std::move(text_[channel]); }
 
 private:
-    std::vector<std::pair<Channel, std::string>> chunks_;  // adjacent chunks of one channel merged
+    struct Segment {
+        Channel channel;
+        std::size_t length;
+    };
+    std::string text_[2];
+    std::vector<Segment> order_;  // adjacent segments of one channel merged
 };
 
 // The last `capacity` bytes of a stream, and how many fell out before them.
@@ -63,8 +69,8 @@ public:
     static Stream captured(sys::UniqueFd from, Transcript& transcript, Transcript::Channel channel,
                            OutputBudget& budget);
 
-    bool wants_read() const { return from_ && pending() < kBuffer; }
-    bool wants_write() const { return to_ && pending() > 0; }
+    bool wants_read() const { return from_ && pending() < kBuffer && !sink_full_; }
+    bool wants_write() const { return to_ && (pending() > 0 || sink_full_); }
     // The source is exhausted and everything read was delivered (or can never be).
     bool drained() const { return !from_ && (pending() == 0 || !to_); }
     int from_fd() const { return from_.get(); }
@@ -83,6 +89,7 @@ private:
     void admit(const char* data, std::size_t n);
     void deliver(std::string_view bytes);  // to the sink: pending_, or the transcript
     void close_sink_if_done();
+    bool splice_head();  // false: splicing is not possible here, copy instead
 
     sys::UniqueFd from_;
     sys::UniqueFd to_;
@@ -94,6 +101,10 @@ private:
     std::string pending_;  // read, not yet written; bytes before offset_ are written
     std::size_t offset_ = 0;
     std::uint64_t total_ = 0;
+    // Pipe to pipe, the head of the output moves in the kernel (splice) without a copy through
+    // this process; sink_full_ waits for the sink to drain.
+    bool splice_ = false;
+    bool sink_full_ = false;
 };
 
 }  // namespace pysandbox

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <vector>
 
+#include "cgroup.hpp"
 #include "child.hpp"
 #include "errors.hpp"
 #include "report.hpp"
@@ -113,12 +114,20 @@ sys::Pipe report_channel() {
     return sys::Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
+// Bigger output pipes mean fewer wake-ups for a script that prints a lot. Best effort: the
+// kernel caps what an unprivileged user may have in pipe buffers.
+sys::Pipe output_pipe() {
+    sys::Pipe pipe = sys::Pipe::create();
+    ::fcntl(pipe.read.get(), F_SETPIPE_SZ, 1 << 20);
+    return pipe;
+}
+
 struct Pipes {
     sys::Pipe release = sys::Pipe::create();
     sys::Pipe report = report_channel();
     sys::Pipe in = sys::Pipe::create();
-    sys::Pipe out = sys::Pipe::create();
-    sys::Pipe err = sys::Pipe::create();
+    sys::Pipe out = output_pipe();
+    sys::Pipe err = output_pipe();
 };
 
 // The poll loop's state: what the supervisor watches and what it learned.
@@ -271,10 +280,12 @@ private:
         outcome.stderr_bytes = streams_[first_output_ + 1].total();
         outcome.stdout_omitted = streams_[first_output_].omitted();
         outcome.stderr_omitted = streams_[first_output_ + 1].omitted();
-        if (plan_.capture_output)
-            outcome.captured = Outcome::Captured{transcript_.text(Transcript::kStdout),
-                                                 transcript_.text(Transcript::kStderr),
-                                                 transcript_.interleaved()};
+        if (plan_.capture_output) {
+            std::string interleaved = transcript_.interleaved();
+            outcome.captured = Outcome::Captured{transcript_.take(Transcript::kStdout),
+                                                 transcript_.take(Transcript::kStderr),
+                                                 std::move(interleaved)};
+        }
         std::int64_t exec_ns = exited_ ? exited_->exec_mono_ns : 0;
         if (exec_ns > 0) {
             auto exec_at = Clock::time_point(std::chrono::nanoseconds(exec_ns));
@@ -361,12 +372,22 @@ Outcome run_sandbox(const Plan& plan) {
     if (plan.ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
     Pipes pipes;
     const Clock::time_point start = Clock::now();
+    std::optional<cgroup::RunCgroup> cgroup;
+    if (plan.cgroup) {
+        const Limits& limits = plan.profile.limits;
+        cgroup.emplace(*plan.cgroup, cgroup::Settings{limits.memory, limits.max_procs + 1,
+                                                      limits.cpus});
+    }
 
     int pidfd = -1;
     clone_args args{};
     args.flags = CLONE_PIDFD | kNamespaces;
     args.pidfd = reinterpret_cast<std::uintptr_t>(&pidfd);
     args.exit_signal = SIGCHLD;
+    if (cgroup) {  // born inside it: not one instruction runs outside the limits
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = static_cast<std::uint64_t>(cgroup->fd());
+    }
     const long pid = ::syscall(SYS_clone3, &args, sizeof args);
     if (pid == 0) {
         run_child(plan, ChildFds{pipes.release.read.get(), pipes.report.write.get(),
@@ -393,7 +414,9 @@ Outcome run_sandbox(const Plan& plan) {
     pipes.release.write.reset();
 
     Supervision supervision(plan, child, signals, pipes, start);
-    return supervision.run();
+    Outcome outcome = supervision.run();
+    if (cgroup) outcome.oom_kills = cgroup->oom_kills();
+    return outcome;
 }
 
 }  // namespace pysandbox

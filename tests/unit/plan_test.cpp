@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -287,6 +288,9 @@ TEST_SUITE("plan") {
         expected.push_back("EMPTY=");
         expected.push_back("LANG=C");
         if (::isatty(STDOUT_FILENO)) expected.push_back("PYTHONUNBUFFERED=1");
+        for (const char* pool : {"OMP", "OPENBLAS", "MKL", "NUMEXPR", "BLIS"})
+            expected.push_back(std::string(pool) + "_NUM_THREADS=1");
+        expected.push_back("VECLIB_MAXIMUM_THREADS=1");
         std::sort(expected.begin(), expected.end());
         CHECK(plan->envp == expected);
 
@@ -308,7 +312,27 @@ TEST_SUITE("plan") {
         auto plan = plan_for(code_options(), profile, {"TERM=xterm", "A=host", "OTHER=x"});
         Strings envp = plan->envp;
         std::erase(envp, "PYTHONUNBUFFERED=1");
+        std::erase_if(envp, [](const std::string& var) { return contains(var, "_THREADS="); });
         CHECK(envp == Strings{"A=host", "TERM=xterm"});
+    }
+
+    TEST_CASE("cpus: the affinity mask and the thread pools agree; env.set still wins") {
+        RunOptions options = code_options();
+        options.cpus = 4096;  // more than any test machine: all of the allowed CPUs
+        Profile profile;
+        profile.env_set = {{"MKL_NUM_THREADS", "7"}};
+        auto plan = plan_for(options, profile, {});
+        cpu_set_t allowed;
+        REQUIRE(::sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+        CHECK(CPU_EQUAL(&plan->affinity, &allowed));
+        const std::string all = std::to_string(CPU_COUNT(&allowed));
+        CHECK(std::ranges::count(plan->envp, "OMP_NUM_THREADS=" + all) == 1);
+        CHECK(std::ranges::count(plan->envp, "MKL_NUM_THREADS=7") == 1);
+
+        options.cpus = 1;
+        plan = plan_for(options, profile, {});
+        CHECK(CPU_COUNT(&plan->affinity) == 1);
+        CHECK(std::ranges::count(plan->envp, "OPENBLAS_NUM_THREADS=1") == 1);
     }
 
     TEST_CASE("environment: --env with a bad name is a UsageError naming --env") {

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Output throughput: a script printing 100 MB through pysandbox, next to bare Python.
+
+The script writes 100 MiB to stdout in 64 KiB chunks; the reader is a pipe drained into
+/dev/null (`| cat > /dev/null`, as in a shell pipeline). Runs are interleaved round by round; the
+table gives the median wall-clock time, MB/s and the ratio to bare Python.
+
+    bench/output.py [--rounds 15] [--mib 100] [--pysandbox PATH]
+
+Cases:
+  python3            /usr/bin/python3 -s flood.py | cat
+  pysandbox          pysandbox run --output-limit 1GiB flood.py | cat   (everything passes through)
+  pysandbox --json   captured into the JSON result, default output limit (16 MiB kept)
+  pysandbox capped   --output-limit 1MiB: head and tail kept, the rest counted and dropped
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = "/usr/bin/python3"
+
+
+def flood_script(directory: str, mib: int) -> str:
+    path = os.path.join(directory, "flood.py")
+    Path(path).write_text(
+        "import sys\nchunk = b'x' * 65536\nw = sys.stdout.buffer.write\n"
+        f"for _ in range({mib} * 16):\n    w(chunk)\n")
+    os.chmod(directory, 0o755)
+    os.chmod(path, 0o644)
+    return path
+
+
+def timed(argv: list[str]) -> float:
+    start = time.perf_counter()
+    producer = subprocess.Popen(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    consumer = subprocess.Popen(["cat"], stdin=producer.stdout, stdout=subprocess.DEVNULL)
+    producer.stdout.close()
+    if consumer.wait() != 0 or producer.wait() != 0:
+        raise RuntimeError(f"failed: {' '.join(argv)}")
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--mib", type=int, default=100)
+    parser.add_argument("--pysandbox", default=os.environ.get(
+        "PYSANDBOX", str(REPO / "build" / "bin" / "pysandbox")))
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as directory:
+        flood = flood_script(directory, args.mib)
+        run = [args.pysandbox, "run", "--timeout", "60s"]
+        cases = {
+            "python3": [PYTHON, "-s", flood],
+            "pysandbox": run + ["--output-limit", "1GiB", flood],
+            "pysandbox --json": run + ["--json", flood],
+            "pysandbox capped": run + ["--output-limit", "1MiB", flood],
+        }
+        samples: dict[str, list[float]] = {name: [] for name in cases}
+        for argv in cases.values():
+            timed(argv)  # warm-up, and a check that each case works
+        for round_number in range(args.rounds):
+            names = list(cases)
+            shift = round_number % len(names)
+            for name in names[shift:] + names[:shift]:
+                samples[name].append(timed(cases[name]))
+
+    bare = statistics.median(samples["python3"])
+    print(f"{args.mib} MiB to a pipe, {args.rounds} interleaved rounds, {os.cpu_count()} CPUs")
+    print(f"{'case':<18} {'median s':>9} {'MB/s':>8} {'x bare':>7}")
+    for name, values in samples.items():
+        median = statistics.median(values)
+        print(f"{name:<18} {median:>9.3f} {args.mib * 1.048576 / median:>8.0f} "
+              f"{median / bare:>7.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
