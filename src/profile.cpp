@@ -413,6 +413,24 @@ Profile build(Chain chain, std::string_view ref) {
     return profile;
 }
 
+// A value as it would be written in a profile, tables inline.
+std::string toml_value_text(toml::node& value) {
+    if (toml::table* table = value.as_table()) table->is_inline(true);
+    std::ostringstream out;
+    value.visit([&out](auto& typed) { out << typed; });
+    std::string text = out.str();
+    return text.empty() ? "{}" : text;
+}
+
+// What the key shows for a Profile no file has touched: the struct defaults, written once.
+std::string default_value_of(const KeySpec& key) {
+    if (!key.show) return {};
+    Profile defaults;
+    toml::table shown;
+    key.show(defaults, shown, "value");
+    return toml_value_text(*shown.get("value"));
+}
+
 fs::path exe_dir() {
     std::error_code ec;
     fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -509,7 +527,8 @@ std::string to_toml(const Profile& resolved) {
 
 std::vector<KeyDoc> profile_keys() {
     std::vector<KeyDoc> docs;
-    for (const auto& key : key_specs()) docs.push_back({key.path, key.type, key.doc});
+    for (const auto& key : key_specs())
+        docs.push_back({key.path, key.type, key.doc, default_value_of(key)});
     return docs;
 }
 

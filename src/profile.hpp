@@ -72,11 +72,13 @@ std::string to_toml(const Profile& profile);
 
 std::string_view to_string(NetMode mode);
 
-// The profile keys: dotted path, type, and one line of documentation.
+// The profile keys: dotted path, type, one line of documentation, and the built-in default (the
+// value a key has when no profile sets it, as TOML; empty for a key with nothing to show).
 struct KeyDoc {
     std::string_view path;
     std::string_view type;
     std::string_view doc;
+    std::string default_value;
 };
 std::vector<KeyDoc> profile_keys();
 

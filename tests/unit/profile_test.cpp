@@ -420,4 +420,18 @@ EMPTY = ""
         Profile again = pysandbox::load_profile_text(pysandbox::to_toml(defaults), "d.toml", {});
         check_same_settings(defaults, again);
     }
+
+    TEST_CASE("the key table documents each key's built-in default, as a profile would write it") {
+        std::map<std::string, std::string> defaults;
+        for (const auto& key : pysandbox::profile_keys())
+            defaults.emplace(std::string(key.path), key.default_value);
+        CHECK(defaults.at("limits.wall_time") == "'5s'");
+        CHECK(defaults.at("limits.memory") == "'256MiB'");
+        CHECK(defaults.at("limits.max_procs") == "64");
+        CHECK(defaults.at("network.mode") == "'none'");
+        CHECK(defaults.at("seccomp.allow_processes") == "false");
+        CHECK(defaults.at("filesystem.ro") == "[]");
+        CHECK(defaults.at("env.set") == "{}");
+        CHECK(defaults.at("extends").empty());
+    }
 }
