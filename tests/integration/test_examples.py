@@ -1,0 +1,41 @@
+"""The programs in examples/ run in the sandbox and print what they promise."""
+
+import unittest
+
+from harness import REPO, SandboxTestCase, run
+
+EXAMPLES = REPO / "examples"
+
+# example -> its whole standard output
+EXPECTED_OUTPUT = {
+    "primes.py": "76127\n",
+    "average.py": "Average value: 30.0\n",
+}
+
+
+class ExamplesTest(SandboxTestCase):
+    def run_example(self, name: str):
+        result = run(["run", EXAMPLES / name, "--", self.marker])
+        self.assertExit(result, 0)
+        return result
+
+    def test_each_example_prints_its_answer(self):
+        for name, expected in EXPECTED_OUTPUT.items():
+            with self.subTest(example=name):
+                result = self.run_example(name)
+                self.assertEqual(result.stdout.decode(), expected, result.describe())
+                self.assertEqual(result.stderr, b"", result.describe())
+
+    def test_hello_greets_from_the_sandbox_cwd(self):
+        result = self.run_example("hello.py")
+        lines = result.stdout.decode().splitlines()
+        self.assertEqual(lines[0], "Hello from the sandbox!", result.describe())
+        self.assertIn("cwd /tmp", lines[1])
+
+    def test_every_example_is_tested(self):
+        tested = set(EXPECTED_OUTPUT) | {"hello.py"}
+        self.assertEqual({p.name for p in EXAMPLES.glob("*.py")} - tested, set())
+
+
+if __name__ == "__main__":
+    unittest.main()
