@@ -1,0 +1,77 @@
+"""`cmake --install` into a staging prefix gives a pysandbox that works from there, with the
+profiles, man pages and completions where distributions look for them."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+from pathlib import Path
+
+from docs_support import BUILD, CMAKE, REPO
+
+INSTALLED_FILES = [
+    "bin/pysandbox",
+    "share/pysandbox/profiles/default.toml",
+    "share/pysandbox/profiles/strict.toml",
+    "share/pysandbox/profiles/datascience.toml",
+    "share/man/man1/pysandbox.1",
+    "share/man/man5/pysandbox-profile.5",
+    "share/bash-completion/completions/pysandbox",
+    "share/zsh/vendor-completions/_pysandbox",
+    "share/fish/vendor_completions.d/pysandbox.fish",
+]
+
+
+class InstallTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.root = Path(tempfile.mkdtemp(prefix="pysandbox-install-"))
+        cls.root.chmod(0o755)
+        cls.prefix = cls.root / "usr"
+        subprocess.run([CMAKE, "--install", BUILD, "--prefix", cls.prefix],
+                       check=True, capture_output=True)
+        # No user profiles: what is found must be the installed ones.
+        cls.env = {"PATH": "/usr/bin:/bin", "HOME": str(cls.root / "home"),
+                   "XDG_CONFIG_HOME": str(cls.root / "config")}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.root, ignore_errors=True)
+
+    def installed(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([self.prefix / "bin" / "pysandbox", *args], capture_output=True,
+                              text=True, env=self.env, cwd=self.root, timeout=60)
+
+    def test_files_land_where_distributions_put_them(self):
+        missing = [f for f in INSTALLED_FILES if not (self.prefix / f).is_file()]
+        self.assertEqual(missing, [])
+        self.assertTrue(os.access(self.prefix / "bin/pysandbox", os.X_OK))
+
+    def test_profile_list_names_the_installed_profiles(self):
+        proc = self.installed("profile", "list")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        names = {line.split("\t")[0] for line in proc.stdout.splitlines()}
+        self.assertLessEqual({"default", "strict", "datascience"}, names)
+
+    def test_hello_runs_with_the_installed_default_profile(self):
+        proc = self.installed("run", "-v", REPO / "examples/hello.py")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("Hello from the sandbox!", proc.stdout)
+        self.assertIn(str(self.prefix / "share/pysandbox/profiles/default.toml"), proc.stderr)
+
+    def test_strict_is_found_among_the_installed_profiles(self):
+        proc = self.installed("run", "-v", "-p", "strict", "-c", "print(6 * 7)")
+        self.assertEqual((proc.returncode, proc.stdout), (0, "42\n"), proc.stderr)
+        self.assertIn(str(self.prefix / "share/pysandbox/profiles/strict.toml"), proc.stderr)
+
+    def test_installed_man_page_renders(self):
+        proc = subprocess.run(["man", "-l", self.prefix / "share/man/man1/pysandbox.1"],
+                              capture_output=True, text=True,
+                              env={**self.env, "MANPAGER": "cat", "MANWIDTH": "80"})
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("pysandbox run", proc.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
