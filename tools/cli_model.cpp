@@ -5,22 +5,42 @@
 namespace pysandbox::docs {
 namespace {
 
-// CLI11's full type name is the declared one followed by ":description" per check.
-std::string declared_type_name(const std::string& full) { return full.substr(0, full.find(':')); }
-
-// An IsMember check describes itself as "{a,b,c}" inside the full type name.
-std::vector<std::string> choices_in(const std::string& full_type_name) {
-    auto open = full_type_name.find(":{");
-    if (open == std::string::npos) return {};
-    auto close = full_type_name.find('}', open);
-    std::string list = full_type_name.substr(open + 2, close - open - 2);
-    std::vector<std::string> choices;
-    for (std::size_t start = 0; start <= list.size();) {
-        auto comma = std::min(list.find(',', start), list.size());
-        choices.push_back(list.substr(start, comma - start));
-        start = comma + 1;
+// The descriptions of the option's checks ("{a,b,c}" for an IsMember), in the order CLI11 appends
+// them to the declared type name. (CLI11 2.1 has no count of checks: ask by index until it throws.)
+std::vector<std::string> check_descriptions(CLI::Option& option) {
+    std::vector<std::string> out;
+    for (int i = 0;; ++i) {
+        try {
+            if (std::string text = option.get_validator(i)->get_description(); !text.empty())
+                out.push_back(std::move(text));
+        } catch (const CLI::OptionNotFound&) {
+            return out;
+        }
     }
-    return choices;
+}
+
+// The type name as declared ("HOST:PORT"): CLI11's full one, less ":description" per check.
+std::string declared_type_name(CLI::Option& option) {
+    std::string full = option.get_type_name();
+    std::string checks;
+    for (const auto& text : check_descriptions(option)) checks += ":" + text;
+    return full.ends_with(checks) ? full.substr(0, full.size() - checks.size()) : full;
+}
+
+// An IsMember check describes itself as "{a,b,c}".
+std::vector<std::string> choices_of(CLI::Option& option) {
+    for (const auto& text : check_descriptions(option)) {
+        if (!text.starts_with('{') || !text.ends_with('}')) continue;
+        std::vector<std::string> choices;
+        std::string list = text.substr(1, text.size() - 2);
+        for (std::size_t start = 0; start <= list.size();) {
+            auto comma = std::min(list.find(',', start), list.size());
+            choices.push_back(list.substr(start, comma - start));
+            start = comma + 1;
+        }
+        return choices;
+    }
+    return {};
 }
 
 bool ends_with_dir(const std::vector<std::string>& long_names) {
@@ -40,27 +60,25 @@ ValueKind kind_of(const CLI::Option& option, const std::string& type, bool has_c
     return ValueKind::text;
 }
 
-OptionDoc describe_option(const CLI::Option& option) {
+OptionDoc describe_option(CLI::Option& option) {
     OptionDoc doc;
     doc.short_names = option.get_snames();
     doc.long_names = option.get_lnames();
     doc.description = option.get_description();
     doc.default_value = option.get_default_str();
-    std::string full_type = option.get_type_name();
-    std::string type = declared_type_name(full_type);
-    doc.choices = choices_in(full_type);
+    std::string type = declared_type_name(option);
+    doc.choices = choices_of(option);
     doc.kind = kind_of(option, type, !doc.choices.empty());
     if (doc.kind != ValueKind::none) doc.value_name = type.empty() ? "VALUE" : type;
     doc.repeatable = option.get_items_expected_max() > 1;
     return doc;
 }
 
-PositionalDoc describe_positional(const CLI::Option& option) {
-    std::string full_type = option.get_type_name();
-    std::string type = declared_type_name(full_type);
+PositionalDoc describe_positional(CLI::Option& option) {
+    std::string type = declared_type_name(option);
     return {.value_name = type.empty() ? option.get_name(true) : type,
             .description = option.get_description(),
-            .kind = kind_of(option, type, !choices_in(full_type).empty()),
+            .kind = kind_of(option, type, !choices_of(option).empty()),
             .required = option.get_required()};
 }
 
@@ -69,7 +87,7 @@ CommandDoc describe_command(CLI::App& app, std::vector<std::string> path) {
     doc.path = std::move(path);
     doc.description = app.get_description();
     doc.footer = app.get_footer();
-    for (const CLI::Option* option : app.get_options()) {
+    for (CLI::Option* option : app.get_options()) {
         if (option->nonpositional()) {
             doc.options.push_back(describe_option(*option));
             doc.options.back().is_help = option == app.get_help_ptr();
