@@ -117,7 +117,9 @@ std::vector<std::string> OptionDoc::spellings() const {
     return out;
 }
 
-std::string CommandDoc::name() const { return path.empty() ? "pysandbox" : path.back(); }
+std::string CommandDoc::name() const {
+    return path.empty() ? "pysandbox" : path.back();
+}
 
 std::string CommandDoc::joined(std::string_view separator) const {
     std::string out;
@@ -125,7 +127,9 @@ std::string CommandDoc::joined(std::string_view separator) const {
     return out;
 }
 
-CommandDoc describe(CLI::App& app) { return describe_command(app, {}); }
+CommandDoc describe(CLI::App& app) {
+    return describe_command(app, {});
+}
 
 std::vector<const CommandDoc*> flatten(const CommandDoc& root) {
     std::vector<const CommandDoc*> out;

@@ -17,8 +17,8 @@ struct OptionDoc {
     std::vector<std::string> long_names;   // without the dashes: "profile"
     std::string value_name;                // "PROFILE"; empty for a flag
     std::string description;
-    std::string default_value;             // as CLI11 shows it; often empty
-    std::vector<std::string> choices;      // from an IsMember check
+    std::string default_value;         // as CLI11 shows it; often empty
+    std::vector<std::string> choices;  // from an IsMember check
     ValueKind kind = ValueKind::none;
     bool repeatable = false;
     bool is_help = false;  // CLI11's own -h/--help, present on every command
@@ -41,7 +41,7 @@ struct CommandDoc {
     std::vector<PositionalDoc> positionals;
     std::vector<CommandDoc> subcommands;
 
-    std::string name() const;  // the last word of path, or "pysandbox"
+    std::string name() const;                              // the last word of path, or "pysandbox"
     std::string joined(std::string_view separator) const;  // the path, words joined
 };
 

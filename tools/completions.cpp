@@ -21,12 +21,18 @@ std::string words(const std::vector<std::string>& items) {
 // What to offer for a value: the kind's name, then the choices for a choice.
 std::string kind_words(ValueKind kind, const std::vector<std::string>& choices = {}) {
     switch (kind) {
-        case ValueKind::none: return "flag";
-        case ValueKind::text: return "text";
-        case ValueKind::choice: return "choice " + words(choices);
-        case ValueKind::file: return "file";
-        case ValueKind::directory: return "directory";
-        case ValueKind::profile: return "profile";
+        case ValueKind::none:
+            return "flag";
+        case ValueKind::text:
+            return "text";
+        case ValueKind::choice:
+            return "choice " + words(choices);
+        case ValueKind::file:
+            return "file";
+        case ValueKind::directory:
+            return "directory";
+        case ValueKind::profile:
+            return "profile";
     }
     return "text";
 }
@@ -58,7 +64,8 @@ std::string bash_case_function(std::string_view name, std::string_view comment, 
 
 std::string bash_pattern(const std::vector<std::string>& alternatives) {
     std::string out;
-    for (const auto& alternative : alternatives) out += (out.empty() ? "" : "|") + shell_quoted(alternative);
+    for (const auto& alternative : alternatives)
+        out += (out.empty() ? "" : "|") + shell_quoted(alternative);
     return out;
 }
 
@@ -68,7 +75,8 @@ Rows bash_value_kinds(const CommandDoc& root) {
         for (const auto& option : command->options) {
             if (option.kind == ValueKind::none) continue;
             std::vector<std::string> keys;
-            for (const auto& spelling : option.spellings()) keys.push_back(command->joined(" ") + "|" + spelling);
+            for (const auto& spelling : option.spellings())
+                keys.push_back(command->joined(" ") + "|" + spelling);
             rows.emplace_back(bash_pattern(keys), kind_words(option.kind, option.choices));
         }
     return rows;
@@ -105,12 +113,17 @@ std::string zsh_escaped(std::string_view text, std::string_view specials) {
 
 std::string zsh_action(ValueKind kind, const std::vector<std::string>& choices) {
     switch (kind) {
-        case ValueKind::choice: return "(" + words(choices) + ")";
-        case ValueKind::file: return "_files";
-        case ValueKind::directory: return "_files -/";
-        case ValueKind::profile: return "_pysandbox_profiles";
+        case ValueKind::choice:
+            return "(" + words(choices) + ")";
+        case ValueKind::file:
+            return "_files";
+        case ValueKind::directory:
+            return "_files -/";
+        case ValueKind::profile:
+            return "_pysandbox_profiles";
         case ValueKind::none:
-        case ValueKind::text: return " ";
+        case ValueKind::text:
+            return " ";
     }
     return " ";
 }
@@ -122,7 +135,7 @@ std::string zsh_option_spec(const OptionDoc& option) {
         forms.push_back("-" + name + (option.kind == ValueKind::none ? "" : "+"));
     for (const auto& name : option.long_names)
         forms.push_back("--" + name + (option.kind == ValueKind::none ? "" : "="));
-    std::string lead = option.repeatable ? "*"
+    std::string lead = option.repeatable  ? "*"
                        : forms.size() > 1 ? "(" + words(option.spellings()) + ")"
                                           : "";
     std::string rest = "[" + zsh_escaped(option.description, "[]") + "]";
@@ -151,8 +164,8 @@ std::string zsh_leaf(const CommandDoc& command) {
     for (std::size_t i = 0; i < command.positionals.size(); ++i) {
         const PositionalDoc& positional = command.positionals[i];
         positionals.push_back(shell_quoted(std::to_string(i + 1) + ":" +
-                                     zsh_escaped(positional.value_name, ":") + ":" +
-                                     zsh_action(positional.kind, {})));
+                                           zsh_escaped(positional.value_name, ":") + ":" +
+                                           zsh_action(positional.kind, {})));
     }
     return zsh_function_name(command) + "() {\n" + zsh_arguments(command, positionals) + "\n}\n";
 }
@@ -165,39 +178,53 @@ std::string zsh_dispatcher(const CommandDoc& command) {
                       " && ret=0\n    case $state in\n        command)\n" +
                       "            local -a commands=(\n";
     for (const auto& sub : command.subcommands)
-        out += "                " + shell_quoted(sub.name() + ":" + zsh_escaped(sub.description, ":")) + "\n";
-    out += "            )\n            _describe -t commands command commands && ret=0 ;;\n"
-           "        argument)\n            curcontext=${curcontext%:*:*}:pysandbox-$words[1]:\n"
-           "            case $words[1] in\n";
+        out += "                " +
+               shell_quoted(sub.name() + ":" + zsh_escaped(sub.description, ":")) + "\n";
+    out +=
+        "            )\n            _describe -t commands command commands && ret=0 ;;\n"
+        "        argument)\n            curcontext=${curcontext%:*:*}:pysandbox-$words[1]:\n"
+        "            case $words[1] in\n";
     for (const auto& sub : command.subcommands)
-        out += "                " + shell_quoted(sub.name()) + ") " + zsh_function_name(sub) + " && ret=0 ;;\n";
+        out += "                " + shell_quoted(sub.name()) + ") " + zsh_function_name(sub) +
+               " && ret=0 ;;\n";
     return out + "            esac ;;\n    esac\n    return ret\n}\n";
 }
 
 // ---------------------------------------------------------------- fish
 
 std::string fish_condition(const CommandDoc& command) {
-    return "-n " + shell_quoted(command.path.empty() ? "__pysandbox_at" : "__pysandbox_at " + command.joined(" "));
+    return "-n " + shell_quoted(command.path.empty() ? "__pysandbox_at"
+                                                     : "__pysandbox_at " + command.joined(" "));
 }
 
 std::string fish_value(ValueKind kind, const std::vector<std::string>& choices) {
     switch (kind) {
-        case ValueKind::none: return "";
-        case ValueKind::text: return " -x";
-        case ValueKind::choice: return " -x -a " + shell_quoted(words(choices));
-        case ValueKind::file: return " -r -F";
-        case ValueKind::directory: return " -x -a '(__fish_complete_directories)'";
-        case ValueKind::profile: return " -x -a '(__pysandbox_profiles)'";
+        case ValueKind::none:
+            return "";
+        case ValueKind::text:
+            return " -x";
+        case ValueKind::choice:
+            return " -x -a " + shell_quoted(words(choices));
+        case ValueKind::file:
+            return " -r -F";
+        case ValueKind::directory:
+            return " -x -a '(__fish_complete_directories)'";
+        case ValueKind::profile:
+            return " -x -a '(__pysandbox_profiles)'";
     }
     return "";
 }
 
 std::string fish_positional(ValueKind kind) {
     switch (kind) {
-        case ValueKind::file: return " -F";
-        case ValueKind::directory: return " -a '(__fish_complete_directories)'";
-        case ValueKind::profile: return " -a '(__pysandbox_profiles)'";
-        default: return "";
+        case ValueKind::file:
+            return " -F";
+        case ValueKind::directory:
+            return " -a '(__fish_complete_directories)'";
+        case ValueKind::profile:
+            return " -a '(__pysandbox_profiles)'";
+        default:
+            return "";
     }
 }
 
@@ -205,14 +232,15 @@ std::string fish_option(const CommandDoc& command, const OptionDoc& option) {
     std::string out = "complete -c pysandbox " + fish_condition(command);
     for (const auto& name : option.short_names) out += " -s " + name;
     for (const auto& name : option.long_names) out += " -l " + name;
-    return out + fish_value(option.kind, option.choices) + " -d " + shell_quoted(option.description) + "\n";
+    return out + fish_value(option.kind, option.choices) + " -d " +
+           shell_quoted(option.description) + "\n";
 }
 
 std::string fish_command(const CommandDoc& command) {
     std::string out;
     for (const auto& sub : command.subcommands)
-        out += "complete -c pysandbox " + fish_condition(command) + " -f -a " + shell_quoted(sub.name()) +
-               " -d " + shell_quoted(sub.description) + "\n";
+        out += "complete -c pysandbox " + fish_condition(command) + " -f -a " +
+               shell_quoted(sub.name()) + " -d " + shell_quoted(sub.description) + "\n";
     for (const auto& option : command.options) out += fish_option(command, option);
     for (const auto& positional : command.positionals)
         if (std::string offer = fish_positional(positional.kind); !offer.empty())
@@ -221,8 +249,9 @@ std::string fish_command(const CommandDoc& command) {
 }
 
 std::string fish_subcommands_function(const CommandDoc& root) {
-    std::string out = "function __pysandbox_subcommands  # $argv: a command path\n"
-                      "    switch \"$argv\"\n";
+    std::string out =
+        "function __pysandbox_subcommands  # $argv: a command path\n"
+        "    switch \"$argv\"\n";
     for (const CommandDoc* command : flatten(root))
         if (!command->subcommands.empty())
             out += "        case " + shell_quoted(command->joined(" ")) + "\n            echo " +
@@ -236,9 +265,12 @@ std::string fish_takes_value_function(const CommandDoc& root) {
         for (const auto& option : command->options)
             if (option.kind != ValueKind::none)
                 for (const auto& spelling : option.spellings())
-                    patterns += " \\\n            " + shell_quoted(command->joined(" ") + "|" + spelling);
+                    patterns +=
+                        " \\\n            " + shell_quoted(command->joined(" ") + "|" + spelling);
     return "function __pysandbox_takes_value  # $argv[1]: 'path|option'\n"
-           "    switch $argv[1]\n        case" + patterns + "\n            return 0\n    end\n"
+           "    switch $argv[1]\n        case" +
+           patterns +
+           "\n            return 0\n    end\n"
            "    return 1\nend\n";
 }
 
@@ -247,10 +279,12 @@ std::string fish_takes_value_function(const CommandDoc& root) {
 std::string bash_tables(const CommandDoc& root) {
     return bash_case_function(
                "_pysandbox_subcommands", "$1: a command path; REPLY: its subcommands",
-               bash_rows(root, [](const CommandDoc& c) { return words(subcommand_names(c)); }), "") +
+               bash_rows(root, [](const CommandDoc& c) { return words(subcommand_names(c)); }),
+               "") +
            bash_case_function(
                "_pysandbox_options", "$1: a command path; REPLY: its options",
-               bash_rows(root, [](const CommandDoc& c) { return words(option_spellings(c)); }), "") +
+               bash_rows(root, [](const CommandDoc& c) { return words(option_spellings(c)); }),
+               "") +
            bash_case_function("_pysandbox_value_kind",
                               "$1: 'path|option'; REPLY: what its value is (flag: none)",
                               bash_value_kinds(root), "flag") +
@@ -262,7 +296,8 @@ std::string bash_tables(const CommandDoc& root) {
 std::string zsh_functions(const CommandDoc& root) {
     std::string out;
     for (const CommandDoc* command : flatten(root))
-        out += (command->subcommands.empty() ? zsh_leaf(*command) : zsh_dispatcher(*command)) + "\n";
+        out +=
+            (command->subcommands.empty() ? zsh_leaf(*command) : zsh_dispatcher(*command)) + "\n";
     out.pop_back();
     return out;
 }

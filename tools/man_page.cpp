@@ -15,20 +15,28 @@ std::string text(std::string_view in) {
 std::string literal(std::string_view in) {
     std::string out;
     for (char c : in) {
-        if (c == '-') out += "\\-";
-        else if (c == '\\') out += "\\e";
-        else out += c;
+        if (c == '-')
+            out += "\\-";
+        else if (c == '\\')
+            out += "\\e";
+        else
+            out += c;
     }
     return out;
 }
 
-std::string bold(std::string_view word) { return "\\fB" + literal(word) + "\\fR"; }
-std::string italic(std::string_view word) { return "\\fI" + literal(word) + "\\fR"; }
+std::string bold(std::string_view word) {
+    return "\\fB" + literal(word) + "\\fR";
+}
+std::string italic(std::string_view word) {
+    return "\\fI" + literal(word) + "\\fR";
+}
 
 std::string joined(const std::vector<std::string>& items, std::string_view separator,
                    std::string (*format)(std::string_view)) {
     std::string out;
-    for (const auto& item : items) out += (out.empty() ? "" : std::string(separator)) + format(item);
+    for (const auto& item : items)
+        out += (out.empty() ? "" : std::string(separator)) + format(item);
     return out;
 }
 
@@ -72,8 +80,8 @@ std::string usage_line(const CommandDoc& command) {
 }
 
 std::string command_section(const CommandDoc& command) {
-    std::string out = ".SS \"" + command_words(command) + "\"\n" +
-                      text(sentence(command.description)) + "\n";
+    std::string out =
+        ".SS \"" + command_words(command) + "\"\n" + text(sentence(command.description)) + "\n";
     for (const auto& positional : command.positionals) out += positional_item(positional);
     for (const auto& option : command.options)
         if (!option.is_help || command.path.empty()) out += option_item(option);
@@ -118,7 +126,9 @@ std::string man_profile_keys(const std::vector<KeyDoc>& keys) {
     std::string_view current_table = "\n";  // no table has this name
     for (const auto& key : keys) {
         if (std::string_view table = table_of(key.path); table != current_table) {
-            out += ".SS " + (table.empty() ? std::string("\"Top level\"") : "[" + std::string(table) + "]") + "\n";
+            out += ".SS " +
+                   (table.empty() ? std::string("\"Top level\"") : "[" + std::string(table) + "]") +
+                   "\n";
             current_table = table;
         }
         out += key_item(key);

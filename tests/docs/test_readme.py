@@ -30,7 +30,7 @@ class Block:
         self.needs = [need.split("=", 1)[1] for need in match["needs"].split()]
         self.lang = match["lang"]
         self.body = match["body"]
-        self.line = REPO.joinpath("README.md").read_text()[: match.start()].count("\n") + 2
+        self.line = match.string[: match.start()].count("\n") + 2
 
     @property
     def waiting_for(self) -> list[str]:
@@ -57,8 +57,8 @@ def expected_exit(command: str) -> int:
 
 
 def run(args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(args, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-                          env=env_with_binary_first(), **kwargs)
+    return subprocess.run(args, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL, env=env_with_binary_first(), **kwargs)
 
 
 class ReadmeTest(unittest.TestCase):

@@ -22,12 +22,14 @@ struct FutureCli {
         run->add_option("--output-dir", text, "Copy artifacts here");
         run->add_option("--workdir", text, "Bind a host directory")->type_name("DIR");
         run->add_option("--input", list, "A file to read")->type_name("FILE[=NAME]");
-        run->add_option("--mode", text, "A mode")->type_name("MODE")->check(
-            CLI::IsMember({"fast", "slow"}));
+        run->add_option("--mode", text, "A mode")
+            ->type_name("MODE")
+            ->check(CLI::IsMember({"fast", "slow"}));
         run->add_option("--allow", list, "HOST:PORT to reach")->type_name("HOST:PORT");
         run->add_flag("--json", flag, "One JSON object");
         run->add_option("script", text, "The script")->type_name("SCRIPT");
-        app.add_subcommand("check", "Check a script")->add_option("-p,--profile", text, "Profile")
+        app.add_subcommand("check", "Check a script")
+            ->add_option("-p,--profile", text, "Profile")
             ->type_name("PROFILE");
     }
     const OptionDoc& option(const CommandDoc& command, const std::string& name) {
