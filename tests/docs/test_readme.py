@@ -37,7 +37,8 @@ class Block:
         return [need for need in self.needs if need in NOT_YET_MERGED]
 
     def commands(self) -> list[str]:
-        return [line for line in self.body.splitlines() if line.strip() and not line.startswith("#")]
+        lines = self.body.splitlines()
+        return [line for line in lines if line.strip() and not line.startswith("#")]
 
     def describe(self) -> str:
         return f"README.md:{self.line} ({self.lang}, needs {', '.join(self.needs)})"
