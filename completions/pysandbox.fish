@@ -78,7 +78,7 @@ complete -c pysandbox -n '__pysandbox_at run' -l memory -x -d 'Memory limit, e.g
 complete -c pysandbox -n '__pysandbox_at run' -l max-procs -x -d 'Processes and threads, together'
 complete -c pysandbox -n '__pysandbox_at run' -l tmp-size -x -d 'Size of the writable /tmp'
 complete -c pysandbox -n '__pysandbox_at run' -l output-limit -x -d 'Bytes of stdout+stderr kept'
-complete -c pysandbox -n '__pysandbox_at run' -l net -x -a 'none loopback proxy' -d 'Network: none or loopback'
+complete -c pysandbox -n '__pysandbox_at run' -l net -x -a 'none loopback proxy' -d 'Network mode'
 complete -c pysandbox -n '__pysandbox_at run' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at run' -s c -x -d 'Run CODE instead of a script file'
 complete -c pysandbox -n '__pysandbox_at run' -s v -l verbose -d 'Say what the sandbox does, step by step'

@@ -25,7 +25,7 @@ void add_run_command(CLI::App& app, Invocation& out) {
     run->add_option("--tmp-size", o.tmp_size, "Size of the writable /tmp")->type_name("SIZE");
     run->add_option("--output-limit", o.output_limit, "Bytes of stdout+stderr kept")
         ->type_name("SIZE");
-    run->add_option("--net", o.net, "Network: none or loopback")
+    run->add_option("--net", o.net, "Network mode")
         ->type_name("MODE")
         ->check(CLI::IsMember({"none", "loopback", "proxy"}));
     run->add_option("--env", o.env, "Set NAME=VALUE inside, or pass NAME from the host")
