@@ -3,11 +3,15 @@
 bash: the completion function is called with COMP_WORDS set, as bash-completion would.
 zsh: an interactive zsh in a pseudo-terminal is sent the line and a TAB (zsh_complete.zsh).
 fish: `complete -C LINE` asks fish what it would offer.
-Profile names come from the built binary (first on PATH), which finds the shipped profiles.
+Profile names come from the built binary (first on PATH), which finds the shipped profiles and
+the user's (a temporary XDG_CONFIG_HOME here).
 """
 
+import shutil
 import subprocess
+import tempfile
 import unittest
+from pathlib import Path
 
 from docs_support import REPO, env_with_binary_first
 
@@ -18,7 +22,7 @@ HERE = REPO / "tests" / "docs"
 CASES = {
     "pysandbox ru": {"run"},
     "pysandbox run --pro": {"--profile"},
-    "pysandbox run -p ": {"default", "strict", "datascience"},
+    "pysandbox run -p ": {"default", "strict", "datascience", "mine"},  # mine: the user's
     "pysandbox run --net ": {"none", "loopback", "proxy"},
     "pysandbox profile show st": {"strict"},
 }
@@ -26,9 +30,24 @@ CASES = {
 EXACT = ["pysandbox ru", "pysandbox run --pro", "pysandbox run --net ", "pysandbox profile show st"]
 
 
+# The user's own profiles, found through XDG_CONFIG_HOME like pysandbox finds them.
+USER_CONFIG = Path(tempfile.mkdtemp(prefix="pysandbox-completion-"))
+
+
+def setUpModule():
+    profiles = USER_CONFIG / "pysandbox" / "profiles"
+    profiles.mkdir(parents=True)
+    (profiles / "mine.toml").write_text('extends = "default"\ndescription = "the user\'s own"\n')
+
+
+def tearDownModule():
+    shutil.rmtree(USER_CONFIG, ignore_errors=True)
+
+
 def run_shell(args: list[str], script: str | None = None) -> str:
+    env = {**env_with_binary_first(), "XDG_CONFIG_HOME": str(USER_CONFIG)}
     proc = subprocess.run(args, input=script, capture_output=True, text=True, timeout=60,
-                          env=env_with_binary_first(), cwd=REPO)
+                          env=env, cwd=REPO)
     if proc.returncode != 0:
         raise AssertionError(f"{args[0]} failed ({proc.returncode}): {proc.stderr}")
     return proc.stdout
