@@ -12,7 +12,7 @@ _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
 _pysandbox_options() {  # $1: a command path; REPLY: its options
     case $1 in
         '') REPLY='-h --help --version' ;;
-        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --tmp-size --output-limit --net --env -c -v --verbose' ;;
+        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --env -c --json -v --verbose' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
         'profile show') REPLY='-h --help' ;;
@@ -27,6 +27,7 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'run|--cpu-time') REPLY='text' ;;
         'run|--memory') REPLY='text' ;;
         'run|--max-procs') REPLY='text' ;;
+        'run|--cpus') REPLY='text' ;;
         'run|--tmp-size') REPLY='text' ;;
         'run|--output-limit') REPLY='text' ;;
         'run|--net') REPLY='choice none loopback proxy' ;;

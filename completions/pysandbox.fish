@@ -54,6 +54,7 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'run|--cpu-time' \
             'run|--memory' \
             'run|--max-procs' \
+            'run|--cpus' \
             'run|--tmp-size' \
             'run|--output-limit' \
             'run|--net' \
@@ -76,11 +77,13 @@ complete -c pysandbox -n '__pysandbox_at run' -l timeout -x -d 'Wall-clock limit
 complete -c pysandbox -n '__pysandbox_at run' -l cpu-time -x -d 'CPU time limit, e.g. 10s'
 complete -c pysandbox -n '__pysandbox_at run' -l memory -x -d 'Memory limit, e.g. 256MiB, 1G'
 complete -c pysandbox -n '__pysandbox_at run' -l max-procs -x -d 'Processes and threads, together'
+complete -c pysandbox -n '__pysandbox_at run' -l cpus -x -d 'CPUs to run on; also sizes numeric thread pools'
 complete -c pysandbox -n '__pysandbox_at run' -l tmp-size -x -d 'Size of the writable /tmp'
 complete -c pysandbox -n '__pysandbox_at run' -l output-limit -x -d 'Bytes of stdout+stderr kept'
 complete -c pysandbox -n '__pysandbox_at run' -l net -x -a 'none loopback proxy' -d 'Network mode'
 complete -c pysandbox -n '__pysandbox_at run' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at run' -s c -x -d 'Run CODE instead of a script file'
+complete -c pysandbox -n '__pysandbox_at run' -l json -d 'Print one JSON result (schema pysandbox.result/v1) with the output inside'
 complete -c pysandbox -n '__pysandbox_at run' -s v -l verbose -d 'Say what the sandbox does, step by step'
 complete -c pysandbox -n '__pysandbox_at run' -F
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'list' -d 'List the profiles that can be named'

@@ -280,6 +280,13 @@ class SchemaCoverageTest(unittest.TestCase):
         for field in TOP_LEVEL_FIELDS - {"schema"}:
             self.assertRegex(source, re.escape(f'obj["{field}"]'), f"no assertion on {field}")
 
+    def test_every_top_level_field_is_documented_in_the_man_page(self):
+        from harness import REPO
+        man = (REPO / "man" / "pysandbox.1").read_text()
+        section = man[man.index(".SH JSON RESULT"):man.index(".SH ENVIRONMENT")]
+        for field in TOP_LEVEL_FIELDS:
+            self.assertRegex(section, rf"\n\.BR? {field}\b", f"{field} is not documented")
+
 
 if __name__ == "__main__":
     unittest.main()
