@@ -89,6 +89,8 @@ constexpr Step kSteps[] = {
     {"seal the root read-only", mounts::step_seal_root},
     {"set the hostname", net::step_set_hostname},
     {"configure the network", net::step_configure_network},
+    // After lo is up (it binds 127.0.0.1), before the fds are closed (it uses the report socket).
+    {"open the proxy port", net::step_open_proxy_port},
     {"start a new session", step_new_session},
     {"close inherited fds", step_close_fds},
     {"set resource limits", limits::step_set_rlimits},

@@ -25,9 +25,16 @@ void add_run_command(CLI::App& app, Invocation& out) {
     run->add_option("--tmp-size", o.tmp_size, "Size of the writable /tmp")->type_name("SIZE");
     run->add_option("--output-limit", o.output_limit, "Bytes of stdout+stderr kept")
         ->type_name("SIZE");
-    run->add_option("--net", o.net, "Network mode")
+    run->add_option("--net", o.net,
+                    "Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to "
+                    "the allowed HOST:PORTs only)")
         ->type_name("MODE")
         ->check(CLI::IsMember({"none", "loopback", "proxy"}));
+    run->add_option("--allow", o.allow,
+                    "Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); "
+                    "repeatable, added to the profile's network.allow; implies --net proxy")
+        ->type_name("HOST:PORT")
+        ->allow_extra_args(false);
     run->add_option("--env", o.env, "Set NAME=VALUE inside, or pass NAME from the host")
         ->type_name("NAME[=VALUE]")
         ->allow_extra_args(false);

@@ -23,6 +23,7 @@ struct RunOptions {
     std::optional<std::string> tmp_size;
     std::optional<std::string> output_limit;
     std::optional<std::string> net;
+    std::vector<std::string> allow;  // --allow HOST:PORT, repeatable
     std::vector<std::string> env;
     std::optional<std::string> code;  // -c CODE
     std::string script;               // path, or "-" for stdin; empty with -c

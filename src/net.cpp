@@ -1,16 +1,22 @@
 #include "net.hpp"
 
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstring>
 
+#include "proxy.hpp"
+#include "report.hpp"
+#include "sys/records.hpp"
+#include "sys/unique_fd.hpp"
+
 namespace pysandbox::net {
 
 int step_configure_network(ChildContext& ctx) noexcept {
-    if (ctx.plan.profile.net_mode != NetMode::loopback) return 0;
+    if (ctx.plan.profile.net_mode == NetMode::none) return 0;
     int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (sock < 0) return step_fail(ctx, "socket(AF_INET, SOCK_DGRAM)");
     ifreq request{};
@@ -21,6 +27,28 @@ int step_configure_network(ChildContext& ctx) noexcept {
     ::close(sock);
     errno = saved;
     return rc == 0 ? 0 : step_fail(ctx, "ioctl(lo, SIOCSIFFLAGS, IFF_UP)");
+}
+
+// The listening socket is made here, inside, so it is bound in the sandbox's namespace; it is
+// then handed to the supervisor and closed, so the script never holds it (it could accept the
+// connections itself) and cannot bind the port (the supervisor's copy keeps it in use).
+int step_open_proxy_port(ChildContext& ctx) noexcept {
+    if (ctx.plan.profile.net_mode != NetMode::proxy) return 0;
+    sys::UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!sock) return step_fail(ctx, "socket(AF_INET, SOCK_STREAM)");
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(proxy::kListenPort);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(sock.get(), reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
+        return step_fail(ctx, "bind(127.0.0.1:%u)", proxy::kListenPort);
+    if (::listen(sock.get(), SOMAXCONN) != 0)
+        return step_fail(ctx, "listen(127.0.0.1:%u)", proxy::kListenPort);
+    Report report{};
+    report.kind = ReportKind::proxy_listener;
+    if (sys::send_record(ctx.report_fd, &report, sizeof report, sock.get()) < 0)
+        return step_fail(ctx, "sendmsg(report socket, proxy listener)");
+    return 0;
 }
 
 int step_set_hostname(ChildContext& ctx) noexcept {

@@ -148,6 +148,14 @@ cpu_set_t choose_cpus(std::uint64_t wanted) {
     return picked;
 }
 
+// Both spellings: curl and requests read the lowercase ones, some tools only the uppercase.
+// NO_PROXY is empty: every destination, localhost included, goes through the proxy.
+void add_proxy_variables(std::map<std::string, std::string>& env) {
+    for (const char* name : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"})
+        env[name] = std::string(proxy::kProxyUrl);
+    env["NO_PROXY"] = env["no_proxy"] = "";
+}
+
 void add_environment(const RunOptions& options, const std::vector<std::string>& host_env,
                      Plan& plan) {
     std::map<std::string, std::string> host;
@@ -163,6 +171,7 @@ void add_environment(const RunOptions& options, const std::vector<std::string>& 
         if (auto it = host.find(name); it != host.end()) env[name] = it->second;
     };
     for (const auto& name : plan.profile.env_pass) pass(name);
+    if (plan.profile.net_mode == NetMode::proxy) add_proxy_variables(env);
     // A terminal reader sees output as it is printed, as with python3 at a terminal.
     if (::isatty(STDOUT_FILENO) && !env.contains("PYTHONUNBUFFERED")) env["PYTHONUNBUFFERED"] = "1";
     for (const auto& spec : options.env) {
@@ -223,6 +232,28 @@ void add_rlimits(const Limits& limits, Plan& plan) {
     });
 }
 
+// --allow adds to the profile's list (a profile is the baseline, a flag one more destination for
+// this run) and, with no --net, switches to proxy mode: asking for a destination means asking
+// for the proxy. With an explicit --net none or loopback it would be silently useless: an error.
+void apply_allow_flags(Profile& profile, const RunOptions& options) {
+    if (options.allow.empty()) return;
+    if (options.net && *options.net != "proxy")
+        throw UsageError("--allow: needs --net proxy (the allowlist is the proxy's), not --net " +
+                         *options.net);
+    for (const auto& entry : options.allow) {
+        parse_flag("--allow", entry, [](const std::string& text) {
+            try {
+                return proxy::parse_allow_rule(text);
+            } catch (const std::invalid_argument& e) {
+                throw std::invalid_argument("\"" + text + "\": " + e.what());
+            }
+        });
+        if (std::ranges::find(profile.net_allow, entry) == profile.net_allow.end())
+            profile.net_allow.push_back(entry);
+    }
+    profile.net_mode = NetMode::proxy;
+}
+
 }  // namespace
 
 void apply_overrides(Profile& profile, const RunOptions& options) {
@@ -240,10 +271,11 @@ void apply_overrides(Profile& profile, const RunOptions& options) {
         limits.max_procs = static_cast<std::uint64_t>(*options.max_procs);
     }
     if (options.net) {
-        if (*options.net == "proxy")
-            throw UsageError("--net proxy: not available in this version; use none or loopback");
-        profile.net_mode = *options.net == "loopback" ? NetMode::loopback : NetMode::none;
+        profile.net_mode = *options.net == "proxy"      ? NetMode::proxy
+                           : *options.net == "loopback" ? NetMode::loopback
+                                                        : NetMode::none;
     }
+    apply_allow_flags(profile, options);
     // The profile's own values were checked when it was loaded; these are the flags'.
     if (options.timeout && limits.wall_time.count() <= 0)
         throw UsageError("--timeout: must be more than 0");
@@ -258,8 +290,6 @@ void apply_overrides(Profile& profile, const RunOptions& options) {
 std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options,
                                       const std::vector<std::string>& host_env) {
     apply_overrides(profile, options);
-    if (profile.net_mode == NetMode::proxy)
-        throw ProfileError("network.mode = \"proxy\" is not available in this version");
 
     auto plan = std::make_unique<Plan>();
     plan->profile = std::move(profile);
@@ -291,6 +321,8 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options
     add_environment(options, host_env, *plan);
     find_cgroup(*plan);
     add_rlimits(plan->profile.limits, *plan);
+    // The profile's entries were checked when it was loaded, the flags' in apply_overrides.
+    plan->allowlist = proxy::Allowlist::parse(plan->profile.net_allow);
     plan->seccomp_program = seccomp::compile(plan->profile.seccomp, plan->profile.net_mode);
     std::vector<std::string> readable{"/etc", kScriptDir};
     for (const auto& bind : plan->ro_binds) readable.push_back(bind.source);

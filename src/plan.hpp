@@ -20,6 +20,7 @@
 #include "cli.hpp"
 #include "landlock.hpp"
 #include "profile.hpp"
+#include "proxy.hpp"
 
 namespace pysandbox {
 
@@ -79,6 +80,8 @@ struct Plan {
     std::string script_label;                  // for messages: the path, "-c" or "-"
     std::string script_file;  // as Python names it in tracebacks: /sandbox/x.py, <string>, <stdin>
     bool capture_output = false;  // --json: output goes into the result, not to stdout/stderr
+
+    proxy::Allowlist allowlist;  // network.allow, parsed; used in proxy mode only
 
     // Memory and processes through the caller's delegated cgroup v2, when it has one; else the
     // rlimits alone (cgroup_unavailable says why).

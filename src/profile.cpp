@@ -12,6 +12,7 @@
 #include <toml++/toml.h>
 
 #include "errors.hpp"
+#include "proxy.hpp"
 #include "units.hpp"
 #include "version.hpp"
 
@@ -30,11 +31,12 @@ struct KeySpec {
     std::function<void(Profile&, toml::table&, const std::string&)> show;
 };
 
-// A bad value somewhere inside a table-valued key: names the inner key and points at it.
+// A bad value somewhere inside a table- or array-valued key: names the inner key (".NAME") or
+// element ("[N]") and points at it.
 struct NestedValueError : std::invalid_argument {
-    NestedValueError(std::string key, toml::source_region where, const std::string& what)
-        : std::invalid_argument(what), subkey(std::move(key)), region(where) {}
-    std::string subkey;
+    NestedValueError(std::string where_inside, toml::source_region where, const std::string& what)
+        : std::invalid_argument(what), suffix(std::move(where_inside)), region(where) {}
+    std::string suffix;
     toml::source_region region;
 };
 
@@ -156,6 +158,21 @@ KeySpec list_key(std::string_view path, std::string_view doc,
             }};
 }
 
+// Each entry must parse as an allowlist rule; a bad one is reported at its own line and column.
+std::vector<std::string> expect_allow_list(const toml::node& node) {
+    std::vector<std::string> entries = expect_string_list(node);
+    const toml::array& array = *node.as_array();
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        try {
+            proxy::parse_allow_rule(entries[i]);
+        } catch (const std::invalid_argument& e) {
+            throw NestedValueError("[" + std::to_string(i) + "]", array[i].source(),
+                                   "\"" + entries[i] + "\": " + e.what());
+        }
+    }
+    return entries;
+}
+
 NetMode parse_net_mode(const std::string& text) {
     if (text == "none") return NetMode::none;
     if (text == "loopback") return NetMode::loopback;
@@ -204,8 +221,13 @@ const std::vector<KeySpec>& key_specs() {
                         [](Profile& p, toml::table& t, const std::string& leaf) {
                             t.insert_or_assign(leaf, std::string(to_string(p.net_mode)));
                         }});
-        keys.push_back(list_key("network.allow", "HOST:PORT destinations the proxy lets through.",
-                                [](Profile& p) -> auto& { return p.net_allow; }));
+        keys.push_back({"network.allow", "array of HOST:PORT",
+                        "Destinations the proxy lets through: host:port, *.domain:port "
+                        "(subdomains only), 1.2.3.4:port, [::1]:port.",
+                        [](const toml::node& n, Profile& p) { p.net_allow = expect_allow_list(n); },
+                        [](Profile& p, toml::table& t, const std::string& leaf) {
+                            t.insert_or_assign(leaf, to_array(p.net_allow));
+                        }});
         keys.push_back(list_key("filesystem.ro",
                                 "Host paths bound read-only at the same place inside; missing "
                                 "ones are skipped.",
@@ -225,7 +247,7 @@ const std::vector<KeySpec>& key_specs() {
                                 try {
                                     p.env_set[std::string(key.str())] = expect_string(value);
                                 } catch (const std::invalid_argument& e) {
-                                    throw NestedValueError(std::string(key.str()), value.source(),
+                                    throw NestedValueError("." + std::string(key.str()), value.source(),
                                                            e.what());
                                 }
                             }
@@ -307,7 +329,7 @@ void validate(const toml::table& table, const fs::path& file, const std::string&
             try {
                 spec->set(node, scratch);
             } catch (const NestedValueError& e) {
-                throw ProfileError(where(file, e.region) + ": " + path + "." + e.subkey + ": " +
+                throw ProfileError(where(file, e.region) + ": " + path + e.suffix + ": " +
                                    e.what());
             } catch (const std::invalid_argument& e) {
                 throw ProfileError(where(file, node.source()) + ": " + path + ": " + e.what());

@@ -12,6 +12,7 @@ enum class ReportKind : std::uint32_t {
     exec_failed = 2,   // execve of the interpreter failed: error, detail
     exited = 3,        // the script ended: wait_status and its usage
     listener = 4,      // carries the seccomp user-notification fd (SCM_RIGHTS)
+    proxy_listener = 5,  // carries the proxy's listening socket, bound inside (SCM_RIGHTS)
 };
 
 struct Report {

@@ -53,16 +53,28 @@ bool hit_memory_limit(const Outcome& outcome, const std::optional<PythonExceptio
            exception->type == "MemoryError";
 }
 
-std::string blocked_summary(const Outcome& outcome) {
-    if (outcome.blocked_syscalls.empty()) return {};
-    std::string calls;
+std::string join(const std::string& a, const std::string& b) {
+    if (a.empty() || b.empty()) return a + b;
+    return a + "\npysandbox: " + b;
+}
+
+// "the sandbox policy denied 3 system calls: bpf x2, mount", or empty.
+std::string count_summary(const std::map<std::string, std::uint64_t>& counts,
+                          const std::string& verb, const std::string& noun) {
+    if (counts.empty()) return {};
+    std::string items;
     std::uint64_t total = 0;
-    for (const auto& [name, count] : outcome.blocked_syscalls) {
-        calls += (calls.empty() ? "" : ", ") + name + (count > 1 ? " x" + std::to_string(count) : "");
+    for (const auto& [name, count] : counts) {
+        items += (items.empty() ? "" : ", ") + name + (count > 1 ? " x" + std::to_string(count) : "");
         total += count;
     }
-    return "the sandbox policy denied " + std::to_string(total) + " system call" +
-           (total > 1 ? "s" : "") + ": " + calls;
+    return "the sandbox policy " + verb + " " + std::to_string(total) + " " + noun +
+           (total > 1 ? "s" : "") + ": " + items;
+}
+
+std::string blocked_summary(const Outcome& outcome) {
+    return join(count_summary(outcome.blocked_syscalls, "denied", "system call"),
+                count_summary(outcome.blocked_connections, "blocked", "network connection"));
 }
 
 std::string output_summary(const Plan& plan, const Outcome& outcome) {
@@ -70,11 +82,6 @@ std::string output_summary(const Plan& plan, const Outcome& outcome) {
     if (omitted == 0) return {};
     return "output limit of " + units::format_size(plan.profile.limits.output_limit) +
            " reached; " + std::to_string(omitted) + " bytes omitted from the middle";
-}
-
-std::string join(const std::string& a, const std::string& b) {
-    if (a.empty() || b.empty()) return a + b;
-    return a + "\npysandbox: " + b;
 }
 
 }  // namespace

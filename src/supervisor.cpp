@@ -27,6 +27,7 @@
 #include "cgroup.hpp"
 #include "child.hpp"
 #include "errors.hpp"
+#include "proxy.hpp"
 #include "report.hpp"
 #include "seccomp.hpp"
 #include "sys/child_guard.hpp"
@@ -243,6 +244,8 @@ private:
         }
         if (report.kind == ReportKind::listener) {
             notify_ = std::move(passed);
+        } else if (report.kind == ReportKind::proxy_listener) {
+            proxy_ = std::make_unique<proxy::Proxy>(std::move(passed), plan_.allowlist);
         } else if (report.kind == ReportKind::exited) {
             exited_ = report;
         } else if (!failure_) {
@@ -300,6 +303,7 @@ private:
         }
 
         outcome.blocked_syscalls = blocked_;
+        if (proxy_) outcome.blocked_connections = proxy_->stop();
         if (failure_) {
             outcome.kind = failure_->kind == ReportKind::exec_failed ? Outcome::Kind::exec_failed
                                                                       : Outcome::Kind::setup_failed;
@@ -359,6 +363,7 @@ private:
     std::string killing_syscall_;
     bool timed_out_ = false;
     int interrupted_by_ = 0;
+    std::unique_ptr<proxy::Proxy> proxy_;  // network mode "proxy", once the sandbox sent its port
 };
 
 }  // namespace

@@ -50,6 +50,7 @@ struct Outcome {
         std::string interleaved;  // both, in the order they arrived
     };
     std::optional<Captured> captured;
+    std::map<std::string, std::uint64_t> blocked_connections;  // "host:port" -> times denied
 };
 
 // Runs the plan to completion. Throws SysError when the sandbox cannot even be created (clone3,

@@ -165,8 +165,12 @@ TEST_SUITE("plan") {
         CHECK(override_error({"--memory", "1MiB", "s.py"}) == "--memory: at least 16MiB is needed");
         CHECK(override_error({"--tmp-size", "1k", "s.py"}) ==
               "--tmp-size: at least 4KiB is needed");
-        CHECK(override_error({"--net", "proxy", "s.py"}) ==
-              "--net proxy: not available in this version; use none or loopback");
+        CHECK(override_error({"--allow", "example.org", "s.py"}) ==
+              "--allow: \"example.org\": expected HOST:PORT");
+        CHECK(override_error({"--allow", "*.org:0", "s.py"}) ==
+              "--allow: \"*.org:0\": port 0 is outside 1-65535");
+        CHECK(override_error({"--net", "loopback", "--allow", "a.org:1", "s.py"}) ==
+              "--allow: needs --net proxy (the allowlist is the proxy's), not --net loopback");
         // Not through parse_run: the command line may refuse 0 itself.
         RunOptions zero_procs = code_options();
         zero_procs.max_procs = 0;
@@ -420,10 +424,36 @@ TEST_SUITE("plan") {
         relative.interpreter = "python3";
         CHECK(message_of<ProfileError>([&] { plan_for(code_options(), relative); }) ==
               "python.interpreter: \"python3\" must be an absolute path");
-        Profile proxy = default_profile();
-        proxy.net_mode = NetMode::proxy;
-        CHECK(message_of<ProfileError>([&] { plan_for(code_options(), proxy); }) ==
-              "network.mode = \"proxy\" is not available in this version");
+    }
+
+    TEST_CASE("--allow adds to the profile's allowlist and implies --net proxy") {
+        Profile profile = default_profile();
+        profile.net_allow = {"a.org:443"};
+        pysandbox::apply_overrides(
+            profile, parse_run({"--allow", "b.org:80", "--allow", "a.org:443", "s.py"}));
+        CHECK(profile.net_mode == NetMode::proxy);
+        CHECK(profile.net_allow == Strings{"a.org:443", "b.org:80"});
+        Profile explicit_proxy = default_profile();
+        pysandbox::apply_overrides(explicit_proxy,
+                                   parse_run({"--allow", "b.org:80", "--net", "proxy", "s.py"}));
+        CHECK(explicit_proxy.net_allow == Strings{"b.org:80"});
+    }
+
+    TEST_CASE("proxy mode: the allowlist is parsed and the proxy variables point at it") {
+        Profile profile = default_profile();
+        profile.net_mode = NetMode::proxy;
+        profile.net_allow = {"*.example.net:80", "[::1]:8080"};
+        auto plan = plan_for(code_options(), profile);
+        CHECK(plan->allowlist.describe() == "*.example.net:80, [::1]:8080");
+        for (const char* var : {"HTTP_PROXY=http://127.0.0.1:3128",
+                                "HTTPS_PROXY=http://127.0.0.1:3128",
+                                "http_proxy=http://127.0.0.1:3128",
+                                "https_proxy=http://127.0.0.1:3128", "NO_PROXY=", "no_proxy="})
+            CHECK_MESSAGE(std::ranges::count(plan->envp, std::string(var)) == 1, var);
+        auto none = plan_for(code_options());
+        CHECK(std::ranges::none_of(none->envp, [](const std::string& v) {
+            return v.starts_with("HTTP_PROXY=") || v.starts_with("https_proxy=");
+        }));
     }
 
     TEST_CASE("limits become numbers: /tmp size, rlimits") {

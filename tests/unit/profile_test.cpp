@@ -194,6 +194,16 @@ TEST_SUITE("profile") {
         CHECK(message == "inline.toml:3:7: env.set.BAD: expected a string, found integer");
     }
 
+    TEST_CASE("a malformed network.allow entry names network.allow[N] and points at it") {
+        CHECK(text_error("[network]\nmode = \"proxy\"\nallow = [\"ok.org:443\",\n  \"bad.org\"]\n") ==
+              "inline.toml:4:3: network.allow[1]: \"bad.org\": expected HOST:PORT");
+        CHECK(text_error("[network]\nallow = [\"*.a.org:99999\"]\n") ==
+              "inline.toml:2:10: network.allow[0]: \"*.a.org:99999\": port 99999 is outside "
+              "1-65535");
+        CHECK(text_error("[network]\nallow = [\"a.org:1\", 2]\n") ==
+              "inline.toml:2:9: network.allow: expected a string, found integer");
+    }
+
     // Regression: find_profile's error escaped without the extending file's file:line:col and
     // without "extends".
     TEST_CASE("extends of a profile name that no search dir has") {
