@@ -246,11 +246,12 @@ class AllowlistErrorTest(SandboxTestCase):
         self.assertIn(f'{path}:3:23: network.allow[1]: "*.b.org": expected HOST:PORT'.encode(),
                       result.stderr)
 
-    def test_the_network_profile_runs_in_proxy_mode(self):
-        result = run(["run", "-p", "network", "-c",
-                      "import os; print(os.environ['HTTPS_PROXY'])"])
+    def test_the_network_profile_runs_in_proxy_mode_and_can_verify_https(self):
+        code = ("import os, ssl; print(os.environ['HTTPS_PROXY']); "
+                "print(len(ssl.create_default_context().get_ca_certs()) > 0)")
+        result = run(["run", "-p", "network", "-c", code])
         self.assertExit(result, 0)
-        self.assertEqual(result.stdout, b"http://127.0.0.1:3128\n")
+        self.assertEqual(result.stdout, b"http://127.0.0.1:3128\nTrue\n")
 
 
 if __name__ == "__main__":
