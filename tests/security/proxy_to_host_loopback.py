@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""Use the allowlist proxy (--net proxy) to reach host services the allowlist does not name.
+
+The host listens on TCP 127.0.0.1, ::1 (when the host has IPv6) and 0.0.0.0. The run allows
+only one unrelated destination. The script asks the proxy for the listeners every way a parser
+might get wrong: CONNECT and absolute-URI requests to 127.0.0.1, localhost, localhost., [::1],
+0.0.0.0, 127.1, 2130706433, 0x7f000001, 127.0.0.1 with user info, a mixed-case scheme, header
+smuggling in the Host header, and a pipelined second request after a denied one; and it
+connects directly, bypassing the proxy. Contained when no listener ever had a connection queued.
+"""
+import os
+import select
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attack as A
+
+SCRIPT = r'''
+import socket
+port, port6, port_any = ARGS[0].split(",")
+
+def ask(raw):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=3)
+    s.sendall(raw.encode())
+    data = b""
+    try:
+        while chunk := s.recv(4096):
+            data += chunk
+    except OSError:
+        pass
+    s.close()
+    return data.split(b"\r\n", 1)[0].decode(errors="replace")
+
+hosts = ["127.0.0.1", "localhost", "localhost.", "0.0.0.0", "127.1", "2130706433",
+         "0x7f000001", "LOCALHOST", "127.0.0.1.nip.io"]
+requests = []
+for p in (port, port_any):
+    for h in hosts:
+        requests.append("CONNECT %s:%s HTTP/1.1\r\nHost: %s:%s\r\n\r\n" % (h, p, h, p))
+        requests.append("GET http://%s:%s/ HTTP/1.1\r\nHost: x\r\n\r\n" % (h, p))
+    requests.append("GET HTTP://user@127.0.0.1:%s/ HTTP/1.1\r\n\r\n" % p)
+    requests.append("GET http://127.0.0.1:%s@allowed.invalid:1/ HTTP/1.1\r\n\r\n" % p)
+    requests.append("GET /x HTTP/1.1\r\nHost: 127.0.0.1:%s\r\n\r\n" % p)
+    requests.append("CONNECT 127.0.0.1:%s HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n" % p)
+if port6 != "0":
+    requests.append("CONNECT [::1]:%s HTTP/1.1\r\n\r\n" % port6)
+    requests.append("GET http://[::1]:%s/ HTTP/1.1\r\n\r\n" % port6)
+    requests.append("CONNECT [::ffff:127.0.0.1]:%s HTTP/1.1\r\n\r\n" % port_any)
+for raw in requests:
+    attempt("proxy " + raw.split("\r\n", 1)[0], ask, raw)
+for host, p in (("127.0.0.1", port), ("127.0.0.1", port_any), ("::1", port6)):
+    if p != "0":
+        attempt("direct %s %s" % (host, p),
+                lambda: socket.create_connection((host, int(p)), timeout=1).close())
+note("done", 0)
+'''
+
+
+def test():
+    judge = A.Judge("host loopback through the allowlist proxy")
+    listeners = []
+
+    def listen(fam, addr):
+        try:
+            s = socket.socket(fam, socket.SOCK_STREAM)
+            s.bind((addr, 0))
+        except OSError:
+            return 0
+        s.listen(64)
+        s.setblocking(False)
+        listeners.append((addr, s))
+        return s.getsockname()[1]
+
+    ports = [listen(socket.AF_INET, "127.0.0.1"), listen(socket.AF_INET6, "::1"),
+             listen(socket.AF_INET, "0.0.0.0")]
+    with A.Sandbox(SCRIPT, [",".join(map(str, ports))], timeout="20s",
+                   options=["--allow", "allowed.invalid:1"]) as sb:
+        pass
+    o = A.check_behaved(judge, sb, allowed=(0,), expect_notes=["done"])
+    for addr, s in listeners:
+        while select.select([s], [], [], 0.2)[0]:
+            conn, peer = s.accept()
+            judge.escape(f"host listener {addr} accepted a connection from {peer}")
+            conn.close()
+    judge.done(o.describe())
+
+
+if __name__ == "__main__":
+    A.main(test)
