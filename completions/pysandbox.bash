@@ -12,7 +12,7 @@ _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
 _pysandbox_options() {  # $1: a command path; REPLY: its options
     case $1 in
         '') REPLY='-h --help --version' ;;
-        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --env -c --json -v --verbose' ;;
+        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env -c --json -v --verbose' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
         'profile show') REPLY='-h --help' ;;
@@ -31,6 +31,7 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'run|--tmp-size') REPLY='text' ;;
         'run|--output-limit') REPLY='text' ;;
         'run|--net') REPLY='choice none loopback proxy' ;;
+        'run|--allow') REPLY='text' ;;
         'run|--env') REPLY='text' ;;
         'run|-c') REPLY='text' ;;
         *) REPLY='flag' ;;

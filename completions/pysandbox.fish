@@ -58,6 +58,7 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'run|--tmp-size' \
             'run|--output-limit' \
             'run|--net' \
+            'run|--allow' \
             'run|--env' \
             'run|-c'
             return 0
@@ -80,7 +81,8 @@ complete -c pysandbox -n '__pysandbox_at run' -l max-procs -x -d 'Processes and 
 complete -c pysandbox -n '__pysandbox_at run' -l cpus -x -d 'CPUs to run on; also sizes numeric thread pools'
 complete -c pysandbox -n '__pysandbox_at run' -l tmp-size -x -d 'Size of the writable /tmp'
 complete -c pysandbox -n '__pysandbox_at run' -l output-limit -x -d 'Bytes of stdout+stderr kept'
-complete -c pysandbox -n '__pysandbox_at run' -l net -x -a 'none loopback proxy' -d 'Network mode'
+complete -c pysandbox -n '__pysandbox_at run' -l net -x -a 'none loopback proxy' -d 'Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to the allowed HOST:PORTs only)'
+complete -c pysandbox -n '__pysandbox_at run' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
 complete -c pysandbox -n '__pysandbox_at run' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at run' -s c -x -d 'Run CODE instead of a script file'
 complete -c pysandbox -n '__pysandbox_at run' -l json -d 'Print one JSON result (schema pysandbox.result/v1) with the output inside'

@@ -183,6 +183,11 @@ json violations_json(const Outcome& outcome, Status status) {
                               {"count", count},
                               {"action", killed ? "killed" : "denied"}});
     }
+    for (const auto& [destination, count] : outcome.blocked_connections)
+        violations.push_back({{"kind", "network"},
+                              {"what", destination},
+                              {"count", count},
+                              {"action", "denied"}});
     if (const char* limit = limit_for(status))
         violations.push_back({{"kind", "resource"},
                               {"what", limit},

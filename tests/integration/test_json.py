@@ -47,7 +47,10 @@ class JsonTestCase(SandboxTestCase):
 class StatusTest(JsonTestCase):
     def test_ok_and_every_field_of_a_clean_run(self):
         r, obj = self.run_json(
-            "import sys\nprint('out1', flush=True)\nprint('err1', file=sys.stderr, flush=True)\n"
+            # Two pipes have no common order: the writes are spaced so the supervisor sees each
+            # one before the next (the order it saw is what "output" promises).
+            "import sys, time\nprint('out1', flush=True)\ntime.sleep(0.2)\n"
+            "print('err1', file=sys.stderr, flush=True)\ntime.sleep(0.2)\n"
             "print('out2', flush=True)\n",
             options=["--timeout", "7s", "--memory", "200MiB"])
         self.assertEqual(r.returncode, 0)

@@ -9,6 +9,7 @@ Matching of real wildcard subdomains is covered by tests/unit/proxy_test.cpp.
 """
 
 import http.server
+import json
 import socket
 import threading
 import unittest
@@ -147,6 +148,17 @@ class ProxyTest(SandboxTestCase):
         self.assertIn("Allowed destinations: " + self.allowed.address, report["body"])
         self.assertIn(f"pysandbox: the sandbox policy blocked 1 network connection: "
                       f"{self.denied.address}", result.stderr.decode())
+
+    def test_a_denied_host_is_a_network_violation_in_the_json_result(self):
+        result = self.run_script(FETCH, f"http://{self.denied.address}/x",
+                                 options=["--json", "--allow", self.allowed.address])
+        obj = json.loads(result.stdout)
+        self.assertEqual(self.denied.connections, [])
+        self.assertEqual(obj["status"], "ok")
+        self.assertEqual(obj["violations"], [{"kind": "network", "what": self.denied.address,
+                                              "count": 1, "action": "denied"}])
+        self.assertEqual(obj["limits"]["network"], "proxy")
+        self.assertEqual(parse_report(obj["stdout"].encode())["status"], 403)
 
     def test_connect_to_an_allowed_host_on_another_port_is_denied(self):
         other_port = self.server("127.0.0.2")
