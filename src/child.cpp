@@ -6,6 +6,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +34,26 @@ int step_die_with_supervisor(ChildContext& ctx) noexcept {
         errno = ECHILD;
         return step_fail(ctx, "poll(report socket): the supervisor is gone");
     }
+    return 0;
+}
+
+// First of all: the child shares the supervisor's descriptors, its ends of the pipes included.
+// Holding the release pipe's write end would make the child wait forever for a supervisor that
+// died before releasing it (no EOF), and holding the report socket's other end would hide the
+// supervisor's death from step_die_with_supervisor (no hangup). Only stdio and the child's own
+// ends stay; step_close_fds closes the rest once they are in place.
+int step_keep_only_own_fds(ChildContext& ctx) noexcept {
+    const ChildFds& fds = ctx.fds;
+    int own[] = {fds.release_read, fds.report_write, fds.stdin_read, fds.stdout_write,
+                 fds.stderr_write};
+    std::sort(std::begin(own), std::end(own));
+    unsigned first = STDERR_FILENO + 1;
+    for (int fd : own) {
+        if (static_cast<unsigned>(fd) > first && ::close_range(first, fd - 1, 0) != 0)
+            return step_fail(ctx, "close_range(%u, %d)", first, fd - 1);
+        first = std::max(first, static_cast<unsigned>(fd) + 1);
+    }
+    if (::close_range(first, ~0U, 0) != 0) return step_fail(ctx, "close_range(%u, ~0)", first);
     return 0;
 }
 
@@ -73,6 +94,7 @@ int step_close_fds(ChildContext& ctx) noexcept {
 
 // The order is DESIGN.md's. Every step below a line needs what the steps above it set up.
 constexpr Step kSteps[] = {
+    {"close the supervisor's ends", step_keep_only_own_fds},
     {"wait for the id maps", step_wait_for_id_maps},
     // Everything after runs as the sandbox uid, still with every capability in the new namespace.
     {"switch to the sandbox ids", caps::step_switch_ids},
