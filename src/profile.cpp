@@ -412,13 +412,15 @@ Chain load_chain(std::string_view text, const fs::path& origin,
         } catch (const ProfileError& e) {
             throw ProfileError(where(origin, extends->source()) + ": extends: " + e.what());
         }
-        fs::path canonical = fs::weakly_canonical(base_file);
+        // A path the host cannot look at (too long, not searchable) is the profile's error.
+        std::error_code ec;
+        fs::path canonical = fs::weakly_canonical(base_file, ec);
+        if (ec || !fs::exists(base_file, ec))
+            throw ProfileError(where(origin, extends->source()) + ": extends: profile file " +
+                               base_file.string() + (ec ? ": " + ec.message() : " not found"));
         if (!visited.insert(canonical).second)
             throw ProfileError(where(origin, extends->source()) + ": extends: \"" + ref +
                                "\" makes a cycle");
-        if (!fs::exists(base_file))
-            throw ProfileError(where(origin, extends->source()) + ": extends: profile file " +
-                               base_file.string() + " not found");
         chain = load_chain(read_profile_file(base_file), base_file, search_dirs, visited);
         table.erase("extends");
     }
@@ -488,7 +490,9 @@ fs::path find_profile(std::string_view ref, std::span<const fs::path> search_dir
     if (ref.find('/') != std::string_view::npos) {
         fs::path file(ref);
         std::error_code ec;
-        if (!fs::exists(file, ec)) throw ProfileError("profile file " + file.string() + " not found");
+        if (!fs::exists(file, ec))
+            throw ProfileError("profile file " + file.string() +
+                               (ec ? ": " + ec.message() : " not found"));
         return file;
     }
     if (ref.empty() || ref.starts_with('.'))
@@ -506,7 +510,9 @@ fs::path find_profile(std::string_view ref, std::span<const fs::path> search_dir
 
 Profile load_profile(std::string_view ref, std::span<const fs::path> search_dirs) {
     fs::path file = find_profile(ref, search_dirs);
-    std::set<fs::path> visited{fs::weakly_canonical(file)};
+    std::error_code ec;
+    std::set<fs::path> visited{fs::weakly_canonical(file, ec)};
+    if (ec) throw ProfileError(file.string() + ": " + ec.message());
     return build(load_chain(read_profile_file(file), file, search_dirs, visited), ref);
 }
 

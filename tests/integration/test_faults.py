@@ -262,6 +262,13 @@ class BadInputTest(FaultTestCase):
         os.chmod(path, 0o600)
         self.assertUnreadableRefused(self.run_path(path))
 
+    def test_profile_extends_a_path_the_host_cannot_look_at(self):
+        for base in ("x/" * 3000 + "p.toml", "/proc/1/root/root/p.toml"):
+            with self.subTest(base=base[:40]):
+                result = self.run_profile(profile(f'extends = "{base}"\n'))
+                self.assertOneLineError(result, says=b"extends: profile file ")
+                self.assertNotIn(b"internal error", result.stderr)
+
     def test_profile_extends_a_fifo_does_not_hang(self):
         fifo = self.fifo("base.toml")
         result = self.run_profile(profile(f'extends = "{fifo}"\n'))

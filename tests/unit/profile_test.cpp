@@ -229,6 +229,15 @@ TEST_SUITE("profile") {
         CHECK(message.ends_with("no-such-profile.toml not found"));
     }
 
+    TEST_CASE("extends of a path the host cannot look at is a profile error, not a crash") {
+        // std::filesystem used to throw past the ProfileError handlers: "internal error".
+        std::string too_long;
+        for (int i = 0; i < 3000; ++i) too_long += "x/";
+        std::string message = text_error("extends = \"" + too_long + "p.toml\"\n");
+        CHECK(message.starts_with("inline.toml:1:11: extends: profile file "));
+        CHECK(message.ends_with(": File name too long"));
+    }
+
     TEST_CASE("an extends cycle is found, wherever it is entered") {
         const Dirs dirs{kFixtures / "cycle"};
         // a -> b -> a: the error is at b's extends, which closes the cycle.
