@@ -37,6 +37,10 @@ NOBODY_UID = 65534
 NOBODY_GID = 65534
 SANDBOX_UID = 1000  # what getuid() returns inside
 LIVE_TIMEOUT = "20s"  # wall-clock limit for probes the host inspects while they run
+# A sanitizer build (ctest sets PYSANDBOX_SANITIZED) starts and exits several times slower. That
+# is the instrumentation's cost, not the limits' precision: slack measured around the whole
+# process scales with it.
+TIME_SLACK_SCALE = 4.0 if os.environ.get("PYSANDBOX_SANITIZED") else 1.0
 
 AS_NOBODY = [
     "setpriv",

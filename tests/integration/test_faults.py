@@ -12,23 +12,37 @@ import subprocess
 import time
 import unittest
 
-from harness import (PYSANDBOX, RUN_AS, SandboxTestCase, command_prefix, leftovers, parse_report,
-                     profile, run, script, temp_dir, wait_for_no_leftovers)
+from harness import (PYSANDBOX, RUN_AS, SandboxTestCase, command_prefix, expected_host_uid,
+                     leftovers, parse_report, profile, run, script, temp_dir,
+                     wait_for_no_leftovers)
 
 SLEEPER = "import sys, time\nprint('ready', flush=True)\ntime.sleep(60)\n"
 
-# Entries other programs on a shared host create in /tmp while a test runs: this and parallel
-# test suites' own directories, compiler temporaries. pysandbox itself must create nothing.
-FOREIGN_TEMP_PREFIXES = ("pysandbox-it-", "cc", "tmp")
+# What a run could leave in /tmp or /dev/shm: anything owned by the sandbox's host uid (the
+# script's files, or pysandbox's own when the caller is nobody), and anything named like
+# pysandbox's. The host is shared with other test suites and tools, so the rest is not counted,
+# nor are the test helpers' own directories.
 TEMP_DIRS = ("/tmp", "/dev/shm")
+TEST_HELPER_PREFIXES = ("pysandbox-it-", "pysandbox-attack-", "pysandbox-ipc-")
+
+
+def could_be_the_runs(path: str) -> bool:
+    name = os.path.basename(path)
+    if name.startswith(TEST_HELPER_PREFIXES):
+        return False
+    try:
+        owner = os.lstat(path).st_uid
+    except OSError:
+        return False  # gone already
+    return owner == expected_host_uid() or name.startswith("pysandbox")
 
 
 def temp_entries() -> set[str]:
     entries = set()
     for directory in TEMP_DIRS:
         for name in os.listdir(directory):
-            if not name.startswith(FOREIGN_TEMP_PREFIXES):
-                entries.add(f"{directory}/{name}")
+            if could_be_the_runs(path := f"{directory}/{name}"):
+                entries.add(path)
     return entries
 
 

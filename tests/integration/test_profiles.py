@@ -6,9 +6,9 @@ import tomllib
 import unittest
 import uuid
 
-from harness import SandboxTestCase, profile, run, script, temp_dir, write_file
+from harness import TIME_SLACK_SCALE, SandboxTestCase, profile, run, script, temp_dir, write_file
 
-SLACK = 0.3
+SLACK = 0.3 * TIME_SLACK_SCALE
 LOOP = "while True:\n    pass\n"
 MUST_NOT_RUN = "print('the script ran')"
 

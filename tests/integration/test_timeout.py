@@ -7,9 +7,9 @@ include setup; the limit may never fire early and may overshoot by at most SLACK
 import subprocess
 import unittest
 
-from harness import SandboxTestCase, leftovers
+from harness import TIME_SLACK_SCALE, SandboxTestCase, leftovers
 
-SLACK = 0.3  # seconds of overshoot allowed after the limit
+SLACK = 0.3 * TIME_SLACK_SCALE  # seconds of overshoot allowed after the limit
 
 BUSY_LOOP = """
 import sys
