@@ -126,7 +126,7 @@ std::vector<sock_filter> compile(const Settings& settings, NetMode net) {
     // personality() may only be queried: a changed persona (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE)
     // weakens the process.
     add_rule(ctx.get(), deny, SCMP_SYS(personality), "personality",
-             {SCMP_A0(SCMP_CMP_NE, 0xffffffffULL)});
+             {SCMP_A0(SCMP_CMP_NE, 0xffffffffULL, 0)});  // datum_b unused; clang wants it
     for (std::uint64_t flag : kNamespaceFlags)
         add_rule(ctx.get(), deny, SCMP_SYS(clone), "clone with CLONE_NEW*",
                  {SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)});
