@@ -238,6 +238,20 @@ TEST_SUITE("profile") {
         CHECK(message.ends_with(": File name too long"));
     }
 
+    TEST_CASE("non-ASCII outside strings and comments is refused before toml++ parses it") {
+        // toml++ 3.3 hit __builtin_unreachable() on these (fuzz/regressions/profile).
+        CHECK(text_error("x = 1 \xc3\x9a\n") ==
+              "inline.toml:1:7: a non-ASCII character outside a string or a comment");
+        CHECK(text_error("\xc3\x9a") ==
+              "inline.toml:1:1: a non-ASCII character outside a string or a comment");
+        CHECK(text_error("description = \"\"\"x\"\"\"\"\n\xc3\x9a = 1\n") ==
+              "inline.toml:2:1: a non-ASCII character outside a string or a comment");
+        // In strings, quoted keys and comments it is fine.
+        std::string fine = "# caf\xc3\xa9\ndescription = \"\\\"caf\xc3\xa9\"\n"
+                           "[env.set]\n\"\xc3\x9a\" = '\xc3\x9a'\nB = \"\"\"\n\xc3\x9a\"\"\"\n";
+        CHECK(text_error(fine) == "(no error)");
+    }
+
     TEST_CASE("an extends cycle is found, wherever it is entered") {
         const Dirs dirs{kFixtures / "cycle"};
         // a -> b -> a: the error is at b's extends, which closes the cycle.
