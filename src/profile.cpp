@@ -408,7 +408,10 @@ private:
         switch (state_) {
             case State::code: return from_code(text, i);
             case State::comment:
-                if (c == '\n') state_ = State::code;
+                if (c == '\n') {
+                    state_ = State::code;
+                    last_token_char_ = '\n';
+                }
                 return 0;
             case State::basic:
             case State::literal:
@@ -429,10 +432,18 @@ private:
         return 0;
     }
 
+    // toml++ reads a quote inside a bare token (1"x) as part of the token, not a string: a quote
+    // opens a string only where TOML lets a key or a value start.
+    bool string_may_start() const {
+        return std::string_view("\n=[,{.").find(last_token_char_) != std::string_view::npos;
+    }
+
     std::size_t from_code(std::string_view text, std::size_t i) {
         const char c = text[i];
         if (c == '#') state_ = State::comment;
-        if (c != '"' && c != '\'') return 0;
+        const bool opens = (c == '"' || c == '\'') && string_may_start();
+        if (c != ' ' && c != '\t' && c != '\r') last_token_char_ = c;
+        if (!opens) return 0;
         std::size_t run = quote_run(text, i, c);
         if (run == 2) return 1;  // an empty string
         if (run >= 3) {
@@ -444,6 +455,7 @@ private:
     }
 
     State state_ = State::code;
+    char last_token_char_ = '\n';  // the last non-blank byte of code; '\n' at a line's start
     std::size_t line_ = 1;
     std::size_t line_start_ = 0;
 };

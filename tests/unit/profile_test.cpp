@@ -246,9 +246,13 @@ TEST_SUITE("profile") {
               "inline.toml:1:1: a non-ASCII character outside a string or a comment");
         CHECK(text_error("description = \"\"\"x\"\"\"\"\n\xc3\x9a = 1\n") ==
               "inline.toml:2:1: a non-ASCII character outside a string or a comment");
+        // A quote inside a bare token opens no string for toml++, so none for the scanner.
+        CHECK(text_error("x =1\"\xef\xbb\xbb\"\n") ==
+              "inline.toml:1:6: a non-ASCII character outside a string or a comment");
         // In strings, quoted keys and comments it is fine.
-        std::string fine = "# caf\xc3\xa9\ndescription = \"\\\"caf\xc3\xa9\"\n"
-                           "[env.set]\n\"\xc3\x9a\" = '\xc3\x9a'\nB = \"\"\"\n\xc3\x9a\"\"\"\n";
+        std::string fine = "# caf\xc3\xa9\ndescription = \"\\\"caf\xc3\xa9\" # \xc3\xa9\n"
+                           "[env.set]\n\"\xc3\x9a\" = '\xc3\x9a'\nB = \"\"\"\n\xc3\x9a\"\"\"\n"
+                           "[python]\nargs = [\n  # \xc3\xa9\n  \"\xc3\xa9\", '\xc3\x9a']\n";
         CHECK(text_error(fine) == "(no error)");
     }
 
