@@ -16,8 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     static const std::vector<std::filesystem::path> kNoSearchDirs;
     std::string_view text(reinterpret_cast<const char*>(data), size);
     try {
-        pysandbox::Profile profile =
-            pysandbox::load_profile_text(text, "fuzz.toml", kNoSearchDirs);
+        pysandbox::Profile profile = pysandbox::load_profile_text(text, "fuzz.toml", kNoSearchDirs);
         (void)pysandbox::to_toml(profile);  // what `profile show` prints must not fail either
     } catch (const pysandbox::ProfileError&) {
     }
