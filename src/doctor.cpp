@@ -8,10 +8,13 @@
 
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <sstream>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
+#include "cgroup.hpp"
 #include "landlock.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
@@ -71,23 +74,21 @@ Check check_landlock() {
     return check;
 }
 
+// The same decision a run makes (cgroup::find_delegation), so doctor and the result agree.
 Check check_cgroup() {
     Check check{"cgroup v2 delegation", false, false, {}, {}};
-    struct statfs fs {};
-    bool v2 = ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC;
-    std::string own = read_first_line("/proc/self/cgroup");
-    std::string path = "/sys/fs/cgroup" + own.substr(own.find("::") == std::string::npos
-                                                         ? own.size()
-                                                         : own.find("::") + 2);
-    std::string controllers = read_first_line(path + "/cgroup.controllers");
-    check.ok = v2 && ::access(path.c_str(), W_OK) == 0 &&
-               controllers.find("memory") != std::string::npos &&
-               controllers.find("pids") != std::string::npos;
-    check.detail = !v2 ? "/sys/fs/cgroup is not cgroup v2 (rlimits are used)"
-                       : "own cgroup " + path + ", controllers: " + controllers;
-    if (!check.ok)
-        check.fix = "optional: run under systemd-run --user --scope -p Delegate=yes; without "
-                    "it, memory, processes and CPU are limited with rlimits";
+    std::ifstream in("/proc/self/cgroup");
+    std::string self((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto found = cgroup::find_delegation(cgroup::cgroupfs_root(), self);
+    if (auto* delegation = std::get_if<cgroup::Delegation>(&found)) {
+        check.ok = true;
+        check.detail = "runs get a child cgroup of " + delegation->dir.string();
+    } else {
+        check.detail = std::get<cgroup::Unavailable>(found) + " (rlimits are used)";
+        check.fix = "optional: run under systemd-run --user --scope -p Delegate=yes with memory "
+                    "and pids enabled in cgroup.subtree_control; without it, memory and "
+                    "processes are limited with rlimits";
+    }
     return check;
 }
 
