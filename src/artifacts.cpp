@@ -1,0 +1,229 @@
+#include "artifacts.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <utility>
+
+#include "sha256.hpp"
+#include "sys/unique_fd.hpp"
+
+namespace pysandbox::artifacts {
+namespace {
+
+using sys::UniqueFd;
+
+// The tree is the script's: a walk it could make endless or huge stops here.
+constexpr int kMaxDepth = 32;
+constexpr std::size_t kMaxEntries = 10'000;
+constexpr std::uint64_t kMaxBytesRead = std::uint64_t{4} << 30;
+
+struct Budget {
+    std::size_t entries = 0;
+    std::uint64_t bytes_read = 0;
+    std::uint64_t bytes_copied = 0;
+};
+
+// A fresh open file description (not a dup: that would share the read position).
+std::vector<std::string> sorted_names(int dir) {
+    std::vector<std::string> names;
+    int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return names;
+    DIR* stream = ::fdopendir(fd);
+    if (stream == nullptr) {
+        ::close(fd);
+        return names;
+    }
+    while (const dirent* entry = ::readdir(stream)) {
+        std::string_view name = entry->d_name;
+        if (name != "." && name != "..") names.emplace_back(name);
+    }
+    ::closedir(stream);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+bool same_inode(const struct stat& a, const struct stat& b) {
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+std::int64_t mtime_ns(const struct stat& st) {
+    return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
+
+// Opens `name` in `dir` only if it is still the inode lstat saw and of the wanted type: a name
+// swapped for a link or a FIFO in between is refused, never followed or blocked on.
+UniqueFd open_checked(int dir, const std::string& name, const struct stat& seen, int flags) {
+    UniqueFd fd(
+        ::openat(dir, name.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+    struct stat now {};
+    if (!fd || ::fstat(fd.get(), &now) != 0 || !same_inode(seen, now) ||
+        (now.st_mode & S_IFMT) != (seen.st_mode & S_IFMT))
+        return UniqueFd();
+    return fd;
+}
+
+bool write_all(int fd, const char* data, std::size_t size) {
+    while (size > 0) {
+        ssize_t n = ::write(fd, data, size);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        data += n;
+        size -= static_cast<std::size_t>(n);
+    }
+    return true;
+}
+
+class Walker {
+  public:
+    explicit Walker(const Options& options) : options_(options) {}
+
+    void directory(int dir, int host_dir, const std::string& prefix, int depth) {
+        for (const std::string& name : sorted_names(dir)) {
+            if (++budget_.entries > kMaxEntries) return;
+            if (depth == 0 && std::ranges::find(options_.inputs, name) != options_.inputs.end())
+                continue;
+            struct stat st {};
+            if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+            if (S_ISDIR(st.st_mode) && depth + 1 < kMaxDepth)
+                subdirectory(dir, host_dir, name, st, prefix, depth);
+            else if (S_ISREG(st.st_mode) && mtime_ns(st) >= options_.modified_since_ns)
+                file(dir, host_dir, name, st, prefix + name);
+            // Links, FIFOs, sockets and devices are never artifacts.
+        }
+    }
+
+    std::vector<Artifact> take() { return std::move(found_); }
+
+  private:
+    void subdirectory(int dir, int host_dir, const std::string& name, const struct stat& st,
+                      const std::string& prefix, int depth) {
+        UniqueFd sub = open_checked(dir, name, st, O_RDONLY | O_DIRECTORY);
+        if (!sub) return;
+        UniqueFd host_sub;
+        if (host_dir >= 0) {
+            // An existing directory is reused; a link or file by that name fails to open as one.
+            ::mkdirat(host_dir, name.c_str(), 0755);
+            host_sub.reset(
+                ::openat(host_dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        }
+        const int next = host_dir == kListOnly ? kListOnly
+                         : host_sub            ? host_sub.get()
+                                               : kHostDirMissing;
+        directory(sub.get(), next, prefix + name + "/", depth + 1);
+    }
+
+    // Why the file will not be copied, or "" when it will be.
+    std::string copy_refusal(std::uint64_t size) const {
+        if (size > options_.max_file_size) return "too_large";
+        if (budget_.bytes_copied + size > options_.max_total_size) return "total_limit";
+        return "";
+    }
+
+    void file(int dir, int host_dir, const std::string& name, const struct stat& st,
+              const std::string& path) {
+        Artifact artifact{path,         static_cast<std::uint64_t>(st.st_size),
+                          std::nullopt, media_type_for(name),
+                          std::nullopt, ""};
+        UniqueFd in = open_checked(dir, name, st, O_RDONLY);
+        const bool copying = host_dir != kListOnly;
+        if (copying)
+            artifact.skipped = host_dir == kHostDirMissing ? "error" : copy_refusal(artifact.size);
+        UniqueFd out;
+        if (copying && artifact.skipped.empty()) {
+            out.reset(::openat(host_dir, name.c_str(),
+                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+            if (!out) artifact.skipped = errno == EEXIST ? "exists" : "error";
+        }
+        if (in && budget_.bytes_read + artifact.size <= kMaxBytesRead) {
+            bool written = read_through(in.get(), out.get(), artifact);
+            if (out && !written) {
+                ::unlinkat(host_dir, name.c_str(), 0);
+                artifact.skipped = "error";
+            } else if (out) {
+                budget_.bytes_copied += artifact.size;
+                artifact.host_path = options_.output_dir_path + "/" + path;
+            }
+        } else if (out) {
+            ::unlinkat(host_dir, name.c_str(), 0);
+            artifact.skipped = "error";
+        }
+        found_.push_back(std::move(artifact));
+    }
+
+    // Hashes the file and, when `out` is open, copies it there in the same pass. False when the
+    // copy failed or the file changed size.
+    bool read_through(int in, int out, Artifact& artifact) {
+        Sha256 hash;
+        std::array<char, 65536> buffer;
+        std::uint64_t total = 0;
+        bool written = true;
+        for (;;) {
+            ssize_t n = ::read(in, buffer.data(), buffer.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                written = written && n == 0;
+                break;
+            }
+            total += static_cast<std::uint64_t>(n);
+            if (total > artifact.size) return false;  // grew: a host process writes to --workdir
+            hash.update(buffer.data(), static_cast<std::size_t>(n));
+            if (out >= 0)
+                written = written && write_all(out, buffer.data(), static_cast<std::size_t>(n));
+        }
+        budget_.bytes_read += total;
+        if (total != artifact.size) return false;
+        artifact.sha256 = hash.hex_digest();
+        return written;
+    }
+
+    const Options& options_;
+    Budget budget_;
+    std::vector<Artifact> found_;
+};
+
+}  // namespace
+
+std::string media_type_for(std::string_view name) {
+    static constexpr std::pair<std::string_view, std::string_view> kTypes[] = {
+        {".png", "image/png"},
+        {".jpg", "image/jpeg"},
+        {".jpeg", "image/jpeg"},
+        {".gif", "image/gif"},
+        {".webp", "image/webp"},
+        {".svg", "image/svg+xml"},
+        {".pdf", "application/pdf"},
+        {".csv", "text/csv"},
+        {".tsv", "text/tab-separated-values"},
+        {".json", "application/json"},
+        {".txt", "text/plain"},
+        {".md", "text/markdown"},
+        {".html", "text/html"},
+        {".htm", "text/html"},
+        {".xml", "application/xml"},
+        {".py", "text/x-python"},
+        {".parquet", "application/vnd.apache.parquet"},
+        {".xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
+        {".zip", "application/zip"},
+        {".gz", "application/gzip"},
+    };
+    std::string lower(name);
+    std::ranges::transform(lower, lower.begin(), [](unsigned char c) { return std::tolower(c); });
+    for (const auto& [extension, type] : kTypes)
+        if (lower.size() > extension.size() && lower.ends_with(extension)) return std::string(type);
+    return "application/octet-stream";
+}
+
+std::vector<Artifact> collect(int work_dir, const Options& options) {
+    Walker walker(options);
+    walker.directory(work_dir, options.output_dir, "", 0);
+    return walker.take();
+}
+
+}  // namespace pysandbox::artifacts
