@@ -12,7 +12,7 @@ _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
 _pysandbox_options() {  # $1: a command path; REPLY: its options
     case $1 in
         '') REPLY='-h --help --version' ;;
-        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env -c --json -v --verbose' ;;
+        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --output-dir --workdir -c --json -v --verbose' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
         'profile show') REPLY='-h --help' ;;
@@ -33,6 +33,9 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'run|--net') REPLY='choice none loopback proxy' ;;
         'run|--allow') REPLY='text' ;;
         'run|--env') REPLY='text' ;;
+        'run|--input') REPLY='file' ;;
+        'run|--output-dir') REPLY='directory' ;;
+        'run|--workdir') REPLY='directory' ;;
         'run|-c') REPLY='text' ;;
         *) REPLY='flag' ;;
     esac

@@ -60,6 +60,9 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'run|--net' \
             'run|--allow' \
             'run|--env' \
+            'run|--input' \
+            'run|--output-dir' \
+            'run|--workdir' \
             'run|-c'
             return 0
     end
@@ -84,6 +87,9 @@ complete -c pysandbox -n '__pysandbox_at run' -l output-limit -x -d 'Bytes of st
 complete -c pysandbox -n '__pysandbox_at run' -l net -x -a 'none loopback proxy' -d 'Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to the allowed HOST:PORTs only)'
 complete -c pysandbox -n '__pysandbox_at run' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
 complete -c pysandbox -n '__pysandbox_at run' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
+complete -c pysandbox -n '__pysandbox_at run' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
+complete -c pysandbox -n '__pysandbox_at run' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy the run'\''s artifacts (new or modified files under /tmp/work) into the existing host DIR; existing files are never overwritten'
+complete -c pysandbox -n '__pysandbox_at run' -l workdir -x -a '(__fish_complete_directories)' -d 'Bind the host DIR read-write as /tmp/work, so runs can hand files on; it must be writable by the uid the script runs as (65534 when root runs pysandbox)'
 complete -c pysandbox -n '__pysandbox_at run' -s c -x -d 'Run CODE instead of a script file'
 complete -c pysandbox -n '__pysandbox_at run' -l json -d 'Print one JSON result (schema pysandbox.result/v1) with the output inside'
 complete -c pysandbox -n '__pysandbox_at run' -s v -l verbose -d 'Say what the sandbox does, step by step'

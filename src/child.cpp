@@ -101,11 +101,16 @@ constexpr Step kSteps[] = {
     {"die with the supervisor", step_die_with_supervisor},
     {"join a fresh session keyring", caps::step_join_session_keyring},
     {"make mounts private", mounts::step_make_mounts_private},
+    // Before the staging root is mounted over /tmp, where inputs and workdirs often are.
+    {"clone the input files and workdir", mounts::step_clone_host_files},
     {"mount the staging root", mounts::step_mount_staging_root},
     {"bind host paths read-only", mounts::step_bind_host_paths},
     {"write synthetic files", mounts::step_write_files},
     {"populate /dev", mounts::step_populate_dev},
     {"mount /tmp", mounts::step_mount_tmp},
+    // Inputs go into /tmp/work, so after it exists; the directory is sent after they are bound.
+    {"bind the input files", mounts::step_bind_inputs},
+    {"hand /tmp/work to the supervisor", mounts::step_send_work_dir},
     {"mount /proc", mounts::step_mount_proc},
     {"pivot into the new root", mounts::step_pivot_root},
     {"seal the root read-only", mounts::step_seal_root},

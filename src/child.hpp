@@ -24,6 +24,10 @@ struct ChildContext {
     ChildFds fds;
     int report_fd;  // where the report pipe is now (kReportFd once the other fds are closed)
     char detail[256] = {};
+    // Clones of the --input files and the --workdir, taken before the staging root hides the
+    // host's /tmp (where they often are); attached in /tmp/work once it exists.
+    int input_trees[kMaxInputs] = {};
+    int workdir_tree = -1;
 };
 
 using StepFn = int (*)(ChildContext&) noexcept;

@@ -38,6 +38,20 @@ void add_run_command(CLI::App& app, Invocation& out) {
     run->add_option("--env", o.env, "Set NAME=VALUE inside, or pass NAME from the host")
         ->type_name("NAME[=VALUE]")
         ->allow_extra_args(false);
+    run->add_option("--input", o.inputs,
+                    "Make host FILE readable as /tmp/work/NAME (default: its basename); "
+                    "repeatable")
+        ->type_name("FILE[=NAME]")
+        ->allow_extra_args(false);
+    run->add_option("--output-dir", o.output_dir,
+                    "Copy the run's artifacts (new or modified files under /tmp/work) into the "
+                    "existing host DIR; existing files are never overwritten")
+        ->type_name("DIR");
+    run->add_option("--workdir", o.workdir,
+                    "Bind the host DIR read-write as /tmp/work, so runs can hand files on; it "
+                    "must be writable by the uid the script runs as (65534 when root runs "
+                    "pysandbox)")
+        ->type_name("DIR");
     run->add_option("-c", o.code, "Run CODE instead of a script file")->type_name("CODE");
     run->add_flag("--json", o.json,
                   "Print one JSON result (schema pysandbox.result/v1) with the output inside");

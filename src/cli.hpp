@@ -25,6 +25,9 @@ struct RunOptions {
     std::optional<std::string> net;
     std::vector<std::string> allow;  // --allow HOST:PORT, repeatable
     std::vector<std::string> env;
+    std::vector<std::string> inputs;         // --input FILE[=NAME], repeatable
+    std::optional<std::string> output_dir;  // --output-dir DIR
+    std::optional<std::string> workdir;     // --workdir DIR: a host directory as /tmp/work
     std::optional<std::string> code;  // -c CODE
     std::string script;               // path, or "-" for stdin; empty with -c
     std::vector<std::string> args;    // everything after "--"

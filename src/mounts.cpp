@@ -11,6 +11,11 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <utility>
+
+#include "report.hpp"
+#include "sys/records.hpp"
+#include "sys/unique_fd.hpp"
 
 namespace pysandbox::mounts {
 namespace {
@@ -20,6 +25,9 @@ struct StagedPath {
     char text[PATH_MAX];
     explicit StagedPath(const char* inside) noexcept {
         std::snprintf(text, sizeof text, "%s%s", kStagingRoot, inside);
+    }
+    StagedPath(const char* inside_dir, const char* name) noexcept {
+        std::snprintf(text, sizeof text, "%s%s/%s", kStagingRoot, inside_dir, name);
     }
     const char* c_str() const noexcept { return text; }
 };
@@ -95,11 +103,41 @@ int bind_readonly(ChildContext& ctx, const char* source, const char* target,
 
 constexpr std::uint64_t kReadOnly = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 
+// A detached copy of the mount tree at `path`, to attach elsewhere later with attach_tree.
+int clone_tree(const char* path) noexcept {
+    return static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, path,
+                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+}
+
+int attach_tree(ChildContext& ctx, int tree, const char* target, std::uint64_t attrs) noexcept {
+    sys::UniqueFd owned(tree);
+    if (::syscall(SYS_move_mount, tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) != 0)
+        return step_fail(ctx, "move_mount(-> %s)", target);
+    if (set_attr(target, AT_RECURSIVE, attrs) != 0)
+        return step_fail(ctx, "mount_setattr(%s, AT_RECURSIVE, 0x%llx)", target,
+                         static_cast<unsigned long long>(attrs));
+    return 0;
+}
+
 }  // namespace
 
 int step_make_mounts_private(ChildContext& ctx) noexcept {
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
         return step_fail(ctx, "mount(/, MS_REC|MS_PRIVATE)");
+    return 0;
+}
+
+int step_clone_host_files(ChildContext& ctx) noexcept {
+    for (std::size_t i = 0; i < ctx.plan.inputs.size(); ++i) {
+        const char* source = ctx.plan.inputs[i].source.c_str();
+        ctx.input_trees[i] = clone_tree(source);
+        if (ctx.input_trees[i] < 0) return step_fail(ctx, "open_tree(%s, OPEN_TREE_CLONE)", source);
+    }
+    if (const auto& host = ctx.plan.host_workdir) {
+        ctx.workdir_tree = clone_tree(host->c_str());
+        if (ctx.workdir_tree < 0)
+            return step_fail(ctx, "open_tree(%s, OPEN_TREE_CLONE)", host->c_str());
+    }
     return 0;
 }
 
@@ -167,6 +205,36 @@ int step_mount_tmp(ChildContext& ctx) noexcept {
                          ctx.plan.tmp_mount_options.c_str());
     StagedPath work(ctx.plan.workdir.c_str());
     if (make_dirs(work.c_str(), 0755) != 0) return step_fail(ctx, "mkdir(%s)", work.c_str());
+    if (!ctx.plan.host_workdir) return 0;
+    // Writable, but as /tmp is: nothing in it runs or acts as a device or a set-uid program.
+    return attach_tree(ctx, std::exchange(ctx.workdir_tree, -1), work.c_str(),
+                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+}
+
+// The script may read its inputs, never change them: the mount is read-only, and a mount point
+// cannot be unlinked or renamed over.
+int step_bind_inputs(ChildContext& ctx) noexcept {
+    for (std::size_t i = 0; i < ctx.plan.inputs.size(); ++i) {
+        StagedPath target(ctx.plan.workdir.c_str(), ctx.plan.inputs[i].name.c_str());
+        if (make_file(target.c_str()) != 0) return step_fail(ctx, "creat(%s)", target.c_str());
+        if (int rc = attach_tree(ctx, std::exchange(ctx.input_trees[i], -1), target.c_str(),
+                                 kReadOnly | MOUNT_ATTR_NOEXEC);
+            rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+// The supervisor lists the artifacts after the run through this descriptor: it keeps the /tmp
+// tmpfs alive once the sandbox is gone, and needs no path into the sandbox's mount namespace.
+int step_send_work_dir(ChildContext& ctx) noexcept {
+    StagedPath work(ctx.plan.workdir.c_str());
+    sys::UniqueFd dir(::open(work.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dir) return step_fail(ctx, "open(%s, O_DIRECTORY)", work.c_str());
+    Report report{};
+    report.kind = ReportKind::work_dir;
+    if (sys::send_record(ctx.report_fd, &report, sizeof report, dir.get()) < 0)
+        return step_fail(ctx, "sendmsg(report socket, %s)", work.c_str());
     return 0;
 }
 

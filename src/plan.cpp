@@ -164,6 +164,9 @@ void add_environment(const RunOptions& options, const std::vector<std::string>& 
             host.emplace(entry.substr(0, eq), entry.substr(eq + 1));
 
     std::map<std::string, std::string> env;
+    // The sandbox's own modules; a profile or --env that sets PYTHONPATH replaces this.
+    env["PYTHONPATH"] = kSandboxPythonDir;
+    env["MPLBACKEND"] = "module://pysandbox_figures";
     const std::string threads = std::to_string(CPU_COUNT(&plan.affinity));
     for (const char* name : kThreadPoolVariables) env[name] = threads;
     for (const auto& [name, value] : plan.profile.env_set) env[name] = value;
@@ -200,6 +203,114 @@ void add_identity_files(Plan& plan) {
     plan.files.push_back({"/etc/hosts", "127.0.0.1 localhost " + plan.hostname + "\n::1 localhost\n",
                           0444});
     plan.files.push_back({"/etc/hostname", plan.hostname + "\n", 0444});
+}
+
+// "FILE" or "FILE=NAME". The name becomes one entry of /tmp/work: a single plain component.
+InputFile parse_input(const std::string& spec) {
+    auto eq = spec.rfind('=');
+    std::string source = eq == std::string::npos ? spec : spec.substr(0, eq);
+    std::string name = eq == std::string::npos ? fs::path(spec).filename().string()
+                                               : spec.substr(eq + 1);
+    if (source.empty()) throw UsageError("--input: \"" + spec + "\" names no file");
+    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+        name.find('\0') != std::string::npos)
+        throw UsageError("--input: \"" + spec + "\": the name inside must be a plain file name "
+                         "(no '/', not empty, '.' or '..')");
+    struct stat st {};
+    if (::stat(source.c_str(), &st) != 0)
+        throw UsageError("--input: " + source + ": " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) throw UsageError("--input: " + source + ": not a regular file");
+    if (::access(source.c_str(), R_OK) != 0)
+        throw UsageError("--input: " + source + ": " + std::strerror(errno));
+    return {fs::absolute(source).lexically_normal().string(), name};
+}
+
+void add_inputs(const RunOptions& options, Plan& plan) {
+    for (const auto& spec : options.inputs) {
+        InputFile input = parse_input(spec);
+        for (const auto& earlier : plan.inputs)
+            if (earlier.name == input.name)
+                throw UsageError("--input: two files named \"" + input.name +
+                                 "\" in /tmp/work (give one another name: FILE=NAME)");
+        // Root's scripts run as host uid 65534: the bind would succeed, the read inside fail.
+        if (plan.ids.privileged && ::access(input.source.c_str(), R_OK) == 0) {
+            struct stat st {};
+            ::stat(input.source.c_str(), &st);
+            if (!(st.st_mode & S_IROTH) && st.st_uid != plan.ids.outer_uid)
+                throw UsageError("--input: " + input.source + ": not readable by uid " +
+                                 std::to_string(plan.ids.outer_uid) +
+                                 ", which root's sandboxes run as (chmod o+r it)");
+        }
+        if (plan.inputs.size() == kMaxInputs)
+            throw UsageError("--input: at most " + std::to_string(kMaxInputs) + " files");
+        plan.inputs.push_back(std::move(input));
+    }
+}
+
+// The script writes there as ids.outer_uid: a directory it cannot write would fail every write
+// in the run, so it fails here, before the sandbox is built.
+void check_host_workdir(const RunOptions& options, Plan& plan) {
+    if (!options.workdir) return;
+    const std::string& dir = *options.workdir;
+    if (!options.inputs.empty())
+        throw UsageError("--workdir: cannot be combined with --input (copy the files into " +
+                         dir + " instead)");
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0)
+        throw UsageError("--workdir: " + dir + ": " + std::strerror(errno));
+    if (!S_ISDIR(st.st_mode)) throw UsageError("--workdir: " + dir + ": not a directory");
+    const bool writable = plan.ids.privileged
+                              ? (st.st_uid == plan.ids.outer_uid && (st.st_mode & S_IWUSR)) ||
+                                    (st.st_mode & (S_IWOTH | S_IXOTH)) == (S_IWOTH | S_IXOTH)
+                              : ::access(dir.c_str(), W_OK | X_OK) == 0;
+    if (!writable)
+        throw UsageError("--workdir: " + dir + ": not writable by uid " +
+                         std::to_string(plan.ids.outer_uid) + ", which the script runs as" +
+                         (plan.ids.privileged ? " (chown 65534 it, or chmod o+rwx)" : ""));
+    plan.host_workdir = fs::absolute(dir).lexically_normal().string();
+}
+
+void check_output_dir(const RunOptions& options, Plan& plan) {
+    if (!options.output_dir) return;
+    const std::string& dir = *options.output_dir;
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0)
+        throw UsageError("--output-dir: " + dir + ": " + std::strerror(errno));
+    if (!S_ISDIR(st.st_mode)) throw UsageError("--output-dir: " + dir + ": not a directory");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        throw UsageError("--output-dir: " + dir + ": " + std::strerror(errno));
+    plan.output_dir = fs::absolute(dir).lexically_normal().string();
+    if (plan.output_dir->size() > 1 && plan.output_dir->back() == '/') plan.output_dir->pop_back();
+}
+
+// plt.show() has no screen to go to: it saves each open figure as /tmp/work/figure-N.png, an
+// artifact, and closes it. Everything else is matplotlib's own Agg backend.
+constexpr const char* kFigureBackend = R"(# pysandbox: plt.show() saves figure-N.png
+import os
+
+from matplotlib._pylab_helpers import Gcf
+from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas  # noqa: F401
+from matplotlib.backends.backend_agg import FigureManager  # noqa: F401
+
+_WORK = "/tmp/work"
+
+
+def _next_path():
+    n = 1
+    while os.path.exists(os.path.join(_WORK, "figure-%d.png" % n)):
+        n += 1
+    return os.path.join(_WORK, "figure-%d.png" % n)
+
+
+def show(*args, **kwargs):
+    for manager in Gcf.get_all_fig_managers():
+        manager.canvas.figure.savefig(_next_path())
+    Gcf.destroy_all()
+)";
+
+void add_sandbox_python(Plan& plan) {
+    plan.files.push_back(
+        {std::string(kSandboxPythonDir) + "/pysandbox_figures.py", kFigureBackend, 0444});
 }
 
 void find_cgroup(Plan& plan) {
@@ -316,6 +427,10 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options
                               std::to_string(plan->ids.inner_uid) +
                               ",gid=" + std::to_string(plan->ids.inner_gid);
     add_identity_files(*plan);
+    add_inputs(options, *plan);
+    check_output_dir(options, *plan);
+    check_host_workdir(options, *plan);
+    add_sandbox_python(*plan);
     plan->affinity = choose_cpus(plan->profile.limits.cpus);
     add_program(options, *plan);
     add_environment(options, host_env, *plan);

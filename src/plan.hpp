@@ -36,6 +36,18 @@ struct Symlink {
     std::string target;  // link text, as on the host
 };
 
+// The child keeps one descriptor per input while it builds the root: a fixed array, no allocation.
+inline constexpr std::size_t kMaxInputs = 64;
+
+// A host file bound read-only at /tmp/work/NAME (--input).
+struct InputFile {
+    std::string source;  // absolute host path of a regular file
+    std::string name;    // one path component
+};
+
+// The sandbox's own Python modules (the figure backend; sitecustomize) live here, on PYTHONPATH.
+inline constexpr const char* kSandboxPythonDir = "/sandbox/.pysandbox";
+
 // A small file written into the read-only root (synthetic /etc files, the script).
 struct GeneratedFile {
     std::string path;  // absolute inside
@@ -70,6 +82,9 @@ struct Plan {
     std::vector<std::string> proc_readonly;
     std::string tmp_mount_options;  // for the writable /tmp tmpfs
     std::string workdir = "/tmp/work";
+    std::vector<InputFile> inputs;
+    std::optional<std::string> output_dir;  // absolute, an existing directory (--output-dir)
+    std::optional<std::string> host_workdir;  // bound read-write over workdir (--workdir)
     std::string hostname = "sandbox";
 
     // The program.

@@ -214,6 +214,14 @@ const std::vector<KeySpec>& key_specs() {
                                 kMinTmpSize));
         keys.push_back(size_key("limits.output_limit", "Bytes of stdout and stderr kept.",
                                 [](Profile& p) -> auto& { return p.limits.output_limit; }));
+        keys.push_back(size_key("limits.artifact_size",
+                                "Largest artifact --output-dir copies to the host; bigger ones are "
+                                "listed with \"skipped\": \"too_large\".",
+                                [](Profile& p) -> auto& { return p.limits.artifact_size; }));
+        keys.push_back(size_key("limits.artifacts_total",
+                                "Bytes --output-dir copies in all; files past it are listed with "
+                                "\"skipped\": \"total_limit\".",
+                                [](Profile& p) -> auto& { return p.limits.artifacts_total; }));
         keys.push_back({"network.mode", "string",
                         "\"none\" (nothing reachable), \"loopback\" (lo up inside) or \"proxy\".",
                         [](const toml::node& n, Profile& p) {

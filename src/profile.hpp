@@ -31,6 +31,8 @@ struct Limits {
     std::uint64_t tmp_size = 64ULL << 20;
     std::uint64_t output_limit = 16ULL << 20;
     std::uint64_t cpus = 1;  // CPUs the script may run on; also the numeric libraries' thread pools
+    std::uint64_t artifact_size = 64ULL << 20;     // largest artifact --output-dir copies
+    std::uint64_t artifacts_total = 256ULL << 20;  // all artifacts --output-dir copies, together
 };
 
 struct Profile {

@@ -13,6 +13,7 @@ enum class ReportKind : std::uint32_t {
     exited = 3,        // the script ended: wait_status and its usage
     listener = 4,      // carries the seccomp user-notification fd (SCM_RIGHTS)
     proxy_listener = 5,  // carries the proxy's listening socket, bound inside (SCM_RIGHTS)
+    work_dir = 6,        // carries an open /tmp/work, for the artifacts (SCM_RIGHTS)
 };
 
 struct Report {

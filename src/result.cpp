@@ -196,6 +196,21 @@ json violations_json(const Outcome& outcome, Status status) {
     return violations;
 }
 
+// "skipped" appears only on files --output-dir did not copy, saying why.
+json files_json(const std::vector<artifacts::Artifact>& files) {
+    json list = json::array();
+    for (const auto& file : files) {
+        json entry = {{"path", file.path},
+                      {"size", file.size},
+                      {"sha256", file.sha256 ? json(*file.sha256) : json(nullptr)},
+                      {"media_type", file.media_type},
+                      {"host_path", file.host_path ? json(*file.host_path) : json(nullptr)}};
+        if (!file.skipped.empty()) entry["skipped"] = file.skipped;
+        list.push_back(std::move(entry));
+    }
+    return list;
+}
+
 json usage_json(const Outcome& outcome) {
     return {{"wall_ms", outcome.wall.count()},
             {"cpu_ms", outcome.cpu_ms},
@@ -263,7 +278,7 @@ json result_json(const Plan& plan, Outcome outcome) {
         {"bytes", {{"stdout", outcome.stdout_bytes}, {"stderr", outcome.stderr_bytes}}},
         {"exception", exception_json(exception)},
         {"violations", violations_json(outcome, status)},
-        {"files", json::array()},
+        {"files", files_json(outcome.files)},
         {"usage", usage_json(outcome)},
         {"limits", limits_json(plan)},
         {"enforcement", enforcement_json(plan)},

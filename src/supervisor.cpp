@@ -67,6 +67,12 @@ bool may_read_stdin() {
     return ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
 }
 
+std::int64_t coarse_realtime_ns() {
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME_COARSE, &now);
+    return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
 }  // namespace
 
 std::string user_namespace_hint() {
@@ -135,11 +141,12 @@ struct Pipes {
 class Supervision {
 public:
     Supervision(const Plan& plan, sys::ChildGuard& child, sys::SignalFd& signals, Pipes& pipes,
-                Clock::time_point start)
+                Clock::time_point start, std::int64_t start_realtime_ns)
         : plan_(plan),
           child_(child),
           signals_(signals),
           start_(start),
+          start_realtime_ns_(start_realtime_ns),
           report_(std::move(pipes.report.read)),
           budget_(OutputBudget::for_limit(plan.profile.limits.output_limit)) {
         UniqueFd child_stdin = std::move(pipes.in.write);
@@ -246,6 +253,8 @@ private:
             notify_ = std::move(passed);
         } else if (report.kind == ReportKind::proxy_listener) {
             proxy_ = std::make_unique<proxy::Proxy>(std::move(passed), plan_.allowlist);
+        } else if (report.kind == ReportKind::work_dir) {
+            work_dir_ = std::move(passed);
         } else if (report.kind == ReportKind::exited) {
             exited_ = report;
         } else if (!failure_) {
@@ -276,6 +285,23 @@ private:
         seccomp_notify_respond(notify_.get(), response);  // ENOENT: the caller died meanwhile
     }
 
+    // Runs when nothing of the sandbox is left, so nothing inside changes the tree meanwhile.
+    std::vector<artifacts::Artifact> list_artifacts() {
+        artifacts::Options options;
+        for (const auto& input : plan_.inputs) options.inputs.push_back(input.name);
+        options.max_file_size = plan_.profile.limits.artifact_size;
+        options.max_total_size = plan_.profile.limits.artifacts_total;
+        // A --workdir holds earlier runs' files too: only what this run wrote is an artifact.
+        if (plan_.host_workdir) options.modified_since_ns = start_realtime_ns_;
+        UniqueFd host_dir;
+        if (plan_.output_dir) {
+            options.output_dir_path = *plan_.output_dir;
+            host_dir.reset(::open(plan_.output_dir->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+            options.output_dir = host_dir ? host_dir.get() : artifacts::kHostDirMissing;
+        }
+        return artifacts::collect(work_dir_.get(), options);
+    }
+
     Outcome finish() {
         const Clock::time_point end = Clock::now();
         Outcome outcome;
@@ -302,6 +328,7 @@ private:
             outcome.max_rss_kib = exited_->max_rss_kib;
         }
 
+        if (work_dir_) outcome.files = list_artifacts();
         outcome.blocked_syscalls = blocked_;
         if (proxy_) outcome.blocked_connections = proxy_->stop();
         if (failure_) {
@@ -335,6 +362,8 @@ private:
     sys::ChildGuard& child_;
     sys::SignalFd& signals_;
     Clock::time_point start_;
+    // The clock file timestamps come from (the coarse one), read before the sandbox started.
+    std::int64_t start_realtime_ns_;
     UniqueFd report_;
     OutputBudget budget_;          // shared by stdout and stderr
     Transcript transcript_;        // the output, when it is captured for the JSON result
@@ -344,6 +373,7 @@ private:
     siginfo_t init_status_{};
     std::optional<Report> exited_;
     std::optional<Report> failure_;
+    UniqueFd work_dir_;  // the sandbox's /tmp/work, sent during setup
     UniqueFd notify_;  // the seccomp listener, once the interpreter's process sent it
     struct Notification {
         seccomp_notif* request = nullptr;
@@ -377,6 +407,7 @@ Outcome run_sandbox(const Plan& plan) {
     if (plan.ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
     Pipes pipes;
     const Clock::time_point start = Clock::now();
+    const std::int64_t start_realtime_ns = coarse_realtime_ns();
     std::optional<cgroup::RunCgroup> cgroup;
     if (plan.cgroup) {
         const Limits& limits = plan.profile.limits;
@@ -418,7 +449,7 @@ Outcome run_sandbox(const Plan& plan) {
     check_sys(::write(pipes.release.write.get(), "1", 1), "write(release pipe)");
     pipes.release.write.reset();
 
-    Supervision supervision(plan, child, signals, pipes, start);
+    Supervision supervision(plan, child, signals, pipes, start, start_realtime_ns);
     Outcome outcome = supervision.run();
     if (cgroup) outcome.oom_kills = cgroup->oom_kills();
     return outcome;

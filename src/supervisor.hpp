@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "artifacts.hpp"
 #include "plan.hpp"
 
 namespace pysandbox {
@@ -51,6 +52,7 @@ struct Outcome {
     };
     std::optional<Captured> captured;
     std::map<std::string, std::uint64_t> blocked_connections;  // "host:port" -> times denied
+    std::vector<artifacts::Artifact> files;  // what the run left in /tmp/work
 };
 
 // Runs the plan to completion. Throws SysError when the sandbox cannot even be created (clone3,

@@ -209,7 +209,8 @@ TEST_SUITE("plan") {
         CHECK(plan->script_label == "-c");
         CHECK_FALSE(plan->stdin_program.has_value());
         bool script_file = std::any_of(plan->files.begin(), plan->files.end(), [](const auto& f) {
-            return f.path.starts_with("/sandbox/");
+            return f.path.starts_with("/sandbox/") &&
+                   !f.path.starts_with(std::string(pysandbox::kSandboxPythonDir) + "/");
         });
         CHECK_FALSE(script_file);
 
@@ -295,13 +296,18 @@ TEST_SUITE("plan") {
         for (const char* pool : {"OMP", "OPENBLAS", "MKL", "NUMEXPR", "BLIS"})
             expected.push_back(std::string(pool) + "_NUM_THREADS=1");
         expected.push_back("VECLIB_MAXIMUM_THREADS=1");
+        expected.push_back(std::string("PYTHONPATH=") + pysandbox::kSandboxPythonDir);
+        if (!profile.env_set.contains("MPLBACKEND"))
+            expected.push_back("MPLBACKEND=module://pysandbox_figures");
         std::sort(expected.begin(), expected.end());
         CHECK(plan->envp == expected);
 
         for (const auto& var : plan->envp) {
             CAPTURE(var);
             CHECK_FALSE(var.starts_with("LD_"));
-            CHECK_FALSE(var.starts_with("PYTHONPATH="));
+            // Only the sandbox's own module directory, never the host's PYTHONPATH.
+            if (var.starts_with("PYTHONPATH="))
+                CHECK(var == std::string("PYTHONPATH=") + pysandbox::kSandboxPythonDir);
             CHECK_FALSE(var.starts_with("PYTHONSTARTUP="));
             CHECK_FALSE(var.starts_with("AWS_"));
             CHECK_FALSE(contains(var, "/evil"));
@@ -316,7 +322,10 @@ TEST_SUITE("plan") {
         auto plan = plan_for(code_options(), profile, {"TERM=xterm", "A=host", "OTHER=x"});
         Strings envp = plan->envp;
         std::erase(envp, "PYTHONUNBUFFERED=1");
-        std::erase_if(envp, [](const std::string& var) { return contains(var, "_THREADS="); });
+        std::erase_if(envp, [](const std::string& var) {
+            return contains(var, "_THREADS=") || var.starts_with("PYTHONPATH=") ||
+                   var.starts_with("MPLBACKEND=");
+        });
         CHECK(envp == Strings{"A=host", "TERM=xterm"});
     }
 

@@ -136,8 +136,8 @@ TEST_SUITE("profile") {
         fs::path file = kFixtures / "unknown_limits_key.toml";
         CHECK(load_error(file) ==
               file.string() +
-                  ":4:3: limits.wal_time: unknown key ([limits] accepts: cpu_time, cpus, file_size, "
-                  "max_procs, memory, open_files, output_limit, tmp_size, wall_time)");
+                  ":4:3: limits.wal_time: unknown key ([limits] accepts: artifact_size, "
+                  "artifacts_total, cpu_time, cpus, file_size, max_procs, memory, open_files, output_limit, tmp_size, wall_time)");
     }
 
     TEST_CASE("a wrong type points at the value") {
@@ -183,8 +183,8 @@ TEST_SUITE("profile") {
             text_error("[limits.wall_time]\nvalue = \"5s\"\n")
                 .starts_with("inline.toml:1:1: limits.wall_time: expected a string, found table"));
         CHECK(text_error("[limits.extra]\nx = 1\n") ==
-              "inline.toml:1:9: limits.extra: unknown key ([limits] accepts: cpu_time, "
-              "cpus, file_size, max_procs, memory, open_files, output_limit, tmp_size, wall_time)");
+              "inline.toml:1:9: limits.extra: unknown key ([limits] accepts: artifact_size, "
+              "artifacts_total, cpu_time, cpus, file_size, max_procs, memory, open_files, output_limit, tmp_size, wall_time)");
     }
 
     // Regression: a table-valued key was checked as a whole, so the error pointed at the
