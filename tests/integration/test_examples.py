@@ -1,5 +1,6 @@
 """The programs in examples/ run in the sandbox and print what they promise."""
 
+import json
 import unittest
 
 from harness import REPO, SandboxTestCase, run
@@ -32,8 +33,16 @@ class ExamplesTest(SandboxTestCase):
         self.assertEqual(lines[0], "Hello from the sandbox!", result.describe())
         self.assertIn("cwd /tmp", lines[1])
 
+    def test_plot_csv_cleans_the_input_and_saves_a_plot(self):
+        result = run(["run", "-p", "datascience", "--input", EXAMPLES / "data.csv", "--json",
+                      EXAMPLES / "plot_csv.py", "--", self.marker], timeout=90)
+        obj = json.loads(result.stdout)
+        self.assertEqual(obj["stdout"], "2 rows dropped, 4 kept, mean sales 151.2\nsaved plot.png\n",
+                         result.describe())
+        self.assertEqual([f["path"] for f in obj["files"]], ["plot.png"])
+
     def test_every_example_is_tested(self):
-        tested = set(EXPECTED_OUTPUT) | {"hello.py"}
+        tested = set(EXPECTED_OUTPUT) | {"hello.py", "plot_csv.py"}
         self.assertEqual({p.name for p in EXAMPLES.glob("*.py")} - tested, set())
 
 
