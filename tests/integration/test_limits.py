@@ -116,6 +116,13 @@ class ManyRunsTest(SandboxTestCase):
         self.assertEqual(host_state(), before)
 
 
+# ASan's quarantine keeps freed memory resident (256 MiB by default) and its allocator pads every
+# block, so under a sanitizer build the supervisor's VmHWM grows with what passes through it until
+# the quarantine is full. There only a bound far below the bytes printed still means something.
+SANITIZED = bool(os.environ.get("PYSANDBOX_SANITIZED"))
+SANITIZED_BOUND_KIB = 384 * 1024
+
+
 class OutputFloodTest(SandboxTestCase):
     def flood(self, gib: int, extra: list[str]):
         """pysandbox's peak RSS while a script prints `gib` GiB, and what reached stdout."""
@@ -153,13 +160,16 @@ class OutputFloodTest(SandboxTestCase):
         self.assertEqual(code, 0, stderr)
         self.assertLess(received, 1 << 20, "head and tail only")
         self.assertIn(b"output limit of 1MiB reached", stderr)
-        self.assertLess(peak - small_peak, 4 * 1024, f"VmHWM {small_peak} -> {peak} KiB")
+        if SANITIZED:
+            self.assertLess(peak, SANITIZED_BOUND_KIB, f"VmHWM {peak} KiB")
+        else:
+            self.assertLess(peak - small_peak, 4 * 1024, f"VmHWM {small_peak} -> {peak} KiB")
 
     def test_printing_1_gb_with_json_keeps_the_supervisor_small(self):
         code, received, peak, stderr = self.flood(1, ["--json"])
         self.assertEqual(code, 0, stderr)
         self.assertLess(received, 2 << 20)
-        self.assertLess(peak, 32 * 1024, f"VmHWM {peak} KiB")
+        self.assertLess(peak, SANITIZED_BOUND_KIB if SANITIZED else 32 * 1024, f"VmHWM {peak} KiB")
 
 
 if __name__ == "__main__":
