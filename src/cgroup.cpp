@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -76,6 +77,12 @@ std::variant<Delegation, Unavailable> find_delegation(const fs::path& root,
     if (::access(dir.c_str(), W_OK) != 0)
         return Unavailable(dir.string() + " is not writable by this user");
     return Delegation{dir, enabled.contains("cpu")};
+}
+
+std::variant<Delegation, Unavailable> find_own_delegation() {
+    std::ifstream in("/proc/self/cgroup");
+    std::string self((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return find_delegation(cgroupfs_root(), self);
 }
 
 int write_limits(int dir_fd, const Settings& settings, bool with_cpu, std::string& failed_file) {

@@ -36,6 +36,10 @@ std::filesystem::path cgroupfs_root();  // $PYSANDBOX_CGROUP_ROOT or /sys/fs/cgr
 std::variant<Delegation, Unavailable> find_delegation(const std::filesystem::path& root,
                                                       std::string_view proc_self_cgroup);
 
+// find_delegation for this process: its /proc/self/cgroup under cgroupfs_root(). What a run and
+// `pysandbox doctor` both decide with.
+std::variant<Delegation, Unavailable> find_own_delegation();
+
 // What the run's cgroup enforces.
 struct Settings {
     std::uint64_t memory = 0;     // memory.max; memory.swap.max is 0

@@ -74,12 +74,10 @@ Check check_landlock() {
     return check;
 }
 
-// The same decision a run makes (cgroup::find_delegation), so doctor and the result agree.
+// The same decision a run makes (cgroup::find_own_delegation), so doctor and the result agree.
 Check check_cgroup() {
     Check check{"cgroup v2 delegation", false, false, {}, {}};
-    std::ifstream in("/proc/self/cgroup");
-    std::string self((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto found = cgroup::find_delegation(cgroup::cgroupfs_root(), self);
+    auto found = cgroup::find_own_delegation();
     if (auto* delegation = std::get_if<cgroup::Delegation>(&found)) {
         check.ok = true;
         check.detail = "runs get a child cgroup of " + delegation->dir.string();

@@ -314,9 +314,7 @@ void add_sandbox_python(Plan& plan) {
 }
 
 void find_cgroup(Plan& plan) {
-    std::ifstream in("/proc/self/cgroup");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto found = cgroup::find_delegation(cgroup::cgroupfs_root(), text);
+    auto found = cgroup::find_own_delegation();
     if (auto* delegation = std::get_if<cgroup::Delegation>(&found))
         plan.cgroup = *delegation;
     else
