@@ -18,6 +18,7 @@
 #include "mounts.hpp"
 #include "net.hpp"
 #include "pid1.hpp"
+#include "policy.hpp"
 #include "report.hpp"
 
 namespace pysandbox {
@@ -45,7 +46,7 @@ int step_die_with_supervisor(ChildContext& ctx) noexcept {
 int step_keep_only_own_fds(ChildContext& ctx) noexcept {
     const ChildFds& fds = ctx.fds;
     int own[] = {fds.release_read, fds.report_write, fds.stdin_read, fds.stdout_write,
-                 fds.stderr_write};
+                 fds.stderr_write, fds.policy_write};
     std::sort(std::begin(own), std::end(own));
     unsigned first = STDERR_FILENO + 1;
     for (int fd : own) {
@@ -77,17 +78,24 @@ int step_new_session(ChildContext& ctx) noexcept {
     return 0;
 }
 
-// Only stdin, stdout, stderr (the supervisor's pipes) and the report pipe stay open: whatever the
-// caller leaked into pysandbox does not reach the script.
+// Only stdin, stdout, stderr (the supervisor's pipes), the report pipe and the policy channel stay
+// open: whatever the caller leaked into pysandbox does not reach the script. The policy channel
+// is the only one the interpreter inherits (the audit hook writes to it).
 int step_close_fds(ChildContext& ctx) noexcept {
     const ChildFds& fds = ctx.fds;
     if (::dup2(fds.stdin_read, STDIN_FILENO) < 0 || ::dup2(fds.stdout_write, STDOUT_FILENO) < 0 ||
         ::dup2(fds.stderr_write, STDERR_FILENO) < 0)
         return step_fail(ctx, "dup2(stdio pipes -> 0, 1, 2)");
-    if (fds.report_write != kReportFd && ::dup3(fds.report_write, kReportFd, O_CLOEXEC) < 0)
+    // Out of the way first: either may sit where the other one goes.
+    constexpr int kAbove = policy::kPolicyFd + 1;
+    const int report = ::fcntl(fds.report_write, F_DUPFD_CLOEXEC, kAbove);
+    const int channel = ::fcntl(fds.policy_write, F_DUPFD_CLOEXEC, kAbove);
+    if (report < 0 || channel < 0) return step_fail(ctx, "fcntl(F_DUPFD_CLOEXEC, %d)", kAbove);
+    if (::dup3(report, kReportFd, O_CLOEXEC) < 0)
         return step_fail(ctx, "dup3(report pipe -> %d)", kReportFd);
-    if (::close_range(kReportFd + 1, ~0U, 0) != 0)
-        return step_fail(ctx, "close_range(%d, ~0)", kReportFd + 1);
+    if (::dup2(channel, policy::kPolicyFd) < 0)
+        return step_fail(ctx, "dup2(policy channel -> %d)", policy::kPolicyFd);
+    if (::close_range(kAbove, ~0U, 0) != 0) return step_fail(ctx, "close_range(%d, ~0)", kAbove);
     ctx.report_fd = kReportFd;
     return 0;
 }

@@ -16,6 +16,7 @@ struct ChildFds {
     int stdin_read;
     int stdout_write;
     int stderr_write;
+    int policy_write;   // the audit hook's records (policy.hpp), at kPolicyFd in the interpreter
 };
 
 // Everything a step may touch. `detail` receives the failing call with its arguments.

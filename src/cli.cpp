@@ -62,6 +62,20 @@ void add_run_command(CLI::App& app, Invocation& out) {
     run->footer("Arguments after -- are passed to the script as sys.argv[1:].");
 }
 
+void add_check_command(CLI::App& app, Invocation& out) {
+    CLI::App* check = app.add_subcommand(
+        "check", "Report the script's denied imports and calls (Python's ast, run in the sandbox)");
+    CheckOptions& o = out.check;
+    check->add_option("-p,--profile", o.profile, "Profile whose [policy] applies")
+        ->type_name("PROFILE");
+    check->add_flag("--json", o.json, "Print one JSON object (schema pysandbox.check/v1)");
+    check->add_option("script", o.script, "The script to analyse")
+        ->required()
+        ->type_name("SCRIPT");
+    check->callback([&out] { out.command = Command::check; });
+    check->footer("Exit status: 0 clean, 1 findings (a syntax error is one), 125 error.");
+}
+
 void add_profile_command(CLI::App& app, Invocation& out) {
     CLI::App* profile = app.add_subcommand("profile", "List or show profiles");
     profile->require_subcommand(1);
@@ -82,6 +96,7 @@ std::unique_ptr<CLI::App> build_cli(Invocation& out) {
     app->set_version_flag("--version", std::string("pysandbox ") + kVersion);
     app->require_subcommand(1);
     add_run_command(*app, out);
+    add_check_command(*app, out);
     add_profile_command(*app, out);
     CLI::App* doctor = app->add_subcommand("doctor", "Check what this host allows, and how to fix what it does not");
     doctor->add_flag("--json", out.doctor_json, "Print the checks as one JSON object");

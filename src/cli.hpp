@@ -39,12 +39,20 @@ struct ProfileOptions {
     std::string name;
 };
 
-enum class Command { none, run, profile_list, profile_show, doctor };
+// What `pysandbox check` was asked.
+struct CheckOptions {
+    std::string profile = "default";
+    std::string script;
+    bool json = false;
+};
+
+enum class Command { none, run, check, profile_list, profile_show, doctor };
 
 struct Invocation {
     Command command = Command::none;
     bool doctor_json = false;
     RunOptions run;
+    CheckOptions check;
     ProfileOptions profile;
 };
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "check.hpp"
 #include "cli.hpp"
 #include "doctor.hpp"
 #include "errors.hpp"
@@ -97,25 +98,33 @@ int profile_show(const std::string& name) {
     return 0;
 }
 
-// `--json` before any "--": an agent asked for a JSON result, even when the command line is bad.
-bool wants_json(const SplitArgs& split) {
-    return std::ranges::find(split.head, "--json") != split.head.end() &&
-           std::ranges::find(split.head, "run") != split.head.end();
+// Which JSON object an error is owed: `--json` before any "--" asked for one, even when the
+// command line is bad.
+enum class JsonWanted { none, run_result, check_result };
+
+JsonWanted wants_json(const SplitArgs& split) {
+    if (std::ranges::find(split.head, "--json") == split.head.end()) return JsonWanted::none;
+    if (std::ranges::find(split.head, "run") != split.head.end()) return JsonWanted::run_result;
+    if (std::ranges::find(split.head, "check") != split.head.end()) return JsonWanted::check_result;
+    return JsonWanted::none;
 }
 
 // Every error pysandbox itself hits: one line on stderr, and the result object when one is due.
-int fail(bool json, std::string_view kind, std::string_view message, std::string_view profile) {
+int fail(JsonWanted json, std::string_view kind, std::string_view message,
+         std::string_view profile) {
     std::cerr << "pysandbox: " << kind << ": " << message << "\n";
-    if (json)
-        std::cout << dump_result(early_error_json(std::string(kind) + ": " + std::string(message),
-                                                  profile))
-                  << std::endl;
+    const std::string line = std::string(kind) + ": " + std::string(message);
+    if (json == JsonWanted::run_result)
+        std::cout << dump_result(early_error_json(line, profile)) << std::endl;
+    else if (json == JsonWanted::check_result)
+        std::cout << check::error_json(line) << std::endl;
     return exit_codes::kSandboxError;
 }
 
 int dispatch(const Invocation& invocation) {
     switch (invocation.command) {
         case Command::run: return run(invocation.run);
+        case Command::check: return check::run(invocation.check, host_environment());
         case Command::profile_list: return profile_list();
         case Command::profile_show: return profile_show(invocation.profile.name);
         case Command::doctor: return doctor::report(doctor::run_checks(), invocation.doctor_json);
@@ -135,19 +144,20 @@ int main(int argc, char** argv) {
     Invocation invocation;
     auto app = build_cli(invocation);
     SplitArgs split = split_at_double_dash(argc, argv);
-    const bool json = wants_json(split);
+    const JsonWanted json = wants_json(split);
     try {
         check_command_name(*app, split);
         app->parse(split.head);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app->exit(e);  // --help, --version
         const int code = fail(json, "error", e.what(), invocation.run.profile);
-        if (!json) std::cerr << "Run 'pysandbox --help' for usage.\n";
+        if (json == JsonWanted::none) std::cerr << "Run 'pysandbox --help' for usage.\n";
         return code;
     }
     invocation.run.args = std::move(split.script_args);
 
-    const std::string& profile = invocation.run.profile;
+    const std::string& profile =
+        invocation.command == Command::check ? invocation.check.profile : invocation.run.profile;
     try {
         return dispatch(invocation);
     } catch (const UsageError& e) {

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "errors.hpp"
+#include "policy.hpp"
 #include "units.hpp"
 #include "seccomp.hpp"
 
@@ -101,6 +102,13 @@ std::string read_all_stdin() {
     return text;
 }
 
+// The script, read now, at /sandbox/NAME inside; returns that path.
+std::string add_script_file(const std::string& host_path, Plan& plan) {
+    std::string inside = std::string(kScriptDir) + "/" + fs::path(host_path).filename().string();
+    plan.files.push_back({inside, read_script(host_path), 0444});
+    return inside;
+}
+
 void add_program(const RunOptions& options, Plan& plan) {
     plan.argv.push_back(plan.interpreter);
     for (const auto& arg : plan.profile.interpreter_args) plan.argv.push_back(arg);
@@ -118,9 +126,7 @@ void add_program(const RunOptions& options, Plan& plan) {
         plan.script_label = "-";
         plan.script_file = "<stdin>";
     } else if (!options.script.empty()) {
-        std::string name = fs::path(options.script).filename().string();
-        std::string inside = std::string(kScriptDir) + "/" + name;
-        plan.files.push_back({inside, read_script(options.script), 0444});
+        std::string inside = add_script_file(options.script, plan);
         plan.argv.push_back(inside);
         plan.script_label = options.script;
         plan.script_file = inside;
@@ -164,8 +170,6 @@ void add_environment(const RunOptions& options, const std::vector<std::string>& 
             host.emplace(entry.substr(0, eq), entry.substr(eq + 1));
 
     std::map<std::string, std::string> env;
-    // The sandbox's own modules; a profile or --env that sets PYTHONPATH replaces this.
-    env["PYTHONPATH"] = kSandboxPythonDir;
     env["MPLBACKEND"] = "module://pysandbox_figures";
     const std::string threads = std::to_string(CPU_COUNT(&plan.affinity));
     for (const char* name : kThreadPoolVariables) env[name] = threads;
@@ -187,6 +191,10 @@ void add_environment(const RunOptions& options, const std::vector<std::string>& 
         else
             env[name] = spec.substr(eq + 1);
     }
+    // The sandbox's modules come first, whatever else is asked for: site imports the audit hook
+    // from there. (Debian's python3 -s still imports sitecustomize from PYTHONPATH.)
+    std::string& python_path = env["PYTHONPATH"];
+    python_path = std::string(kSandboxPythonDir) + (python_path.empty() ? "" : ":" + python_path);
     for (const auto& [name, value] : env) plan.envp.push_back(name + "=" + value);
 }
 
@@ -396,8 +404,10 @@ void apply_overrides(Profile& profile, const RunOptions& options) {
         throw UsageError("--tmp-size: at least " + units::format_size(kMinTmpSize) + " is needed");
 }
 
-std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options,
-                                      const std::vector<std::string>& host_env) {
+namespace {
+
+std::unique_ptr<Plan> build_plan(Profile profile, const RunOptions& options,
+                                 const std::vector<std::string>& host_env) {
     apply_overrides(profile, options);
 
     auto plan = std::make_unique<Plan>();
@@ -431,6 +441,8 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options
     add_sandbox_python(*plan);
     plan->affinity = choose_cpus(plan->profile.limits.cpus);
     add_program(options, *plan);
+    plan->files.push_back({std::string(kSandboxPythonDir) + "/sitecustomize.py",
+                           policy::sitecustomize_source(plan->profile), 0444});
     add_environment(options, host_env, *plan);
     find_cgroup(*plan);
     add_rlimits(plan->profile.limits, *plan);
@@ -445,6 +457,25 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options
     plan->argv_ptrs.push_back(nullptr);
     for (const auto& var : plan->envp) plan->envp_ptrs.push_back(var.c_str());
     plan->envp_ptrs.push_back(nullptr);
+    return plan;
+}
+
+}  // namespace
+
+std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options,
+                                      const std::vector<std::string>& host_env) {
+    return build_plan(std::move(profile), options, host_env);
+}
+
+std::unique_ptr<const Plan> make_check_plan(Profile profile, const std::string& script,
+                                            const std::vector<std::string>& host_env) {
+    RunOptions options;
+    options.code = policy::analyzer_source(profile);
+    options.json = true;  // the analyzer's output is read, not shown
+    options.args = {std::string(kScriptDir) + "/" + fs::path(script).filename().string()};
+    std::unique_ptr<Plan> plan = build_plan(std::move(profile), options, host_env);
+    add_script_file(script, *plan);
+    plan->script_label = script;
     return plan;
 }
 

@@ -45,7 +45,8 @@ struct InputFile {
     std::string name;    // one path component
 };
 
-// The sandbox's own Python modules (the figure backend; sitecustomize) live here, on PYTHONPATH.
+// The sandbox's own Python modules (the figure backend; sitecustomize.py with the audit hook),
+// first on PYTHONPATH. Tracebacks drop frames from files under it (traceback.hpp).
 inline constexpr const char* kSandboxPythonDir = "/sandbox/.pysandbox";
 
 // A small file written into the read-only root (synthetic /etc files, the script).
@@ -120,5 +121,10 @@ void apply_overrides(Profile& profile, const RunOptions& options);
 // allocated because argv_ptrs/envp_ptrs point into it.
 std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options,
                                       const std::vector<std::string>& host_env);
+
+// The plan of `pysandbox check`: the analyzer runs as the program, under the profile's isolation
+// and limits, with `script` (a host path) read-only at /sandbox/NAME as its argument.
+std::unique_ptr<const Plan> make_check_plan(Profile profile, const std::string& script,
+                                            const std::vector<std::string>& host_env);
 
 }  // namespace pysandbox

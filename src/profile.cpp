@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "errors.hpp"
+#include "policy.hpp"
 #include "proxy.hpp"
 #include "units.hpp"
 #include "version.hpp"
@@ -174,6 +175,25 @@ std::vector<std::string> expect_allow_list(const toml::node& node) {
     return entries;
 }
 
+// A list whose every entry passes `valid`; a bad one is reported at its own line and column.
+template <typename Valid>
+KeySpec checked_list_key(std::string_view path, std::string_view doc,
+                         Accessor<std::vector<std::string>> field, Valid valid) {
+    return {path, "array of strings", doc,
+            [field, valid](const toml::node& n, Profile& p) {
+                std::vector<std::string> entries = expect_string_list(n);
+                for (std::size_t i = 0; i < entries.size(); ++i)
+                    if (std::string problem = valid(entries[i]); !problem.empty())
+                        throw NestedValueError("[" + std::to_string(i) + "]",
+                                               (*n.as_array())[i].source(),
+                                               "\"" + entries[i] + "\": " + problem);
+                field(p) = std::move(entries);
+            },
+            [field](Profile& p, toml::table& t, const std::string& leaf) {
+                t.insert_or_assign(leaf, to_array(field(p)));
+            }};
+}
+
 NetMode parse_net_mode(const std::string& text) {
     if (text == "none") return NetMode::none;
     if (text == "loopback") return NetMode::loopback;
@@ -289,6 +309,23 @@ const std::vector<KeySpec>& key_specs() {
                                         [](Profile& p) -> auto& { return p.seccomp.deny; }));
         keys.push_back(syscall_list_key("seccomp.allow", "System calls taken out of the default denials.",
                                         [](Profile& p) -> auto& { return p.seccomp.allow; }));
+        keys.push_back(checked_list_key(
+            "policy.deny_imports",
+            "Modules the audit hook refuses to import (submodules too) and `check` reports.",
+            [](Profile& p) -> auto& { return p.deny_imports; }, [](const std::string& name) {
+                return policy::is_module_name(name) ? std::string()
+                                                    : std::string("not a module name");
+            }));
+        keys.push_back(checked_list_key(
+            "policy.deny_calls",
+            "Operations the audit hook refuses and `check` reports: os.system, os.exec, "
+            "os.posix_spawn, os.fork, os.kill, subprocess.Popen, socket.connect, socket.bind, "
+            "ctypes.dlopen, open-write-outside-tmp.",
+            [](Profile& p) -> auto& { return p.deny_calls; }, [](const std::string& name) {
+                return policy::is_known_call(name)
+                           ? std::string()
+                           : "unknown call name (known: " + policy::known_calls() + ")";
+            }));
         return keys;
     }();
     return kKeys;

@@ -48,6 +48,8 @@ struct Profile {
     std::map<std::string, std::string> env_set;   // set inside, whatever the host has
     std::vector<std::string> env_pass;            // copied from the host when present
     seccomp::Settings seccomp;
+    std::vector<std::string> deny_imports;  // [policy]: modules (and their submodules)
+    std::vector<std::string> deny_calls;    // [policy]: names from policy::call_rules()
 };
 
 // Where bare profile names are looked up, in order.

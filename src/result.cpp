@@ -72,9 +72,20 @@ std::string count_summary(const std::map<std::string, std::uint64_t>& counts,
            (total > 1 ? "s" : "") + ": " + items;
 }
 
+// The audit hook's blocks, by kind: "import" -> {"subprocess": 1}.
+std::map<std::string, std::map<std::string, std::uint64_t>> policy_blocks_by_kind(
+    const Outcome& outcome) {
+    std::map<std::string, std::map<std::string, std::uint64_t>> by_kind;
+    for (const auto& [key, count] : outcome.policy_blocks) by_kind[key.first][key.second] = count;
+    return by_kind;
+}
+
 std::string blocked_summary(const Outcome& outcome) {
-    return join(count_summary(outcome.blocked_syscalls, "denied", "system call"),
-                count_summary(outcome.blocked_connections, "blocked", "network connection"));
+    auto policy = policy_blocks_by_kind(outcome);
+    return join(join(count_summary(outcome.blocked_syscalls, "denied", "system call"),
+                     count_summary(outcome.blocked_connections, "blocked", "network connection")),
+                join(count_summary(policy["import"], "blocked", "import"),
+                     count_summary(policy["call"], "blocked", "call")));
 }
 
 std::string output_summary(const Plan& plan, const Outcome& outcome) {
@@ -188,6 +199,9 @@ json violations_json(const Outcome& outcome, Status status) {
                               {"what", destination},
                               {"count", count},
                               {"action", "denied"}});
+    for (const auto& [key, count] : outcome.policy_blocks)
+        violations.push_back(
+            {{"kind", key.first}, {"what", key.second}, {"count", count}, {"action", "denied"}});
     if (const char* limit = limit_for(status))
         violations.push_back({{"kind", "resource"},
                               {"what", limit},

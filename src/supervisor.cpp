@@ -129,12 +129,32 @@ sys::Pipe output_pipe() {
     return pipe;
 }
 
+// The audit hook's records: drained once the sandbox is gone, so the read end never blocks, and
+// big so a script that keeps hitting the policy fills it late (further records are dropped).
+sys::Pipe policy_channel() {
+    sys::Pipe pipe = sys::Pipe::create();
+    ::fcntl(pipe.read.get(), F_SETFL, O_NONBLOCK);
+    ::fcntl(pipe.read.get(), F_SETPIPE_SZ, 1 << 20);
+    return pipe;
+}
+
+// Everything the channel holds, up to `cap` bytes.
+std::string drain(int fd, std::size_t cap) {
+    std::string text;
+    char buffer[65536];
+    ssize_t n;
+    while (text.size() < cap && ((n = ::read(fd, buffer, sizeof buffer)) > 0 || errno == EINTR))
+        if (n > 0) text.append(buffer, static_cast<std::size_t>(n));
+    return text;
+}
+
 struct Pipes {
     sys::Pipe release = sys::Pipe::create();
     sys::Pipe report = report_channel();
     sys::Pipe in = sys::Pipe::create();
     sys::Pipe out = output_pipe();
     sys::Pipe err = output_pipe();
+    sys::Pipe policy = policy_channel();
 };
 
 // The poll loop's state: what the supervisor watches and what it learned.
@@ -428,7 +448,7 @@ Outcome run_sandbox(const Plan& plan) {
     if (pid == 0) {
         run_child(plan, ChildFds{pipes.release.read.get(), pipes.report.write.get(),
                                  pipes.in.read.get(), pipes.out.write.get(),
-                                 pipes.err.write.get()});
+                                 pipes.err.write.get(), pipes.policy.write.get()});
     }
     if (pid < 0) {
         const int error = errno;  // read before the hint opens files
@@ -444,6 +464,7 @@ Outcome run_sandbox(const Plan& plan) {
     pipes.in.read.reset();
     pipes.out.write.reset();
     pipes.err.write.reset();
+    pipes.policy.write.reset();
 
     write_id_maps(child.pid(), plan.ids);
     check_sys(::write(pipes.release.write.get(), "1", 1), "write(release pipe)");
@@ -452,6 +473,8 @@ Outcome run_sandbox(const Plan& plan) {
     Supervision supervision(plan, child, signals, pipes, start, start_realtime_ns);
     Outcome outcome = supervision.run();
     if (cgroup) outcome.oom_kills = cgroup->oom_kills();
+    constexpr std::size_t kMaxPolicyBytes = 1 << 20;
+    policy::parse_records(drain(pipes.policy.read.get(), kMaxPolicyBytes), outcome.policy_blocks);
     return outcome;
 }
 

@@ -11,6 +11,7 @@
 
 #include "artifacts.hpp"
 #include "plan.hpp"
+#include "policy.hpp"
 
 namespace pysandbox {
 
@@ -53,6 +54,7 @@ struct Outcome {
     std::optional<Captured> captured;
     std::map<std::string, std::uint64_t> blocked_connections;  // "host:port" -> times denied
     std::vector<artifacts::Artifact> files;  // what the run left in /tmp/work
+    policy::Blocks policy_blocks;  // what the audit hook reported (the script's own word)
 };
 
 // Runs the plan to completion. Throws SysError when the sandbox cannot even be created (clone3,

@@ -1,0 +1,71 @@
+#include "check.hpp"
+
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "exit_codes.hpp"
+#include "plan.hpp"
+#include "profile.hpp"
+#include "result.hpp"
+#include "supervisor.hpp"
+
+namespace pysandbox::check {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// The analyzer's findings, or a message saying why there are none to trust.
+struct Analysis {
+    json findings = json::array();
+    std::string error;
+};
+
+Analysis read_analysis(const Plan& plan, const Outcome& outcome) {
+    const std::string out = outcome.captured ? outcome.captured->stdout_text : "";
+    json parsed = json::parse(out, nullptr, false);
+    if (outcome.kind == Outcome::Kind::exited && outcome.exit_code == 0 && parsed.is_object() &&
+        parsed.contains("findings") && parsed["findings"].is_array())
+        return {parsed["findings"], ""};
+    std::string why = human_summary(plan, outcome);
+    if (why.empty() && outcome.captured) why = outcome.captured->stderr_text;
+    return {json::array(), "the analysis failed: " + (why.empty() ? "no result" : why)};
+}
+
+void print_human(const std::string& script, const Analysis& analysis) {
+    for (const auto& f : analysis.findings)
+        std::cout << script << ":" << f.value("line", 0) << ":" << f.value("col", 0) << ": "
+                  << f.value("rule", "") << ": " << f.value("message", "") << "\n";
+    if (!analysis.error.empty()) std::cerr << "pysandbox: " << analysis.error << "\n";
+}
+
+json result(std::string_view status, const json& findings) {
+    return {{"schema", kSchema}, {"status", status}, {"findings", findings}};
+}
+
+}  // namespace
+
+int run(const CheckOptions& options, const std::vector<std::string>& host_env) {
+    Profile profile = load_profile(options.profile, profile_search_dirs());
+    std::unique_ptr<const Plan> plan = make_check_plan(std::move(profile), options.script, host_env);
+    const Analysis analysis = read_analysis(*plan, run_sandbox(*plan));
+    const bool clean = analysis.findings.empty();
+    if (options.json) {
+        json out = result(!analysis.error.empty() ? "error" : clean ? "clean" : "findings",
+                          analysis.findings);
+        if (!analysis.error.empty()) out["error"] = analysis.error;
+        std::cout << out.dump(2) << std::endl;
+    } else {
+        print_human(options.script, analysis);
+    }
+    if (!analysis.error.empty()) return exit_codes::kSandboxError;
+    return clean ? 0 : 1;
+}
+
+std::string error_json(std::string_view message) {
+    json out = result("error", json::array());
+    out["error"] = message;
+    return out.dump(2);
+}
+
+}  // namespace pysandbox::check

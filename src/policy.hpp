@@ -1,0 +1,50 @@
+#pragma once
+// The Python-aware policy layer: the vocabulary of `policy.deny_calls`, the audit hook installed
+// before the script (a generated sitecustomize.py), and the records that hook sends back. This
+// layer explains; the kernel layers are the boundary. The hook runs inside the interpreter the
+// script controls, so what it reports is the script's word, not the sandbox's.
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace pysandbox {
+struct Profile;
+}
+
+namespace pysandbox::policy {
+
+// One name of `policy.deny_calls`, and what it stands for.
+struct CallRule {
+    std::string_view name;         // as written in a profile: "os.system"
+    std::string_view audit_event;  // the PEP 578 event the hook watches ("open": see the hook)
+    std::string_view functions;    // space-separated dotted names `check` reports calls of
+    std::string_view doc;
+};
+
+// Every name deny_calls accepts.
+std::span<const CallRule> call_rules();
+bool is_known_call(std::string_view name);
+std::string known_calls();  // "os.system, os.exec, ..." for error messages and docs
+
+// A dotted module name: identifiers separated by dots ("xml.etree", not "xml..etree" or "1x").
+bool is_module_name(std::string_view name);
+
+// The fd the interpreter finds its policy channel on: a write-only pipe the supervisor drains.
+inline constexpr int kPolicyFd = 4;
+
+// sitecustomize.py for kSandboxPythonDir (plan.hpp): installs the audit hook enforcing profile's [policy].
+std::string sitecustomize_source(const Profile& profile);
+
+// The `pysandbox check` analyzer: reads the script named by argv[1], prints one JSON object.
+std::string analyzer_source(const Profile& profile);
+
+// Blocks the hook reported, ("import"|"call", what) -> times. Lines are "kind\twhat\n"; anything
+// else (the script can write to the channel too) is ignored.
+using Blocks = std::map<std::pair<std::string, std::string>, std::uint64_t>;
+void parse_records(std::string_view text, Blocks& blocks);
+
+}  // namespace pysandbox::policy
