@@ -4,7 +4,7 @@
 
 _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
     case $1 in
-        '') REPLY='run profile doctor' ;;
+        '') REPLY='run check profile doctor' ;;
         'profile') REPLY='list show' ;;
         *) REPLY='' ;;
     esac
@@ -12,7 +12,8 @@ _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
 _pysandbox_options() {  # $1: a command path; REPLY: its options
     case $1 in
         '') REPLY='-h --help --version' ;;
-        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --output-dir --workdir -c --json -v --verbose' ;;
+        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --output-dir --workdir --incident-log -c --json -v --verbose' ;;
+        'check') REPLY='-h --help -p --profile --json --incident-log' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
         'profile show') REPLY='-h --help' ;;
@@ -36,13 +37,17 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'run|--input') REPLY='file' ;;
         'run|--output-dir') REPLY='directory' ;;
         'run|--workdir') REPLY='directory' ;;
+        'run|--incident-log') REPLY='file' ;;
         'run|-c') REPLY='text' ;;
+        'check|-p'|'check|--profile') REPLY='profile' ;;
+        'check|--incident-log') REPLY='file' ;;
         *) REPLY='flag' ;;
     esac
 }
 _pysandbox_positional_kind() {  # $1: 'path|index'; REPLY: what that positional argument is
     case $1 in
         'run|0') REPLY='file' ;;
+        'check|0') REPLY='file' ;;
         'profile show|0') REPLY='profile' ;;
         *) REPLY='text' ;;
     esac

@@ -40,7 +40,7 @@ end
 function __pysandbox_subcommands  # $argv: a command path
     switch "$argv"
         case ''
-            echo run profile doctor
+            echo run check profile doctor
         case 'profile'
             echo list show
     end
@@ -63,7 +63,11 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'run|--input' \
             'run|--output-dir' \
             'run|--workdir' \
-            'run|-c'
+            'run|--incident-log' \
+            'run|-c' \
+            'check|-p' \
+            'check|--profile' \
+            'check|--incident-log'
             return 0
     end
     return 1
@@ -71,6 +75,7 @@ end
 
 complete -c pysandbox -f
 complete -c pysandbox -n '__pysandbox_at' -f -a 'run' -d 'Run a Python script inside the sandbox'
+complete -c pysandbox -n '__pysandbox_at' -f -a 'check' -d 'Report the script'\''s denied imports and calls (Python'\''s ast, run in the sandbox)'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'profile' -d 'List or show profiles'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'doctor' -d 'Check what this host allows, and how to fix what it does not'
 complete -c pysandbox -n '__pysandbox_at' -s h -l help -d 'Print this help message and exit'
@@ -90,10 +95,16 @@ complete -c pysandbox -n '__pysandbox_at run' -l env -x -d 'Set NAME=VALUE insid
 complete -c pysandbox -n '__pysandbox_at run' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
 complete -c pysandbox -n '__pysandbox_at run' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy the run'\''s artifacts (new or modified files under /tmp/work) into the existing host DIR; existing files are never overwritten'
 complete -c pysandbox -n '__pysandbox_at run' -l workdir -x -a '(__fish_complete_directories)' -d 'Bind the host DIR read-write as /tmp/work, so runs can hand files on; it must be writable by the uid the script runs as (65534 when root runs pysandbox)'
+complete -c pysandbox -n '__pysandbox_at run' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
 complete -c pysandbox -n '__pysandbox_at run' -s c -x -d 'Run CODE instead of a script file'
 complete -c pysandbox -n '__pysandbox_at run' -l json -d 'Print one JSON result (schema pysandbox.result/v1) with the output inside'
 complete -c pysandbox -n '__pysandbox_at run' -s v -l verbose -d 'Say what the sandbox does, step by step'
 complete -c pysandbox -n '__pysandbox_at run' -F
+complete -c pysandbox -n '__pysandbox_at check' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at check' -s p -l profile -x -a '(__pysandbox_profiles)' -d 'Profile whose [policy] applies'
+complete -c pysandbox -n '__pysandbox_at check' -l json -d 'Print one JSON object (schema pysandbox.check/v1)'
+complete -c pysandbox -n '__pysandbox_at check' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
+complete -c pysandbox -n '__pysandbox_at check' -F
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'list' -d 'List the profiles that can be named'
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'show' -d 'Print a profile, fully resolved, as TOML'
 complete -c pysandbox -n '__pysandbox_at profile' -s h -l help -d 'Print this help message and exit'

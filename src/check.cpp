@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exit_codes.hpp"
+#include "incident.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
 #include "result.hpp"
@@ -39,6 +40,25 @@ void print_human(const std::string& script, const Analysis& analysis) {
     if (!analysis.error.empty()) std::cerr << "pysandbox: " << analysis.error << "\n";
 }
 
+// Denied imports and calls are incidents; a syntax error is a finding but not one.
+void log_incident(const Plan& plan, const Analysis& analysis) {
+    json blocked = json::array();
+    for (const auto& f : analysis.findings) {
+        const std::string rule = f.value("rule", "");
+        if (rule != "denied-import" && rule != "denied-call") continue;
+        blocked.push_back({{"kind", rule == "denied-import" ? "import" : "call"},
+                           {"what", f.value("name", "")},
+                           {"line", f.value("line", 0)},
+                           {"col", f.value("col", 0)}});
+    }
+    if (blocked.empty()) return;
+    json entry = incident::head(plan, "check");
+    entry["status"] = "findings";
+    entry["blocked"] = std::move(blocked);
+    if (std::string problem = incident::append(plan, entry); !problem.empty())
+        std::cerr << "pysandbox: warning: " << problem << "\n";
+}
+
 json result(std::string_view status, const json& findings) {
     return {{"schema", kSchema}, {"status", status}, {"findings", findings}};
 }
@@ -47,8 +67,9 @@ json result(std::string_view status, const json& findings) {
 
 int run(const CheckOptions& options, const std::vector<std::string>& host_env) {
     Profile profile = load_profile(options.profile, profile_search_dirs());
-    std::unique_ptr<const Plan> plan = make_check_plan(std::move(profile), options.script, host_env);
+    std::unique_ptr<const Plan> plan = make_check_plan(std::move(profile), options, host_env);
     const Analysis analysis = read_analysis(*plan, run_sandbox(*plan));
+    log_incident(*plan, analysis);
     const bool clean = analysis.findings.empty();
     if (options.json) {
         json out = result(!analysis.error.empty() ? "error" : clean ? "clean" : "findings",

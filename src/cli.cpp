@@ -7,6 +7,14 @@
 namespace pysandbox {
 namespace {
 
+void add_incident_log_option(CLI::App& command, std::optional<std::string>& path) {
+    command
+        .add_option("--incident-log", path,
+                    "Append one JSON line to host file PATH when something was blocked "
+                    "(overrides policy.incident_log)")
+        ->type_name("PATH");
+}
+
 void add_run_command(CLI::App& app, Invocation& out) {
     CLI::App* run = app.add_subcommand("run", "Run a Python script inside the sandbox");
     RunOptions& o = out.run;
@@ -52,6 +60,7 @@ void add_run_command(CLI::App& app, Invocation& out) {
                     "must be writable by the uid the script runs as (65534 when root runs "
                     "pysandbox)")
         ->type_name("DIR");
+    add_incident_log_option(*run, o.incident_log);
     run->add_option("-c", o.code, "Run CODE instead of a script file")->type_name("CODE");
     run->add_flag("--json", o.json,
                   "Print one JSON result (schema pysandbox.result/v1) with the output inside");
@@ -69,6 +78,7 @@ void add_check_command(CLI::App& app, Invocation& out) {
     check->add_option("-p,--profile", o.profile, "Profile whose [policy] applies")
         ->type_name("PROFILE");
     check->add_flag("--json", o.json, "Print one JSON object (schema pysandbox.check/v1)");
+    add_incident_log_option(*check, o.incident_log);
     check->add_option("script", o.script, "The script to analyse")
         ->required()
         ->type_name("SCRIPT");

@@ -28,6 +28,7 @@ struct RunOptions {
     std::vector<std::string> inputs;         // --input FILE[=NAME], repeatable
     std::optional<std::string> output_dir;  // --output-dir DIR
     std::optional<std::string> workdir;     // --workdir DIR: a host directory as /tmp/work
+    std::optional<std::string> incident_log;  // --incident-log PATH
     std::optional<std::string> code;  // -c CODE
     std::string script;               // path, or "-" for stdin; empty with -c
     std::vector<std::string> args;    // everything after "--"
@@ -43,6 +44,7 @@ struct ProfileOptions {
 struct CheckOptions {
     std::string profile = "default";
     std::string script;
+    std::optional<std::string> incident_log;  // --incident-log PATH
     bool json = false;
 };
 

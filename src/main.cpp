@@ -12,6 +12,7 @@
 #include "cli.hpp"
 #include "doctor.hpp"
 #include "errors.hpp"
+#include "incident.hpp"
 #include "exit_codes.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
@@ -70,6 +71,9 @@ int run(const RunOptions& options) {
             std::to_string(outcome.wall.count()) + " ms wall, " + std::to_string(outcome.cpu_ms) +
             " ms cpu, " + std::to_string(outcome.max_rss_kib) + " KiB max rss");
     const int exit_code = exit_codes::for_outcome(outcome);
+    if (const auto entry = incident_json(*plan, outcome); !entry.is_null())
+        if (std::string problem = incident::append(*plan, entry); !problem.empty())
+            say("warning: " + problem);
     if (options.json)
         std::cout << dump_result(result_json(*plan, std::move(outcome))) << std::endl;
     else if (std::string summary = human_summary(*plan, outcome); !summary.empty())

@@ -1,10 +1,12 @@
 #include "plan.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,6 +17,7 @@
 #include "policy.hpp"
 #include "units.hpp"
 #include "seccomp.hpp"
+#include "sha256.hpp"
 
 namespace pysandbox {
 namespace fs = std::filesystem;
@@ -105,7 +108,9 @@ std::string read_all_stdin() {
 // The script, read now, at /sandbox/NAME inside; returns that path.
 std::string add_script_file(const std::string& host_path, Plan& plan) {
     std::string inside = std::string(kScriptDir) + "/" + fs::path(host_path).filename().string();
-    plan.files.push_back({inside, read_script(host_path), 0444});
+    std::string text = read_script(host_path);
+    plan.script_sha256 = Sha256::of(text);
+    plan.files.push_back({inside, std::move(text), 0444});
     return inside;
 }
 
@@ -120,11 +125,13 @@ void add_program(const RunOptions& options, Plan& plan) {
         plan.argv.push_back(*options.code);
         plan.script_label = "-c";
         plan.script_file = "<string>";
+        plan.script_sha256 = Sha256::of(*options.code);
     } else if (options.script == "-") {
         plan.stdin_program = read_all_stdin();
         plan.argv.push_back("-");
         plan.script_label = "-";
         plan.script_file = "<stdin>";
+        plan.script_sha256 = Sha256::of(*plan.stdin_program);
     } else if (!options.script.empty()) {
         std::string inside = add_script_file(options.script, plan);
         plan.argv.push_back(inside);
@@ -321,6 +328,31 @@ void add_sandbox_python(Plan& plan) {
         {std::string(kSandboxPythonDir) + "/pysandbox_figures.py", kFigureBackend, 0444});
 }
 
+// The audit hook reaches the interpreter through site and PYTHONPATH: a flag that skips either
+// would silently drop the [policy] layer, so it is refused instead.
+void check_hook_reachable(const Profile& profile) {
+    if (!policy::wants_hook(profile)) return;
+    for (const auto& arg : profile.interpreter_args)
+        if (arg.size() > 1 && arg[0] == '-' && arg[1] != '-' &&
+            arg.find_first_of("IES") != std::string::npos)
+            throw UsageError("python.args \"" + arg + "\" keeps Python from loading the [policy] "
+                             "audit hook (-I, -E and -S skip site or PYTHONPATH); remove it, or "
+                             "empty policy.deny_imports and policy.deny_calls");
+}
+
+void open_incident_log(const std::optional<std::string>& flag, Plan& plan) {
+    const std::string& path = flag ? *flag : plan.profile.incident_log;
+    const char* source = flag ? "--incident-log" : "policy.incident_log";
+    if (path.empty()) return;
+    // O_NOFOLLOW: a link planted where the log goes does not redirect root's appends.
+    plan.incident_log.reset(
+        ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (!plan.incident_log)
+        throw UsageError(std::string(source) + ": cannot open \"" + path + "\" for appending: " +
+                         std::strerror(errno));
+    plan.incident_log_path = path;
+}
+
 void find_cgroup(Plan& plan) {
     auto found = cgroup::find_own_delegation();
     if (auto* delegation = std::get_if<cgroup::Delegation>(&found))
@@ -441,6 +473,7 @@ std::unique_ptr<Plan> build_plan(Profile profile, const RunOptions& options,
     add_sandbox_python(*plan);
     plan->affinity = choose_cpus(plan->profile.limits.cpus);
     add_program(options, *plan);
+    check_hook_reachable(plan->profile);
     plan->files.push_back({std::string(kSandboxPythonDir) + "/sitecustomize.py",
                            policy::sitecustomize_source(plan->profile), 0444});
     add_environment(options, host_env, *plan);
@@ -464,18 +497,26 @@ std::unique_ptr<Plan> build_plan(Profile profile, const RunOptions& options,
 
 std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options,
                                       const std::vector<std::string>& host_env) {
-    return build_plan(std::move(profile), options, host_env);
+    std::unique_ptr<Plan> plan = build_plan(std::move(profile), options, host_env);
+    open_incident_log(options.incident_log, *plan);  // last: bad input creates nothing
+    return plan;
 }
 
-std::unique_ptr<const Plan> make_check_plan(Profile profile, const std::string& script,
+std::unique_ptr<const Plan> make_check_plan(Profile profile, const CheckOptions& check,
                                             const std::vector<std::string>& host_env) {
     RunOptions options;
     options.code = policy::analyzer_source(profile);
     options.json = true;  // the analyzer's output is read, not shown
-    options.args = {std::string(kScriptDir) + "/" + fs::path(script).filename().string()};
+    options.args = {std::string(kScriptDir) + "/" + fs::path(check.script).filename().string()};
+    options.incident_log = check.incident_log;
+    // The analyzer carries the policy as data; the hook would only get in its way (a profile
+    // may deny the very modules it imports).
+    profile.deny_imports.clear();
+    profile.deny_calls.clear();
     std::unique_ptr<Plan> plan = build_plan(std::move(profile), options, host_env);
-    add_script_file(script, *plan);
-    plan->script_label = script;
+    add_script_file(check.script, *plan);
+    plan->script_label = check.script;
+    open_incident_log(check.incident_log, *plan);  // last: bad input creates nothing
     return plan;
 }
 

@@ -21,6 +21,7 @@
 #include "landlock.hpp"
 #include "profile.hpp"
 #include "proxy.hpp"
+#include "sys/unique_fd.hpp"
 
 namespace pysandbox {
 
@@ -95,6 +96,12 @@ struct Plan {
     std::optional<std::string> stdin_program;  // `-`: fed to the interpreter's stdin, then EOF
     std::string script_label;                  // for messages: the path, "-c" or "-"
     std::string script_file;  // as Python names it in tracebacks: /sandbox/x.py, <string>, <stdin>
+    std::string script_sha256;  // of the program as given: the file, CODE or stdin
+
+    // Where blocks are reported (--incident-log or policy.incident_log): opened for appending
+    // before anything runs, so a bad path stops the run instead of losing the record.
+    std::string incident_log_path;
+    sys::UniqueFd incident_log;
     bool capture_output = false;  // --json: output goes into the result, not to stdout/stderr
 
     proxy::Allowlist allowlist;  // network.allow, parsed; used in proxy mode only
@@ -124,7 +131,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options
 
 // The plan of `pysandbox check`: the analyzer runs as the program, under the profile's isolation
 // and limits, with `script` (a host path) read-only at /sandbox/NAME as its argument.
-std::unique_ptr<const Plan> make_check_plan(Profile profile, const std::string& script,
+std::unique_ptr<const Plan> make_check_plan(Profile profile, const CheckOptions& options,
                                             const std::vector<std::string>& host_env);
 
 }  // namespace pysandbox

@@ -42,9 +42,17 @@ std::string sitecustomize_source(const Profile& profile);
 // The `pysandbox check` analyzer: reads the script named by argv[1], prints one JSON object.
 std::string analyzer_source(const Profile& profile);
 
-// Blocks the hook reported, ("import"|"call", what) -> times. Lines are "kind\twhat\n"; anything
-// else (the script can write to the channel too) is ignored.
+// What the hook reported: its blocks, ("import"|"call", what) -> times, and that it was installed.
+// Lines are "kind\twhat\n"; anything else (the script can write to the channel too) is ignored,
+// and at most 100 distinct blocks are kept.
 using Blocks = std::map<std::pair<std::string, std::string>, std::uint64_t>;
-void parse_records(std::string_view text, Blocks& blocks);
+struct Records {
+    Blocks blocks;
+    bool hook_installed = false;
+};
+Records parse_records(std::string_view text);
+
+// Whether the profile asks for the audit hook at all.
+bool wants_hook(const Profile& profile);
 
 }  // namespace pysandbox::policy

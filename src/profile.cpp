@@ -122,6 +122,21 @@ KeySpec string_key(std::string_view path, std::string_view doc, Accessor<std::st
             }};
 }
 
+// A host path that must be absolute (a profile is not tied to the caller's directory); empty
+// means none.
+KeySpec absolute_path_key(std::string_view path, std::string_view doc, Accessor<std::string> field) {
+    return {path, "string", doc,
+            [field](const toml::node& n, Profile& p) {
+                std::string value = expect_string(n);
+                if (!value.empty() && value.front() != '/')
+                    throw std::invalid_argument("\"" + value + "\" must be an absolute path");
+                field(p) = std::move(value);
+            },
+            [field](Profile& p, toml::table& t, const std::string& leaf) {
+                t.insert_or_assign(leaf, field(p));
+            }};
+}
+
 KeySpec bool_key(std::string_view path, std::string_view doc, Accessor<bool> field) {
     return {path, "boolean", doc,
             [field](const toml::node& n, Profile& p) {
@@ -326,6 +341,11 @@ const std::vector<KeySpec>& key_specs() {
                            ? std::string()
                            : "unknown call name (known: " + policy::known_calls() + ")";
             }));
+        keys.push_back(absolute_path_key(
+            "policy.incident_log",
+            "Host file (absolute path) to which every run or check that was blocked appends one "
+            "JSON line; --incident-log overrides it. Empty: no log.",
+            [](Profile& p) -> auto& { return p.incident_log; }));
         return keys;
     }();
     return kKeys;

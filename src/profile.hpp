@@ -50,6 +50,7 @@ struct Profile {
     seccomp::Settings seccomp;
     std::vector<std::string> deny_imports;  // [policy]: modules (and their submodules)
     std::vector<std::string> deny_calls;    // [policy]: names from policy::call_rules()
+    std::string incident_log;               // [policy]: absolute path, or empty for none
 };
 
 // Where bare profile names are looked up, in order.

@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "exit_codes.hpp"
+#include "incident.hpp"
+#include "policy.hpp"
 #include "units.hpp"
 #include "version.hpp"
 
@@ -76,7 +78,7 @@ std::string count_summary(const std::map<std::string, std::uint64_t>& counts,
 std::map<std::string, std::map<std::string, std::uint64_t>> policy_blocks_by_kind(
     const Outcome& outcome) {
     std::map<std::string, std::map<std::string, std::uint64_t>> by_kind;
-    for (const auto& [key, count] : outcome.policy_blocks) by_kind[key.first][key.second] = count;
+    for (const auto& [key, count] : outcome.policy.blocks) by_kind[key.first][key.second] = count;
     return by_kind;
 }
 
@@ -93,6 +95,11 @@ std::string output_summary(const Plan& plan, const Outcome& outcome) {
     if (omitted == 0) return {};
     return "output limit of " + units::format_size(plan.profile.limits.output_limit) +
            " reached; " + std::to_string(omitted) + " bytes omitted from the middle";
+}
+
+bool hook_missing(const Plan& plan, const Outcome& outcome) {
+    const bool script_ran = outcome.kind == Kind::exited || outcome.kind == Kind::signaled;
+    return script_ran && policy::wants_hook(plan.profile) && !outcome.policy.hook_installed;
 }
 
 }  // namespace
@@ -119,6 +126,8 @@ Status classify(const Plan& plan, const Outcome& outcome,
     if (hit_memory_limit(outcome, exception)) return Status::memory_limit;
     if (hit_cpu_limit(plan, outcome)) return Status::cpu_limit;
     if (outcome.kind == Kind::signaled) return Status::killed;
+    // The audit hook refused something and the script did not recover: that is why it failed.
+    if (!outcome.policy.blocks.empty() && outcome.exit_code != 0) return Status::policy_violation;
     if (exception) return Status::exception;
     if (output_truncated(outcome)) return Status::output_limit;
     return outcome.exit_code == 0 ? Status::ok : Status::error;
@@ -126,8 +135,14 @@ Status classify(const Plan& plan, const Outcome& outcome,
 
 std::string human_summary(const Plan& plan, const Outcome& outcome) {
     const Limits& limits = plan.profile.limits;
+    const std::string hook_warning =
+        hook_missing(plan, outcome)
+            ? "the [policy] audit hook did not report itself installed (only the kernel layers "
+              "applied); does python.args disable site or PYTHONPATH?"
+            : "";
     switch (outcome.kind) {
-        case Kind::exited: return join(output_summary(plan, outcome), blocked_summary(outcome));
+        case Kind::exited:
+            return join(join(output_summary(plan, outcome), blocked_summary(outcome)), hook_warning);
         case Kind::signaled:
             if (hit_cpu_limit(plan, outcome))
                 return "CPU time limit of " + units::format_duration(limits.cpu_time) +
@@ -135,7 +150,8 @@ std::string human_summary(const Plan& plan, const Outcome& outcome) {
             if (outcome.oom_kills > 0)
                 return "memory limit of " + units::format_size(limits.memory) +
                        " reached; the script was killed";
-            return join(output_summary(plan, outcome), blocked_summary(outcome));
+            return join(join(output_summary(plan, outcome), blocked_summary(outcome)),
+                        hook_warning);
         case Kind::timeout:
             return "wall-clock limit of " + units::format_duration(limits.wall_time) +
                    " reached; the sandbox was killed";
@@ -199,7 +215,7 @@ json violations_json(const Outcome& outcome, Status status) {
                               {"what", destination},
                               {"count", count},
                               {"action", "denied"}});
-    for (const auto& [key, count] : outcome.policy_blocks)
+    for (const auto& [key, count] : outcome.policy.blocks)
         violations.push_back(
             {{"kind", key.first}, {"what", key.second}, {"count", count}, {"action", "denied"}});
     if (const char* limit = limit_for(status))
@@ -246,16 +262,23 @@ json limits_json(const Plan& plan) {
             {"network", to_string(plan.profile.net_mode)}};
 }
 
-json enforcement_json(const Plan& plan) {
+std::string_view audit_hook_state(const Plan& plan, const Outcome& outcome) {
+    if (!policy::wants_hook(plan.profile)) return "off";
+    return outcome.policy.hook_installed ? "installed" : "not confirmed";
+}
+
+json enforcement_json(const Plan& plan, const Outcome& outcome) {
     json degraded = json::array();
     if (plan.landlock.abi == 0) degraded.push_back("landlock");
     if (!plan.cgroup) degraded.push_back("cgroup");
+    if (hook_missing(plan, outcome)) degraded.push_back("audit_hook");
     return {{"namespaces", {"user", "mount", "pid", "network", "ipc", "uts", "cgroup"}},
             {"seccomp", plan.profile.seccomp.kill ? "kill" : "errno"},
             {"landlock", plan.landlock.abi > 0 ? json(plan.landlock.abi) : json(false)},
             {"no_new_privs", true},
             {"capabilities", json::array()},
             {"resources", plan.cgroup ? "cgroup" : "rlimit"},
+            {"audit_hook", audit_hook_state(plan, outcome)},
             {"host_uid", plan.ids.outer_uid},
             {"degraded", degraded}};
 }
@@ -295,10 +318,23 @@ json result_json(const Plan& plan, Outcome outcome) {
         {"files", files_json(outcome.files)},
         {"usage", usage_json(outcome)},
         {"limits", limits_json(plan)},
-        {"enforcement", enforcement_json(plan)},
+        {"enforcement", enforcement_json(plan, outcome)},
         {"profile", plan.profile.name},
         {"error", error_json(plan, outcome)},
     };
+}
+
+json incident_json(const Plan& plan, const Outcome& outcome) {
+    const std::optional<PythonException> exception = find_exception(plan, outcome);
+    const Status status = classify(plan, outcome, exception);
+    json blocked = json::array();
+    for (auto& violation : violations_json(outcome, status))
+        if (violation["kind"] != "resource") blocked.push_back(std::move(violation));
+    if (blocked.empty()) return nullptr;
+    json entry = incident::head(plan, "run");
+    entry["status"] = to_string(status);
+    entry["blocked"] = std::move(blocked);
+    return entry;
 }
 
 json early_error_json(std::string_view message, std::string_view profile) {

@@ -29,7 +29,8 @@ enum class Status {
     cpu_limit,         // the CPU-time limit
     output_limit,      // the output went over its cap and was cut in the middle
     killed,            // a signal that no limit explains, or pysandbox was interrupted
-    policy_violation,  // a denied system call ended the sandbox (seccomp action "kill")
+    policy_violation,  // a denied system call ended the sandbox (seccomp action "kill"), or the
+                       // script failed after the [policy] audit hook refused something
     sandbox_error,     // pysandbox could not set up or start the script; it did not run
 };
 std::string_view to_string(Status status);
@@ -47,6 +48,10 @@ std::string human_summary(const Plan& plan, const Outcome& outcome);
 // Takes the outcome by value: the captured output (up to the output limit, three times) moves
 // into the JSON instead of being copied.
 nlohmann::ordered_json result_json(const Plan& plan, Outcome outcome);
+
+// The incident-log entry of a run (incident.hpp) with its blocks: system calls, connections,
+// imports and calls; null when nothing was blocked. Resource limits are not incidents.
+nlohmann::ordered_json incident_json(const Plan& plan, const Outcome& outcome);
 
 // The result when pysandbox failed before a sandbox existed (usage, profile, host set-up).
 nlohmann::ordered_json early_error_json(std::string_view message, std::string_view profile);

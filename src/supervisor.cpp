@@ -474,7 +474,7 @@ Outcome run_sandbox(const Plan& plan) {
     Outcome outcome = supervision.run();
     if (cgroup) outcome.oom_kills = cgroup->oom_kills();
     constexpr std::size_t kMaxPolicyBytes = 1 << 20;
-    policy::parse_records(drain(pipes.policy.read.get(), kMaxPolicyBytes), outcome.policy_blocks);
+    outcome.policy = policy::parse_records(drain(pipes.policy.read.get(), kMaxPolicyBytes));
     return outcome;
 }
 

@@ -54,7 +54,7 @@ struct Outcome {
     std::optional<Captured> captured;
     std::map<std::string, std::uint64_t> blocked_connections;  // "host:port" -> times denied
     std::vector<artifacts::Artifact> files;  // what the run left in /tmp/work
-    policy::Blocks policy_blocks;  // what the audit hook reported (the script's own word)
+    policy::Records policy;  // what the audit hook reported (the script's own word)
 };
 
 // Runs the plan to completion. Throws SysError when the sandbox cannot even be created (clone3,

@@ -1,0 +1,25 @@
+#pragma once
+// The incident log: one JSON line (schema pysandbox.incident/v1) for each run or check in which
+// something was blocked, appended to a host file for later analysis. The man page documents
+// the fields; result.cpp and check.cpp say what was blocked.
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "plan.hpp"
+
+namespace pysandbox::incident {
+
+inline constexpr std::string_view kSchema = "pysandbox.incident/v1";
+
+// The fields every entry starts with: schema, time (UTC, RFC 3339, milliseconds), command
+// ("run" or "check"), profile, script (as given) and script_sha256.
+nlohmann::ordered_json head(const Plan& plan, std::string_view command);
+
+// Appends `entry` to the plan's log as one line, with one write(2): O_APPEND keeps the lines of
+// concurrent runs whole. Returns why it failed, or an empty string. Without a log: nothing.
+std::string append(const Plan& plan, const nlohmann::ordered_json& entry);
+
+}  // namespace pysandbox::incident
