@@ -50,6 +50,7 @@ int step_keep_only_own_fds(ChildContext& ctx) noexcept {
     std::sort(std::begin(own), std::end(own));
     unsigned first = STDERR_FILENO + 1;
     for (int fd : own) {
+        if (fd < 0) continue;  // no policy channel
         if (static_cast<unsigned>(fd) > first && ::close_range(first, fd - 1, 0) != 0)
             return step_fail(ctx, "close_range(%u, %d)", first, fd - 1);
         first = std::max(first, static_cast<unsigned>(fd) + 1);
@@ -79,8 +80,9 @@ int step_new_session(ChildContext& ctx) noexcept {
 }
 
 // Only stdin, stdout, stderr (the supervisor's pipes), the report pipe and the policy channel stay
-// open: whatever the caller leaked into pysandbox does not reach the script. The policy channel
-// is the only one the interpreter inherits (the audit hook writes to it).
+// open: whatever the caller leaked into pysandbox does not reach the script. The policy channel,
+// when the profile has a [policy], is the only one the interpreter inherits (the audit hook
+// writes to it).
 int step_close_fds(ChildContext& ctx) noexcept {
     const ChildFds& fds = ctx.fds;
     if (::dup2(fds.stdin_read, STDIN_FILENO) < 0 || ::dup2(fds.stdout_write, STDOUT_FILENO) < 0 ||
@@ -89,11 +91,13 @@ int step_close_fds(ChildContext& ctx) noexcept {
     // Out of the way first: either may sit where the other one goes.
     constexpr int kAbove = policy::kPolicyFd + 1;
     const int report = ::fcntl(fds.report_write, F_DUPFD_CLOEXEC, kAbove);
-    const int channel = ::fcntl(fds.policy_write, F_DUPFD_CLOEXEC, kAbove);
-    if (report < 0 || channel < 0) return step_fail(ctx, "fcntl(F_DUPFD_CLOEXEC, %d)", kAbove);
+    const bool has_channel = fds.policy_write >= 0;
+    const int channel = has_channel ? ::fcntl(fds.policy_write, F_DUPFD_CLOEXEC, kAbove) : -1;
+    if (report < 0 || (has_channel && channel < 0))
+        return step_fail(ctx, "fcntl(F_DUPFD_CLOEXEC, %d)", kAbove);
     if (::dup3(report, kReportFd, O_CLOEXEC) < 0)
         return step_fail(ctx, "dup3(report pipe -> %d)", kReportFd);
-    if (::dup2(channel, policy::kPolicyFd) < 0)
+    if (has_channel && ::dup2(channel, policy::kPolicyFd) < 0)
         return step_fail(ctx, "dup2(policy channel -> %d)", policy::kPolicyFd);
     if (::close_range(kAbove, ~0U, 0) != 0) return step_fail(ctx, "close_range(%d, ~0)", kAbove);
     ctx.report_fd = kReportFd;

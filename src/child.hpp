@@ -16,7 +16,8 @@ struct ChildFds {
     int stdin_read;
     int stdout_write;
     int stderr_write;
-    int policy_write;   // the audit hook's records (policy.hpp), at kPolicyFd in the interpreter
+    int policy_write;   // the audit hook's records (policy.hpp), at kPolicyFd in the interpreter;
+                        // -1 without a [policy]
 };
 
 // Everything a step may touch. `detail` receives the failing call with its arguments.

@@ -328,6 +328,17 @@ void add_sandbox_python(Plan& plan) {
         {std::string(kSandboxPythonDir) + "/pysandbox_figures.py", kFigureBackend, 0444});
 }
 
+// [policy]'s socket rules describe a sandbox without a network: once the profile or a flag turns
+// one on, they would only stand in its way (the proxy and its allowlist decide instead).
+void drop_socket_rules_with_network(Profile& profile) {
+    if (profile.net_mode == NetMode::none) return;
+    auto is_socket = [](std::string_view name) {
+        return name == "socket" || name.starts_with("socket.");
+    };
+    std::erase_if(profile.deny_calls, is_socket);
+    std::erase_if(profile.deny_imports, is_socket);
+}
+
 // The audit hook reaches the interpreter through site and PYTHONPATH: a flag that skips either
 // would silently drop the [policy] layer, so it is refused instead.
 void check_hook_reachable(const Profile& profile) {
@@ -441,6 +452,7 @@ namespace {
 std::unique_ptr<Plan> build_plan(Profile profile, const RunOptions& options,
                                  const std::vector<std::string>& host_env) {
     apply_overrides(profile, options);
+    drop_socket_rules_with_network(profile);
 
     auto plan = std::make_unique<Plan>();
     plan->profile = std::move(profile);
@@ -505,6 +517,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options
 std::unique_ptr<const Plan> make_check_plan(Profile profile, const CheckOptions& check,
                                             const std::vector<std::string>& host_env) {
     RunOptions options;
+    drop_socket_rules_with_network(profile);
     options.code = policy::analyzer_source(profile);
     options.json = true;  // the analyzer's output is read, not shown
     options.args = {std::string(kScriptDir) + "/" + fs::path(check.script).filename().string()};

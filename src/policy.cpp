@@ -16,15 +16,19 @@ using json = nlohmann::ordered_json;
 // "open" is special: the hook blocks only opens for writing outside /tmp.
 constexpr CallRule kCallRules[] = {
     {"os.system", "os.system", "os.system", "run a shell command"},
-    {"os.exec", "os.exec", "os.execv os.execve os.execl os.execle os.execlp os.execlpe os.execvp os.execvpe",
-     "replace the interpreter with another program (os.exec*)"},
+    // os.spawn* is os.fork then os.exec* at run time; check reports it under this name.
+    {"os.exec", "os.exec",
+     "os.execv os.execve os.execl os.execle os.execlp os.execlpe os.execvp os.execvpe "
+     "os.spawnl os.spawnle os.spawnlp os.spawnlpe os.spawnv os.spawnve os.spawnvp os.spawnvpe",
+     "replace the interpreter with another program (os.exec*, os.spawn*)"},
     {"os.posix_spawn", "os.posix_spawn", "os.posix_spawn os.posix_spawnp",
      "start a program with os.posix_spawn*"},
     {"os.fork", "os.fork", "os.fork os.forkpty", "fork the interpreter"},
     {"os.kill", "os.kill", "os.kill os.killpg", "send a signal to a process"},
     {"subprocess.Popen", "subprocess.Popen",
      "subprocess.Popen subprocess.run subprocess.call subprocess.check_call "
-     "subprocess.check_output subprocess.getoutput subprocess.getstatusoutput os.popen",
+     "subprocess.check_output subprocess.getoutput subprocess.getstatusoutput os.popen "
+     "asyncio.create_subprocess_exec asyncio.create_subprocess_shell",
      "start a program with subprocess (os.popen too)"},
     {"socket.connect", "socket.connect", "socket.create_connection", "connect a socket"},
     {"socket.bind", "socket.bind", "socket.create_server", "bind a socket to an address"},

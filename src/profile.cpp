@@ -326,7 +326,8 @@ const std::vector<KeySpec>& key_specs() {
                                         [](Profile& p) -> auto& { return p.seccomp.allow; }));
         keys.push_back(checked_list_key(
             "policy.deny_imports",
-            "Modules the audit hook refuses to import (submodules too) and `check` reports.",
+            "Modules the audit hook refuses to import (submodules too) and `check` reports; "
+            "socket only while network.mode is none.",
             [](Profile& p) -> auto& { return p.deny_imports; }, [](const std::string& name) {
                 return policy::is_module_name(name) ? std::string()
                                                     : std::string("not a module name");
@@ -335,7 +336,8 @@ const std::vector<KeySpec>& key_specs() {
             "policy.deny_calls",
             "Operations the audit hook refuses and `check` reports: os.system, os.exec, "
             "os.posix_spawn, os.fork, os.kill, subprocess.Popen, socket.connect, socket.bind, "
-            "ctypes.dlopen, open-write-outside-tmp.",
+            "ctypes.dlopen, open-write-outside-tmp; the socket ones only while network.mode is "
+            "none.",
             [](Profile& p) -> auto& { return p.deny_calls; }, [](const std::string& name) {
                 return policy::is_known_call(name)
                            ? std::string()

@@ -448,7 +448,8 @@ Outcome run_sandbox(const Plan& plan) {
     if (pid == 0) {
         run_child(plan, ChildFds{pipes.release.read.get(), pipes.report.write.get(),
                                  pipes.in.read.get(), pipes.out.write.get(),
-                                 pipes.err.write.get(), pipes.policy.write.get()});
+                                 pipes.err.write.get(),
+                                 policy::wants_hook(plan.profile) ? pipes.policy.write.get() : -1});
     }
     if (pid < 0) {
         const int error = errno;  // read before the hint opens files

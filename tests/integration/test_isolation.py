@@ -333,9 +333,17 @@ class LiveProcessTest(SandboxTestCase):
         """
         with self.running(probe, pass_fds=(low, high)) as live:
             fds = sorted(os.listdir(f"/proc/{live.pid}/fd"), key=int)
+            channel = os.readlink(f"/proc/{live.pid}/fd/4") if "4" in fds else ""
+            with open(f"/proc/{live.pid}/fdinfo/4") if channel else open(os.devnull) as info:
+                flags = next((int(line.split()[1], 8) for line in info
+                              if line.startswith("flags:")), None)
             report = parse_report(live.early_stdout)
-        self.assertEqual(fds, ["0", "1", "2"])
-        self.assertEqual(report, {})
+        # Besides stdio only the [policy] audit hook's channel is open: fd 4, the write end of a
+        # pipe pysandbox drains. Nothing of the caller's.
+        self.assertEqual(fds, ["0", "1", "2", "4"])
+        self.assertTrue(channel.startswith("pipe:"), channel)
+        self.assertEqual(flags & os.O_ACCMODE, os.O_WRONLY)
+        self.assertEqual(report, {"4": "OSError"}, "a pipe cannot be pread: ESPIPE")
         self.assertNotIn(secret.encode(), live.result.output)
 
     def test_pid_namespace_hides_host_processes(self):

@@ -99,6 +99,7 @@ class StatusTest(JsonTestCase):
         self.assertEqual(enforcement["capabilities"], [])
         self.assertEqual(enforcement["resources"], "rlimit", "this host has no cgroup v2")
         self.assertEqual(enforcement["degraded"], ["cgroup"])
+        self.assertEqual(enforcement["audit_hook"], "installed", "the default profile has a [policy]")
         self.assertEqual(enforcement["host_uid"], expected_host_uid())
 
     def test_error_is_a_nonzero_exit_without_exception(self):

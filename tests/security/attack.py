@@ -297,6 +297,21 @@ def hold(tag="end"):
 '''
 
 
+_KERNEL_ONLY: Path | None = None
+
+
+def kernel_only_profile() -> Path:
+    """The default profile without its [policy] audit hook. The hook lives in the interpreter
+    the script controls (a script can remove it), so the attacks are judged against the layers
+    underneath it: kernel isolation, seccomp, Landlock and the limits."""
+    global _KERNEL_ONLY
+    if _KERNEL_ONLY is None:
+        _KERNEL_ONLY = write_file(shared_dir() / "kernel-only.toml",
+                                  'extends = "default"\n\n[policy]\ndeny_imports = []\n'
+                                  "deny_calls = []\n")
+    return _KERNEL_ONLY
+
+
 def script_file(body: str, name: str = "attack.py", directory: Path | None = None) -> Path:
     """PRELUDE + the dedented ``body`` in a fresh directory that uid 65534 can read."""
     directory = directory or shared_dir()
@@ -879,7 +894,9 @@ class Sandbox:
         seconds = _parse_duration(timeout) if timeout else 5.0
         self.host_timeout = host_timeout if host_timeout is not None else seconds + 5.0
         nobody = RUN_AS == "nobody" if as_nobody is None else as_nobody
-        run_opts = list(options) + (["--timeout", timeout] if timeout else [])
+        chosen = any(o in ("-p", "--profile") or str(o).startswith("--profile=") for o in options)
+        profile = [] if chosen else ["-p", str(kernel_only_profile())]
+        run_opts = profile + list(options) + (["--timeout", timeout] if timeout else [])
         self.argv = (AS_NOBODY if nobody else []) + [
             self.binary, "run", *run_opts, str(self.script), "--", self.marker, *map(str, args)]
         self.env = env
