@@ -41,8 +41,22 @@ class ExamplesTest(SandboxTestCase):
                          result.describe())
         self.assertEqual([f["path"] for f in obj["files"]], ["plot.png"])
 
+    def test_risky_is_found_by_check_and_refused_by_run(self):
+        found = run(["check", "--json", EXAMPLES / "risky.py"])
+        self.assertExit(found, 1)
+        findings = json.loads(found.stdout)["findings"]
+        self.assertEqual([(f["line"], f["rule"], f["name"]) for f in findings],
+                         [(8, "denied-call", "os.system")], found.describe())
+        result = run(["run", "--json", EXAMPLES / "risky.py", "--", self.marker])
+        obj = json.loads(result.stdout)
+        self.assertEqual((obj["status"], obj["exit_code"]), ("policy_violation", 1), result.describe())
+        self.assertEqual(obj["stdout"], "sum of squares: 285\n")
+        self.assertEqual(obj["exception"]["line"], 8)
+        self.assertEqual(obj["violations"],
+                         [{"kind": "call", "what": "os.system", "count": 1, "action": "denied"}])
+
     def test_every_example_is_tested(self):
-        tested = set(EXPECTED_OUTPUT) | {"hello.py", "plot_csv.py"}
+        tested = set(EXPECTED_OUTPUT) | {"hello.py", "plot_csv.py", "risky.py"}
         self.assertEqual({p.name for p in EXAMPLES.glob("*.py")} - tested, set())
 
 
