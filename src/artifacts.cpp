@@ -9,6 +9,8 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "sha256.hpp"
@@ -48,6 +50,56 @@ std::vector<std::string> sorted_names(int dir) {
     std::sort(names.begin(), names.end());
     return names;
 }
+
+// The host side of one copy. The data goes into an unnamed O_TMPFILE in the output directory and
+// gets its name only once complete, through linkat (which never replaces a name): a pysandbox
+// killed midway leaves nothing behind, not a truncated file. A filesystem without O_TMPFILE gets
+// the named file at once (O_EXCL), removed again if the copy fails.
+class HostCopy {
+  public:
+    // Empty `refusal()` when the copy may start: "exists" or "error" otherwise.
+    HostCopy(int dir, std::string name) : dir_(dir), name_(std::move(name)) {
+        struct stat st;
+        if (::fstatat(dir_, name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            refusal_ = "exists";
+            return;
+        }
+        fd_.reset(::openat(dir_, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644));
+        if (!fd_) {
+            named_ = true;
+            fd_.reset(::openat(dir_, name_.c_str(),
+                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+        }
+        if (!fd_) refusal_ = errno == EEXIST ? "exists" : "error";
+    }
+    HostCopy(const HostCopy&) = delete;
+    HostCopy& operator=(const HostCopy&) = delete;
+    ~HostCopy() {
+        if (named_ && fd_ && !published_) ::unlinkat(dir_, name_.c_str(), 0);
+    }
+
+    const std::string& refusal() const { return refusal_; }
+    int fd() const { return fd_.get(); }
+
+    // Gives the complete copy its name. Returns "" or why not ("exists", "error").
+    std::string publish() {
+        published_ = true;
+        if (named_) return "";
+        const std::string self = "/proc/self/fd/" + std::to_string(fd_.get());
+        if (::linkat(AT_FDCWD, self.c_str(), dir_, name_.c_str(), AT_SYMLINK_FOLLOW) == 0)
+            return "";
+        published_ = false;
+        return errno == EEXIST ? "exists" : "error";
+    }
+
+  private:
+    int dir_;
+    std::string name_;
+    UniqueFd fd_;
+    std::string refusal_;
+    bool named_ = false;
+    bool published_ = false;
+};
 
 bool same_inode(const struct stat& a, const struct stat& b) {
     return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
@@ -135,23 +187,24 @@ class Walker {
         const bool copying = host_dir != kListOnly;
         if (copying)
             artifact.skipped = host_dir == kHostDirMissing ? "error" : copy_refusal(artifact.size);
-        UniqueFd out;
+        std::optional<HostCopy> out;
         if (copying && artifact.skipped.empty()) {
-            out.reset(::openat(host_dir, name.c_str(),
-                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-            if (!out) artifact.skipped = errno == EEXIST ? "exists" : "error";
+            out.emplace(host_dir, name);
+            artifact.skipped = out->refusal();
+            if (!artifact.skipped.empty()) out.reset();
         }
         if (in && budget_.bytes_read + artifact.size <= kMaxBytesRead) {
-            bool written = read_through(in.get(), out.get(), artifact);
+            const bool written = read_through(in.get(), out ? out->fd() : -1, artifact);
             if (out && !written) {
-                ::unlinkat(host_dir, name.c_str(), 0);
                 artifact.skipped = "error";
             } else if (out) {
-                budget_.bytes_copied += artifact.size;
-                artifact.host_path = options_.output_dir_path + "/" + path;
+                artifact.skipped = out->publish();
+                if (artifact.skipped.empty()) {
+                    budget_.bytes_copied += artifact.size;
+                    artifact.host_path = options_.output_dir_path + "/" + path;
+                }
             }
         } else if (out) {
-            ::unlinkat(host_dir, name.c_str(), 0);
             artifact.skipped = "error";
         }
         found_.push_back(std::move(artifact));

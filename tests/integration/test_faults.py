@@ -89,7 +89,7 @@ class FaultTestCase(SandboxTestCase):
 
 
 class SigkillTest(FaultTestCase):
-    """SIGKILL to pysandbox in each phase. Copying artifacts out is not built yet."""
+    """SIGKILL to pysandbox in each phase: setup, the script running, artifacts being copied."""
 
     KILLS = 40
     MAX_DELAY = 0.015
@@ -126,6 +126,45 @@ class SigkillTest(FaultTestCase):
         proc.kill()
         proc.communicate(timeout=10)
         self.assertNothingLeft("a SIGKILL while the script ran")
+
+    def test_sigkill_while_copying_artifacts_leaves_no_partial_file(self):
+        out = temp_dir(mode=0o777)  # the unprivileged caller copies into it too
+        probe = script("""
+            for n in range(4):  # 240 MiB: under the file size and artifact caps, slow to copy
+                with open(f"/tmp/work/big-{n}.bin", "wb") as f:
+                    for _ in range(60):
+                        f.write(b"x" * (1 << 20))
+            print("written", flush=True)
+        """)
+        proc = subprocess.Popen(self.command("run", "--tmp-size", "512MiB", "--output-dir", out,
+                                             "--timeout", "30s", probe, "--", self.marker),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        # A copy is under way while pysandbox holds a file open in the output directory.
+        copying = False
+        deadline = time.monotonic() + 30
+        while not copying and proc.poll() is None and time.monotonic() < deadline:
+            copying = any(link.startswith(f"{out}/") for link in open_files(proc.pid))
+        proc.kill()
+        stdout, stderr = proc.communicate(timeout=10)
+        self.assertTrue(copying, f"pysandbox was never seen copying: {stdout!r} {stderr!r}")
+        self.assertEqual(os.listdir(out), [], "a partial artifact was left in --output-dir")
+        self.assertNothingLeft("a SIGKILL while artifacts were copied")
+
+
+def open_files(pid: int) -> list[str]:
+    """What the process's descriptors point at; those closed while looking are skipped."""
+    links = []
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return links
+    for fd in fds:
+        try:
+            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return links
 
 
 def phase_of(stdout: bytes, stderr: bytes) -> str:
