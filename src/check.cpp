@@ -19,6 +19,7 @@ using json = nlohmann::ordered_json;
 // The analyzer's findings, or a message saying why there are none to trust.
 struct Analysis {
     json findings = json::array();
+    std::uint64_t omitted = 0;  // findings past the analyzer's first 1000
     std::string error;
 };
 
@@ -27,16 +28,18 @@ Analysis read_analysis(const Plan& plan, const Outcome& outcome) {
     json parsed = json::parse(out, nullptr, false);
     if (outcome.kind == Outcome::Kind::exited && outcome.exit_code == 0 && parsed.is_object() &&
         parsed.contains("findings") && parsed["findings"].is_array())
-        return {parsed["findings"], ""};
+        return {parsed["findings"], parsed.value("omitted", std::uint64_t{0}), ""};
     std::string why = human_summary(plan, outcome);
     if (why.empty() && outcome.captured) why = outcome.captured->stderr_text;
-    return {json::array(), "the analysis failed: " + (why.empty() ? "no result" : why)};
+    return {json::array(), 0, "the analysis failed: " + (why.empty() ? "no result" : why)};
 }
 
 void print_human(const std::string& script, const Analysis& analysis) {
     for (const auto& f : analysis.findings)
         std::cout << script << ":" << f.value("line", 0) << ":" << f.value("col", 0) << ": "
                   << f.value("rule", "") << ": " << f.value("message", "") << "\n";
+    if (analysis.omitted > 0)
+        std::cout << script << ": " << analysis.omitted << " more findings not shown\n";
     if (!analysis.error.empty()) std::cerr << "pysandbox: " << analysis.error << "\n";
 }
 
@@ -59,8 +62,13 @@ void log_incident(const Plan& plan, const Analysis& analysis) {
         std::cerr << "pysandbox: warning: " << problem << "\n";
 }
 
-json result(std::string_view status, const json& findings) {
-    return {{"schema", kSchema}, {"status", status}, {"findings", findings}};
+json result(std::string_view status, const json& findings, std::uint64_t omitted) {
+    return {{"schema", kSchema}, {"status", status}, {"findings", findings}, {"omitted", omitted}};
+}
+
+// One line, as the run result; bytes that are not UTF-8 are replaced.
+std::string dump(const json& object) {
+    return object.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -73,9 +81,9 @@ int run(const CheckOptions& options, const std::vector<std::string>& host_env) {
     const bool clean = analysis.findings.empty();
     if (options.json) {
         json out = result(!analysis.error.empty() ? "error" : clean ? "clean" : "findings",
-                          analysis.findings);
+                          analysis.findings, analysis.omitted);
         if (!analysis.error.empty()) out["error"] = analysis.error;
-        std::cout << out.dump(2) << std::endl;
+        std::cout << dump(out) << std::endl;
     } else {
         print_human(options.script, analysis);
     }
@@ -84,9 +92,9 @@ int run(const CheckOptions& options, const std::vector<std::string>& host_env) {
 }
 
 std::string error_json(std::string_view message) {
-    json out = result("error", json::array());
+    json out = result("error", json::array(), 0);
     out["error"] = message;
-    return out.dump(2);
+    return dump(out);
 }
 
 }  // namespace pysandbox::check

@@ -163,6 +163,13 @@ import json
 import sys
 
 
+IMPORTERS = {"__import__", "builtins.__import__", "importlib.import_module",
+             "importlib.__import__"}
+RUNNERS = {"exec", "eval", "compile", "builtins.exec", "builtins.eval", "builtins.compile"}
+MAX_FINDINGS = 1000
+MAX_NESTED_SOURCE = 3  # exec("exec('...')"): how deep constant strings are read as code
+
+
 def denied_module(name):
     return any(name == d or name.startswith(d + ".") for d in DENY_IMPORTS)
 
@@ -170,7 +177,9 @@ def denied_module(name):
 class Analyzer(ast.NodeVisitor):
     def __init__(self):
         self.aliases = {}  # local name -> the dotted name it stands for
+        self.star_modules = []  # from M import *
         self.findings = []
+        self.nesting = 0
 
     def add(self, node, rule, name, message):
         self.findings.append({"line": node.lineno, "col": node.col_offset + 1, "rule": rule,
@@ -196,6 +205,7 @@ class Analyzer(ast.NodeVisitor):
         self.check_import(node, node.module)
         for alias in node.names:
             if alias.name == "*":
+                self.star_modules.append(node.module)
                 continue
             full = node.module + "." + alias.name
             if not denied_module(node.module):
@@ -211,14 +221,21 @@ class Analyzer(ast.NodeVisitor):
     def resolve(self, node):
         """The dotted name an expression stands for, seeing through aliases, or None."""
         if isinstance(node, ast.Name):
-            return self.aliases.get(node.id, node.id)
+            if node.id in self.aliases:
+                return self.aliases[node.id]
+            for module in self.star_modules:
+                if module + "." + node.id in DENY_FUNCTIONS:
+                    return module + "." + node.id
+            return node.id
         if isinstance(node, ast.Attribute):
             base = self.resolve(node.value)
             return base + "." + node.attr if base else None
+        if isinstance(node, ast.Subscript) and self.resolve(node.value) == "sys.modules":
+            return self.constant_string(node.slice)  # sys.modules["os"]
         if isinstance(node, ast.Call) and node.args:
             func = self.resolve(node.func)
             first = self.constant_string(node.args[0])
-            if func in ("__import__", "importlib.import_module") and first:
+            if func in IMPORTERS and first:
                 return first
             if func == "getattr" and len(node.args) >= 2:
                 base = self.resolve(node.args[0])
@@ -234,11 +251,28 @@ class Analyzer(ast.NodeVisitor):
 
     def visit_Call(self, node):
         func = self.resolve(node.func)
-        if func in ("__import__", "importlib.import_module") and node.args:
+        if func in IMPORTERS and node.args:
             self.check_import(node, self.constant_string(node.args[0]))
+        elif func in RUNNERS and node.args:
+            self.check_source(node, self.constant_string(node.args[0]))
         elif func:
             self.check_function(node, func)
         self.generic_visit(node)
+
+    def check_source(self, node, source):
+        """Code in a constant string, as exec and eval will run it: found at the call's line."""
+        if source is None or self.nesting >= MAX_NESTED_SOURCE:
+            return
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            return
+        for inner in ast.walk(tree):
+            if hasattr(inner, "lineno"):
+                inner.lineno, inner.col_offset = node.lineno, node.col_offset
+        self.nesting += 1
+        self.visit(tree)
+        self.nesting -= 1
 
     def visit_Assign(self, node):
         self.generic_visit(node)
@@ -258,7 +292,8 @@ def main():
         analyzer.findings.append({"line": e.lineno or 1, "col": e.offset or 1,
                                   "rule": "syntax-error", "name": "", "message": e.msg})
     analyzer.findings.sort(key=lambda f: (f["line"], f["col"]))
-    print(json.dumps({"findings": analyzer.findings}))
+    omitted = max(0, len(analyzer.findings) - MAX_FINDINGS)
+    print(json.dumps({"findings": analyzer.findings[:MAX_FINDINGS], "omitted": omitted}))
 
 
 main()
