@@ -1,0 +1,208 @@
+// The Python-aware policy layer as pysandbox sees it from outside the interpreter: the [policy]
+// keys, the records the audit hook sends back, the generated hook and analyzer, the plan's
+// adjustments (socket rules follow the network, flags that would skip the hook), and the
+// incident log's entries.
+
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+#include "errors.hpp"
+#include "incident.hpp"
+#include "plan.hpp"
+#include "policy.hpp"
+#include "profile.hpp"
+#include "test_support.hpp"
+
+namespace fs = std::filesystem;
+using pysandbox::Plan;
+using pysandbox::Profile;
+using pysandbox::ProfileError;
+using pysandbox::RunOptions;
+using pysandbox::UsageError;
+using pysandbox::test::contains;
+using pysandbox::test::kShippedProfiles;
+using pysandbox::test::message_of;
+using pysandbox::test::TempDir;
+using pysandbox::test::write_file;
+namespace policy = pysandbox::policy;
+
+namespace {
+
+using Strings = std::vector<std::string>;
+
+Profile shipped(const std::string& name) {
+    return pysandbox::load_profile(name, std::vector<fs::path>{kShippedProfiles});
+}
+
+Profile from_text(std::string_view text) {
+    const std::vector<fs::path> dirs{kShippedProfiles};
+    return pysandbox::load_profile_text(text, "inline.toml", dirs);
+}
+
+bool has(const Strings& list, std::string_view item) {
+    return std::ranges::find(list, item) != list.end();
+}
+
+std::string text_error(std::string_view text) {
+    return message_of<ProfileError>([&] { from_text(text); });
+}
+
+RunOptions code_options(std::string code = "pass") {
+    RunOptions options;
+    options.code = std::move(code);
+    return options;
+}
+
+std::unique_ptr<const Plan> plan_for(const RunOptions& options, Profile profile) {
+    return pysandbox::make_plan(std::move(profile), options, {});
+}
+
+}  // namespace
+
+TEST_SUITE("policy") {
+    TEST_CASE("the hook's records: counted by kind and name, junk ignored, installation noted") {
+        const policy::Records records = policy::parse_records(
+            "call\tos.system\ncall\tos.system\nimport\tctypes\nhook\tinstalled\n"
+            "signal\tx\n"            // an unknown kind
+            "call\t\n"               // nothing blocked
+            "call\tos system\n"      // not a name
+            "no tab at all\n"
+            "call\tos.fork");        // torn: no newline
+        CHECK(records.hook_installed);
+        CHECK(records.blocks == policy::Blocks{{{"call", "os.system"}, 2}, {{"import", "ctypes"}, 1}});
+        CHECK_FALSE(policy::parse_records("call\tos.system\n").hook_installed);
+    }
+
+    TEST_CASE("a flood of distinct records keeps 100 of them, and still counts those") {
+        std::string text;
+        for (int i = 0; i < 5000; ++i) text += "call\tfake." + std::to_string(i) + "\n";
+        text += "call\tfake.0\n";
+        const policy::Records records = policy::parse_records(text);
+        CHECK(records.blocks.size() == 100);
+        CHECK(records.blocks.at({"call", "fake.0"}) == 2);
+    }
+
+    TEST_CASE("module names") {
+        for (const char* good : {"os", "xml.etree", "_posixsubprocess", "a1.b_2"})
+            CHECK_MESSAGE(policy::is_module_name(good), good);
+        for (const char* bad : {"", ".os", "os.", "xml..etree", "1x", "os path", "os/path"})
+            CHECK_MESSAGE(!policy::is_module_name(bad), bad);
+    }
+
+    TEST_CASE("shipped policies: default denies calls only, strict imports too, network no sockets") {
+        const Profile normal = shipped("default");
+        CHECK(normal.deny_imports.empty());
+        CHECK(has(normal.deny_calls, "os.system"));
+        CHECK(has(normal.deny_calls, "subprocess.Popen"));
+        const Profile strict = shipped("strict");
+        CHECK(has(strict.deny_imports, "ctypes"));
+        CHECK(has(strict.deny_calls, "open-write-outside-tmp"));
+        CHECK_FALSE(has(shipped("datascience").deny_calls, "os.fork"));
+        CHECK_FALSE(has(shipped("network").deny_calls, "socket.connect"));
+        for (const auto& profile : {normal, strict}) CHECK(policy::wants_hook(profile));
+        CHECK_FALSE(policy::wants_hook(from_text("[policy]\ndeny_calls = []\n")));
+    }
+
+    TEST_CASE("a bad entry is named at its own line and column") {
+        const std::string call = text_error("[policy]\ndeny_calls = [\"os.system\",\n  \"os.sistem\"]\n");
+        CHECK_MESSAGE(contains(call, "inline.toml:3:3: policy.deny_calls[1]"), call);
+        CHECK_MESSAGE(contains(call, "unknown call name"), call);
+        CHECK_MESSAGE(contains(call, "os.system, os.exec"), call);  // what is known
+        const std::string module = text_error("[policy]\ndeny_imports = [\"xml..etree\"]\n");
+        CHECK_MESSAGE(contains(module, "inline.toml:2:17: policy.deny_imports[0]"), module);
+        CHECK_MESSAGE(contains(module, "not a module name"), module);
+        const std::string log = text_error("[policy]\nincident_log = \"incidents.jsonl\"\n");
+        CHECK_MESSAGE(contains(log, "inline.toml:2:16: policy.incident_log"), log);
+        CHECK_MESSAGE(contains(log, "must be an absolute path"), log);
+    }
+
+    TEST_CASE("the generated hook and analyzer carry the profile's policy as data") {
+        Profile profile = from_text(
+            "[policy]\ndeny_imports = [\"ctypes\"]\ndeny_calls = [\"os.exec\", \"os.system\"]\n");
+        const std::string hook = policy::sitecustomize_source(profile);
+        CHECK(contains(hook, "DENY_IMPORTS = [\"ctypes\"]"));
+        CHECK(contains(hook, "\"os.exec\":\"os.exec\""));  // the audit event -> the rule
+        CHECK(contains(hook, "sys.addaudithook"));
+        const std::string analyzer = policy::analyzer_source(profile);
+        CHECK(contains(analyzer, "\"os.spawnv\":\"os.exec\""));  // os.spawn* reported as os.exec
+        CHECK(contains(analyzer, "\"os.system\":\"os.system\""));
+        CHECK_FALSE(contains(analyzer, "subprocess.Popen"));  // not denied by this profile
+    }
+
+    TEST_CASE("the socket rules apply only without a network") {
+        const Profile strict = shipped("strict");
+        RunOptions options = code_options();
+        auto offline = plan_for(options, strict);
+        CHECK(has(offline->profile.deny_calls, "socket.connect"));
+        CHECK(has(offline->profile.deny_imports, "socket"));
+        options.net = "loopback";
+        auto online = plan_for(options, strict);
+        for (const auto& name : online->profile.deny_calls) CHECK_FALSE(name.starts_with("socket"));
+        CHECK_FALSE(has(online->profile.deny_imports, "socket"));
+        CHECK(has(online->profile.deny_imports, "ctypes"));  // the rest stays
+    }
+
+    TEST_CASE("interpreter flags that would skip the hook are refused while there is a [policy]") {
+        for (const char* flag : {"-I", "-E", "-S", "-sE"}) {
+            Profile profile = shipped("default");
+            profile.interpreter_args = {flag};
+            const std::string message =
+                message_of<UsageError>([&] { plan_for(code_options(), profile); });
+            CHECK_MESSAGE(contains(message, "python.args \"" + std::string(flag) + "\""), message);
+        }
+        Profile quiet = from_text("[python]\nargs = [\"-I\"]\n[policy]\ndeny_calls = []\n");
+        CHECK_NOTHROW(plan_for(code_options(), quiet));  // no hook asked for: nothing to skip
+        Profile fine = shipped("default");
+        fine.interpreter_args = {"-s", "-X", "utf8", "-Wdefault"};
+        CHECK_NOTHROW(plan_for(code_options(), fine));
+    }
+
+    TEST_CASE("the incident log is opened for appending, never through a link") {
+        TempDir dir;
+        RunOptions options = code_options("print(1)");
+        options.incident_log = (dir / "incidents.jsonl").string();
+        auto plan = plan_for(options, shipped("default"));
+        CHECK(plan->incident_log);
+        struct stat st {};
+        REQUIRE(::stat(options.incident_log->c_str(), &st) == 0);
+        CHECK((st.st_mode & 0777) == 0600);
+
+        fs::create_symlink(dir / "elsewhere", dir / "link.jsonl");
+        options.incident_log = (dir / "link.jsonl").string();
+        const std::string message = message_of<UsageError>([&] { plan_for(options, shipped("default")); });
+        CHECK_MESSAGE(contains(message, "--incident-log: cannot open"), message);
+        CHECK_FALSE(fs::exists(dir / "elsewhere"));
+
+        options.incident_log.reset();
+        options.script = (dir / "missing.py").string();
+        options.code.reset();
+        Profile logging = from_text("[policy]\nincident_log = \"" + (dir / "p.jsonl").string() +
+                                    "\"\ndeny_calls = [\"os.system\"]\n");
+        CHECK_THROWS_AS(plan_for(options, logging), UsageError);
+        CHECK_MESSAGE(!fs::exists(dir / "p.jsonl"), "bad input created the log");
+    }
+
+    TEST_CASE("an incident entry starts with when, what and which script") {
+        RunOptions options = code_options("print(1)");
+        auto plan = plan_for(options, shipped("default"));
+        const auto head = pysandbox::incident::head(*plan, "run");
+        CHECK(head["schema"] == "pysandbox.incident/v1");
+        CHECK(head["command"] == "run");
+        CHECK(head["profile"] == "default");
+        CHECK(head["script"] == "-c");
+        // sha256("print(1)")
+        CHECK(head["script_sha256"] ==
+              "d287bb7f9d15abdc5b6e98536263815744b6ef21c8f3c839fc434ca70d8efe99");
+        CHECK(std::regex_match(head["time"].get<std::string>(),
+                               std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")));
+    }
+}
