@@ -19,7 +19,7 @@ using json = nlohmann::ordered_json;
 // The analyzer's findings, or a message saying why there are none to trust.
 struct Analysis {
     json findings = json::array();
-    std::uint64_t omitted = 0;  // findings past the analyzer's first 1000
+    std::uint64_t omitted = 0;  // findings past the analyzer's first 500
     std::string error;
 };
 
@@ -56,7 +56,6 @@ void log_incident(const Plan& plan, const Analysis& analysis) {
     }
     if (blocked.empty()) return;
     json entry = incident::head(plan, "check");
-    entry["status"] = "findings";
     entry["blocked"] = std::move(blocked);
     if (std::string problem = incident::append(plan, entry); !problem.empty())
         std::cerr << "pysandbox: warning: " << problem << "\n";

@@ -13,7 +13,6 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // PEP 578 events, as Python 3.11 raises them (docs.python.org/3/library/audit_events.html).
-// "open" is special: the hook blocks only opens for writing outside /tmp.
 constexpr CallRule kCallRules[] = {
     {"os.system", "os.system", "os.system", "run a shell command"},
     // os.spawn* is os.fork then os.exec* at run time; check reports it under this name.
@@ -23,20 +22,32 @@ constexpr CallRule kCallRules[] = {
      "replace the interpreter with another program (os.exec*, os.spawn*)"},
     {"os.posix_spawn", "os.posix_spawn", "os.posix_spawn os.posix_spawnp",
      "start a program with os.posix_spawn*"},
-    {"os.fork", "os.fork", "os.fork os.forkpty", "fork the interpreter"},
-    {"os.kill", "os.kill", "os.kill os.killpg", "send a signal to a process"},
+    {"os.fork", "os.fork os.forkpty", "os.fork os.forkpty pty.fork pty.spawn",
+     "fork the interpreter (os.forkpty and pty too)"},
+    {"os.kill", "os.kill os.killpg", "os.kill os.killpg", "send a signal to a process"},
     {"subprocess.Popen", "subprocess.Popen",
      "subprocess.Popen subprocess.run subprocess.call subprocess.check_call "
      "subprocess.check_output subprocess.getoutput subprocess.getstatusoutput os.popen "
      "asyncio.create_subprocess_exec asyncio.create_subprocess_shell",
      "start a program with subprocess (os.popen too)"},
-    {"socket.connect", "socket.connect", "socket.create_connection", "connect a socket"},
+    {"socket.connect", "socket.connect socket.sendto socket.sendmsg", "socket.create_connection",
+     "connect a socket, or send to an address"},
     {"socket.bind", "socket.bind", "socket.create_server", "bind a socket to an address"},
     {"ctypes.dlopen", "ctypes.dlopen", "ctypes.CDLL ctypes.PyDLL ctypes.cdll.LoadLibrary",
      "load a shared library with ctypes (import ctypes does this too)"},
     {"open-write-outside-tmp", "open", "",
      "open a file for writing outside /tmp (run time only: the path is known then)"},
 };
+
+// Calls `visit` with each word of a space-separated list.
+template <typename Visit>
+void for_each_word(std::string_view list, Visit visit) {
+    while (!list.empty()) {
+        std::string_view word = list.substr(0, list.find(' '));
+        visit(std::string(word));
+        list.remove_prefix(std::min(list.size(), word.size() + 1));
+    }
+}
 
 json string_list(const std::vector<std::string>& items) {
     json list = json::array();
@@ -48,59 +59,88 @@ const CallRule& rule_named(std::string_view name) {
     return *std::ranges::find(kCallRules, name, &CallRule::name);
 }
 
-// The policy as Python literals: JSON strings and lists are valid Python.
-std::string policy_literals(const Profile& profile) {
+// JSON strings, lists and objects are Python literals too. The profile's name may hold any
+// bytes; what is not UTF-8 is replaced.
+std::string literal(const json& value) {
+    return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The policy as data: the profile's name, the denied imports and calls, and which audit event
+// stands for which call.
+json policy_data(const Profile& profile) {
     json events = json::object();
+    for (const auto& name : profile.deny_calls)
+        for_each_word(rule_named(name).audit_events, [&](std::string event) { events[event] = name; });
+    return json::array({profile.name, string_list(profile.deny_imports),
+                        string_list(profile.deny_calls), events});
+}
+
+// The analyzer's view: as above, plus the functions whose calls `check` reports.
+std::string analyzer_literals(const Profile& profile) {
     json functions = json::object();
-    for (const auto& name : profile.deny_calls) {
-        const CallRule& rule = rule_named(name);
-        events[std::string(rule.audit_event)] = name;
-        std::string_view list = rule.functions;
-        while (!list.empty()) {
-            std::string_view word = list.substr(0, list.find(' '));
-            functions[std::string(word)] = name;
-            list.remove_prefix(std::min(list.size(), word.size() + 1));
-        }
-    }
-    return "PROFILE = " + json(profile.name).dump() +
-           "\nDENY_IMPORTS = " + string_list(profile.deny_imports).dump() +
-           "\nDENY_CALLS = " + string_list(profile.deny_calls).dump() +
-           "\nDENY_EVENTS = " + events.dump() + "\nDENY_FUNCTIONS = " + functions.dump() + "\n";
+    for (const auto& name : profile.deny_calls)
+        for_each_word(rule_named(name).functions, [&](std::string word) { functions[word] = name; });
+    return "PROFILE = " + literal(profile.name) +
+           "\nDENY_IMPORTS = " + literal(string_list(profile.deny_imports)) +
+           "\nDENY_FUNCTIONS = " + literal(functions) + "\n";
 }
 
 constexpr std::string_view kHook = R"PY(
 # pysandbox's audit hook (PEP 578), installed by site before the script runs. It explains; the
 # kernel layers underneath are the boundary. Each block is reported as one "kind\twhat\n" line on
-# fd 4, a pipe the supervisor drains after the run; the script runs in this same process and can
+# fd 4, a channel pysandbox reads after the run; the script runs in this same process and can
 # write there too, so these records are the script's word, not the sandbox's.
-import sys as _sys
+#
+# Nothing is left at module level: the rules live, immutable, in the closure of the hook, so
+# `import sitecustomize` gives the script nothing to edit. (A determined script can still reach
+# the hook through ctypes or the garbage collector; that is what the kernel layers are for.)
 
 
-def _install():
+def _install(profile, deny_imports, deny_calls, events):
     import os
+    import sys
 
+    deny_imports = tuple(deny_imports)
+    deny_calls = tuple(deny_calls)
+    events = tuple(events.items())
+    event_names = frozenset(event for event, _ in events)
     channel = 4
     try:
         os.set_inheritable(channel, False)  # programs the script starts must not hold it
-        os.set_blocking(channel, False)  # a full channel drops records, never stalls the script
     except OSError:
         channel = -1
     writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    harmless_writes = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
     own_files = "/sandbox/.pysandbox/"
+    stdlib = os.path.dirname(os.__file__) + "/"
 
     def record(kind, what):
         if channel >= 0:
             try:
-                os.write(channel, ("%s\t%s\n" % (kind, what)).encode("utf-8", "replace"))
+                os.write(channel, ("%s\t%s\n" % (kind, what[:200])).encode("utf-8", "replace"))
             except OSError:
-                pass
+                pass  # full: the channel's size is fixed
 
     def block(kind, what, key, listed):
         record(kind, what)
         # EPERM, as the kernel layer underneath would say: code that checks errno behaves alike.
         raise PermissionError(
             1, "pysandbox: the sandbox policy blocks %s (policy.%s in profile %s: %s); "
-            "everything not listed there is allowed" % (what, key, PROFILE, ", ".join(listed)))
+            "everything not listed there is allowed" % (what, key, profile, ", ".join(listed)))
+
+    def from_a_package():
+        """Whether the code that asked is an installed package's own (matplotlib running fc-list,
+        platform asked by pandas running uname): the nearest frame outside the standard library
+        is in a read-only */-packages/ directory. Those calls are left to the kernel layers; the
+        hook explains the script's own calls, direct or through the standard library."""
+        frame = sys._getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            library = name.startswith((stdlib, own_files, "<frozen "))
+            if not library or "-packages/" in name:
+                return name.startswith("/usr/") and "-packages/" in name
+            frame = frame.f_back
+        return False
 
     def writes_outside_tmp(args):
         path, mode, flags = args[0], args[1], args[2]
@@ -110,20 +150,22 @@ def _install():
             isinstance(flags, int) and flags & writing_flags)
         if not writing:
             return False
-        path = os.path.abspath(os.fsdecode(path))
-        return path != "/tmp" and not path.startswith("/tmp/")
+        path = os.path.realpath(os.fsdecode(path))
+        return not (path == "/tmp" or path.startswith("/tmp/") or path in harmless_writes)
 
     def hook(event, args):
-        if event == "import" and DENY_IMPORTS:
+        if event == "import" and deny_imports:
             name = args[0]
-            for denied in DENY_IMPORTS:
+            for denied in deny_imports:
                 if name == denied or name.startswith(denied + "."):
-                    block("import", name, "deny_imports", DENY_IMPORTS)
-        elif event == "open":
-            if "open" in DENY_EVENTS and writes_outside_tmp(args):
-                block("call", "open-write-outside-tmp", "deny_calls", DENY_CALLS)
-        elif event in DENY_EVENTS:
-            block("call", DENY_EVENTS[event], "deny_calls", DENY_CALLS)
+                    if not from_a_package():
+                        block("import", name, "deny_imports", deny_imports)
+        elif event in event_names:
+            if event == "open" and not writes_outside_tmp(args):
+                return
+            if from_a_package():
+                return
+            block("call", next(rule for e, rule in events if e == event), "deny_calls", deny_calls)
 
     def without_own_frames(tb):
         """The traceback minus this file's frames, so it ends at the script's line."""
@@ -137,7 +179,7 @@ def _install():
             rebuilt = type(entry)(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
         return rebuilt
 
-    def excepthook(kind, value, tb, default=_sys.excepthook):
+    def excepthook(kind, value, tb, default=sys.excepthook):
         seen = set()
         exception = value
         while exception is not None and id(exception) not in seen:  # chained ones too
@@ -146,14 +188,11 @@ def _install():
             exception = exception.__cause__ or exception.__context__
         default(kind, value, value.__traceback__ if value is not None else tb)
 
-    _sys.addaudithook(hook)
-    _sys.excepthook = excepthook
+    sys.addaudithook(hook)
+    sys.excepthook = excepthook
     record("hook", "installed")
 
 
-if DENY_IMPORTS or DENY_CALLS:
-    _install()
-del _install
 )PY";
 
 constexpr std::string_view kAnalyzer = R"PY(
@@ -166,8 +205,13 @@ import sys
 IMPORTERS = {"__import__", "builtins.__import__", "importlib.import_module",
              "importlib.__import__"}
 RUNNERS = {"exec", "eval", "compile", "builtins.exec", "builtins.eval", "builtins.compile"}
-MAX_FINDINGS = 1000
+MAX_FINDINGS = 500
+MAX_NAME = 120  # characters of a name kept in a finding: the answer must fit the output cap
 MAX_NESTED_SOURCE = 3  # exec("exec('...')"): how deep constant strings are read as code
+
+
+def shorten(name):
+    return name if len(name) <= MAX_NAME else name[:MAX_NAME] + "..."
 
 
 def denied_module(name):
@@ -179,14 +223,19 @@ class Analyzer(ast.NodeVisitor):
         self.aliases = {}  # local name -> the dotted name it stands for
         self.star_modules = []  # from M import *
         self.findings = []
+        self.total = 0
         self.nesting = 0
 
     def add(self, node, rule, name, message):
+        self.total += 1
+        if len(self.findings) >= 2 * MAX_FINDINGS:
+            return  # the visit is in source order but for exec strings: enough to sort
         self.findings.append({"line": node.lineno, "col": node.col_offset + 1, "rule": rule,
                               "name": name, "message": message})
 
     def check_import(self, node, name):
         if name and denied_module(name):
+            name = shorten(name)
             self.add(node, "denied-import", name,
                      "import of %s is denied (policy.deny_imports in profile %s)" % (name, PROFILE))
 
@@ -230,8 +279,12 @@ class Analyzer(ast.NodeVisitor):
         if isinstance(node, ast.Attribute):
             base = self.resolve(node.value)
             return base + "." + node.attr if base else None
-        if isinstance(node, ast.Subscript) and self.resolve(node.value) == "sys.modules":
-            return self.constant_string(node.slice)  # sys.modules["os"]
+        if isinstance(node, ast.Subscript):
+            key = self.constant_string(node.slice)
+            if self.resolve(node.value) == "sys.modules":
+                return key  # sys.modules["os"]
+            namespace = self.namespace_of(node.value)
+            return namespace + "." + key if namespace and key else None
         if isinstance(node, ast.Call) and node.args:
             func = self.resolve(node.func)
             first = self.constant_string(node.args[0])
@@ -243,8 +296,17 @@ class Analyzer(ast.NodeVisitor):
                 return base + "." + attr if base and attr else None
         return None
 
+    def namespace_of(self, node):
+        """The module whose namespace `node` is: vars(os), os.__dict__."""
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return self.resolve(node.value)
+        if (isinstance(node, ast.Call) and self.resolve(node.func) == "vars" and
+                len(node.args) == 1):
+            return self.resolve(node.args[0])
+        return None
+
     def check_function(self, node, name):
-        if name in DENY_FUNCTIONS:
+        if name in DENY_FUNCTIONS:  # known names only: short
             rule = DENY_FUNCTIONS[name]
             self.add(node, "denied-call", name,
                      "%s is denied (%s in policy.deny_calls of profile %s)" % (name, rule, PROFILE))
@@ -289,10 +351,11 @@ def main():
     try:
         analyzer.visit(ast.parse(source, sys.argv[1]))
     except SyntaxError as e:
+        analyzer.total += 1
         analyzer.findings.append({"line": e.lineno or 1, "col": e.offset or 1,
                                   "rule": "syntax-error", "name": "", "message": e.msg})
     analyzer.findings.sort(key=lambda f: (f["line"], f["col"]))
-    omitted = max(0, len(analyzer.findings) - MAX_FINDINGS)
+    omitted = max(0, analyzer.total - MAX_FINDINGS)
     print(json.dumps({"findings": analyzer.findings[:MAX_FINDINGS], "omitted": omitted}))
 
 
@@ -333,12 +396,13 @@ bool wants_hook(const Profile& profile) {
 }
 
 std::string sitecustomize_source(const Profile& profile) {
-    return "# Generated by pysandbox for this run.\n" + policy_literals(profile) +
-           std::string(kHook);
+    if (!wants_hook(profile)) return "# Generated by pysandbox: this profile has no [policy].\n";
+    return "# Generated by pysandbox for this run.\n" + std::string(kHook) + "_install(*" +
+           literal(policy_data(profile)) + ")\ndel _install\n";
 }
 
 std::string analyzer_source(const Profile& profile) {
-    return policy_literals(profile) + std::string(kAnalyzer);
+    return analyzer_literals(profile) + std::string(kAnalyzer);
 }
 
 Records parse_records(std::string_view text) {

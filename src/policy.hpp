@@ -20,7 +20,8 @@ namespace pysandbox::policy {
 // One name of `policy.deny_calls`, and what it stands for.
 struct CallRule {
     std::string_view name;         // as written in a profile: "os.system"
-    std::string_view audit_event;  // the PEP 578 event the hook watches ("open": see the hook)
+    std::string_view audit_events;  // space-separated PEP 578 events the hook refuses ("open":
+                                    // only for writing outside /tmp)
     std::string_view functions;    // space-separated dotted names `check` reports calls of
     std::string_view doc;
 };

@@ -325,14 +325,18 @@ json result_json(const Plan& plan, Outcome outcome) {
 }
 
 json incident_json(const Plan& plan, const Outcome& outcome) {
-    const std::optional<PythonException> exception = find_exception(plan, outcome);
-    const Status status = classify(plan, outcome, exception);
     json blocked = json::array();
-    for (auto& violation : violations_json(outcome, status))
+    // Any status without a limit: resource entries are not incidents.
+    for (auto& violation : violations_json(outcome, Status::ok))
         if (violation["kind"] != "resource") blocked.push_back(std::move(violation));
     if (blocked.empty()) return nullptr;
     json entry = incident::head(plan, "run");
-    entry["status"] = to_string(status);
+    // The exit, not the status: without --json the output is not kept, so an exception cannot
+    // be told from an error, and the log must say the same whatever the caller asked for.
+    entry["exit_code"] = outcome.kind == Kind::exited ? json(outcome.exit_code) : json(nullptr);
+    entry["signal"] = outcome.kind == Kind::exited || outcome.signal == 0
+                          ? json(nullptr)
+                          : json(signal_name(outcome.signal));
     entry["blocked"] = std::move(blocked);
     return entry;
 }

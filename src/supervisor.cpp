@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <seccomp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <termios.h>
 #include <time.h>
@@ -129,24 +130,39 @@ sys::Pipe output_pipe() {
     return pipe;
 }
 
-// The audit hook's records: drained once the sandbox is gone, so the read end never blocks, and
-// big so a script that keeps hitting the policy fills it late (further records are dropped).
-sys::Pipe policy_channel() {
-    sys::Pipe pipe = sys::Pipe::create();
-    ::fcntl(pipe.read.get(), F_SETFL, O_NONBLOCK);
-    ::fcntl(pipe.read.get(), F_SETPIPE_SZ, 1 << 20);
-    return pipe;
-}
+// The audit hook's records: a sealed memfd of fixed size rather than a pipe, so a write can
+// never block (a full channel fails with EPERM instead of stalling the script until its time
+// limit), nothing has to be read while the script runs, and the script cannot make it bigger.
+// The interpreter gets a write-only description of it; pysandbox reads the records after the run.
+constexpr std::size_t kPolicyChannelSize = std::size_t{1} << 20;
 
-// Everything the channel holds, up to `cap` bytes.
-std::string drain(int fd, std::size_t cap) {
-    std::string text;
-    char buffer[65536];
-    ssize_t n;
-    while (text.size() < cap && ((n = ::read(fd, buffer, sizeof buffer)) > 0 || errno == EINTR))
-        if (n > 0) text.append(buffer, static_cast<std::size_t>(n));
-    return text;
-}
+struct PolicyChannel {
+    sys::UniqueFd read;
+    sys::UniqueFd write;
+
+    static PolicyChannel create() {
+        PolicyChannel channel;
+        channel.read.reset(check_sys(
+            ::memfd_create("pysandbox-policy", MFD_CLOEXEC | MFD_ALLOW_SEALING), "memfd_create"));
+        check_sys(::ftruncate(channel.read.get(), kPolicyChannelSize), "ftruncate(policy channel)");
+        check_sys(::fcntl(channel.read.get(), F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL),
+                  "fcntl(policy channel, F_ADD_SEALS)");
+        const std::string self = "/proc/self/fd/" + std::to_string(channel.read.get());
+        channel.write.reset(check_sys(::open(self.c_str(), O_WRONLY | O_CLOEXEC), "open(" + self + ")"));
+        return channel;
+    }
+
+    // The records: everything before the first NUL (the unwritten rest of the file is zeros).
+    std::string records() const {
+        std::string text(kPolicyChannelSize, '\0');
+        ssize_t n;
+        while ((n = ::pread(read.get(), text.data(), text.size(), 0)) < 0 && errno == EINTR) {
+        }
+        text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+        if (auto end = text.find('\0'); end != std::string::npos) text.resize(end);
+        return text;
+    }
+};
 
 struct Pipes {
     sys::Pipe release = sys::Pipe::create();
@@ -154,7 +170,7 @@ struct Pipes {
     sys::Pipe in = sys::Pipe::create();
     sys::Pipe out = output_pipe();
     sys::Pipe err = output_pipe();
-    sys::Pipe policy = policy_channel();
+    PolicyChannel policy = PolicyChannel::create();
 };
 
 // The poll loop's state: what the supervisor watches and what it learned.
@@ -474,8 +490,7 @@ Outcome run_sandbox(const Plan& plan) {
     Supervision supervision(plan, child, signals, pipes, start, start_realtime_ns);
     Outcome outcome = supervision.run();
     if (cgroup) outcome.oom_kills = cgroup->oom_kills();
-    constexpr std::size_t kMaxPolicyBytes = 1 << 20;
-    outcome.policy = policy::parse_records(drain(pipes.policy.read.get(), kMaxPolicyBytes));
+    outcome.policy = policy::parse_records(pipes.policy.records());
     return outcome;
 }
 

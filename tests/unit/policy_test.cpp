@@ -129,9 +129,17 @@ TEST_SUITE("policy") {
         Profile profile = from_text(
             "[policy]\ndeny_imports = [\"ctypes\"]\ndeny_calls = [\"os.exec\", \"os.system\"]\n");
         const std::string hook = policy::sitecustomize_source(profile);
-        CHECK(contains(hook, "DENY_IMPORTS = [\"ctypes\"]"));
-        CHECK(contains(hook, "\"os.exec\":\"os.exec\""));  // the audit event -> the rule
-        CHECK(contains(hook, "sys.addaudithook"));
+        // _install(profile, imports, calls, {audit event: rule}), with nothing at module level
+        CHECK(contains(hook, "_install(*[\"inline\",[\"ctypes\"],[\"os.exec\",\"os.system\"],"
+                             "{\"os.exec\":\"os.exec\",\"os.system\":\"os.system\"}])"));
+        CHECK(contains(hook, "sys.addaudithook(hook)"));
+        CHECK(contains(hook, "\ndel _install\n"));
+        Profile kill = from_text("[policy]\ndeny_calls = [\"os.kill\", \"os.fork\"]\n");
+        const std::string both = policy::sitecustomize_source(kill);  // os.killpg, os.forkpty too
+        CHECK(contains(both, "\"os.kill\":\"os.kill\",\"os.killpg\":\"os.kill\""));
+        CHECK(contains(both, "\"os.fork\":\"os.fork\",\"os.forkpty\":\"os.fork\""));
+        CHECK_FALSE(contains(policy::sitecustomize_source(from_text("[policy]\ndeny_calls = []\n")),
+                             "addaudithook"));
         const std::string analyzer = policy::analyzer_source(profile);
         CHECK(contains(analyzer, "\"os.spawnv\":\"os.exec\""));  // os.spawn* reported as os.exec
         CHECK(contains(analyzer, "\"os.system\":\"os.system\""));
