@@ -297,6 +297,59 @@ class DatascienceTest(SandboxTestCase):
         self.assertEqual(out["enforcement"]["audit_hook"], "installed")
         self.assertEqual(parse_report(out["stdout"].encode()), 285)
         self.assertTrue((wd / "plot.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n"))
+        # pandas asks platform for uname -p and matplotlib may run fc-list: the packages' own
+        # doing, left to the kernel layers, not the script's violations.
+        self.assertEqual(call_blocks(out), [], r.describe())
+
+    def test_the_scripts_own_call_is_still_refused_next_to_the_libraries(self):
+        r = self.run_script("""
+            import subprocess
+            import pandas
+            try:
+                subprocess.run(["uname", "-p"])
+            except PermissionError as e:
+                report(e.errno)
+            """, options=["-p", "datascience", "--json"], timeout=60)
+        out = result_json(r)
+        self.assertEqual(parse_report(out["stdout"].encode()), 1, r.describe())
+        self.assertEqual(call_blocks(out), [
+            {"kind": "call", "what": "subprocess.Popen", "count": 1, "action": "denied"}])
+
+
+class LibraryAttributionTest(SandboxTestCase):
+    def test_strict_lets_numpy_use_ctypes_but_not_the_script(self):
+        # numpy imports ctypes and loads libraries with it: the package's own doing. The
+        # script's `import ctypes` then finds it loaded (Python raises no import event for a
+        # module already in sys.modules), so what stops the script is ctypes.dlopen.
+        r = self.run_script("""
+            import numpy
+            report(int(numpy.arange(5).sum()))
+            import ctypes
+            ctypes.CDLL("libc.so.6")
+            """, options=["-p", "strict", "--memory", "256MiB", "--json"], timeout=30)
+        out = result_json(r)
+        self.assertEqual(parse_report(out["stdout"].encode()), 10, r.describe())
+        self.assertEqual(out["status"], "policy_violation", r.describe())
+        self.assertEqual(call_blocks(out), [
+            {"kind": "call", "what": "ctypes.dlopen", "count": 1, "action": "denied"}])
+        self.assertEqual(out["exception"]["line"], 8)  # after REPORT_HELPER's 3 lines
+
+    def test_a_module_the_script_wrote_is_the_scripts_code(self):
+        # Only read-only installed packages count as libraries: code in /tmp is the script's.
+        r = self.run_script("""
+            import os, sys
+            with open("/tmp/work/helper_pkg.py", "w") as f:
+                f.write("import os\\ndef go():\\n    os.system('true')\\n")
+            sys.path.insert(0, "/tmp/work")
+            import helper_pkg
+            try:
+                helper_pkg.go()
+            except PermissionError as e:
+                report(str(e))
+            """, options=["--json"])
+        out = result_json(r)
+        self.assertIn("the sandbox policy blocks os.system", parse_report(out["stdout"].encode()))
+        self.assertEqual([v["what"] for v in call_blocks(out)], ["os.system"])
 
 
 class ChannelAbuseTest(SandboxTestCase):
