@@ -64,8 +64,11 @@ std::string bash_case_function(std::string_view name, std::string_view comment, 
 
 std::string bash_pattern(const std::vector<std::string>& alternatives) {
     std::string out;
-    for (const auto& alternative : alternatives)
-        out += (out.empty() ? "" : "|") + shell_quoted(alternative);
+    // Appended piecewise: `"|" + std::string&&` trips GCC 12's -Wrestrict at -O3 (Release).
+    for (const auto& alternative : alternatives) {
+        if (!out.empty()) out += '|';
+        out += shell_quoted(alternative);
+    }
     return out;
 }
 
