@@ -113,13 +113,15 @@ constexpr Step kSteps[] = {
     {"die with the supervisor", step_die_with_supervisor},
     {"join a fresh session keyring", caps::step_join_session_keyring},
     {"make mounts private", mounts::step_make_mounts_private},
-    // Before the staging root is mounted over /tmp, where inputs and workdirs often are.
+    // Before the staging root covers /tmp, where inputs, workdirs and build trees often are.
     {"clone the input files and workdir", mounts::step_clone_host_files},
+    {"open the prepared font list", mounts::step_open_font_list},
     {"mount the staging root", mounts::step_mount_staging_root},
     {"bind host paths read-only", mounts::step_bind_host_paths},
     {"write synthetic files", mounts::step_write_files},
     {"populate /dev", mounts::step_populate_dev},
     {"mount /tmp", mounts::step_mount_tmp},
+    {"copy matplotlib's font list", mounts::step_copy_font_list},
     // Inputs go into /tmp/work, so after it exists; the directory is sent after they are bound.
     {"bind the input files", mounts::step_bind_inputs},
     {"hand /tmp/work to the supervisor", mounts::step_send_work_dir},

@@ -30,6 +30,7 @@ struct ChildContext {
     // host's /tmp (where they often are); attached in /tmp/work once it exists.
     int input_trees[kMaxInputs] = {};
     int workdir_tree = -1;
+    int font_list_fd = -1;  // plan.font_list's source, opened at the same time, for the same reason
 };
 
 using StepFn = int (*)(ChildContext&) noexcept;

@@ -56,6 +56,9 @@ void describe_plan(const Plan& plan) {
                     : "memory and processes: rlimits (no delegated cgroup v2: " +
                           plan.cgroup_unavailable + ")");
     say("runs as host uid " + std::to_string(plan.ids.outer_uid));
+    if (plan.font_list)
+        say("matplotlib font list: " + plan.font_list->source + ", copied to " +
+            plan.font_list->target);
     say(plan.landlock.abi > 0 ? "landlock: ABI " + std::to_string(plan.landlock.abi)
                               : "landlock: not in this kernel (degraded: the read-only mounts "
                                 "alone keep writes in /tmp)");

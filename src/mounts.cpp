@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -141,6 +142,14 @@ int step_clone_host_files(ChildContext& ctx) noexcept {
     return 0;
 }
 
+int step_open_font_list(ChildContext& ctx) noexcept {
+    const auto& list = ctx.plan.font_list;
+    if (!list) return 0;
+    ctx.font_list_fd = ::open(list->source.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (ctx.font_list_fd < 0) return step_fail(ctx, "open(%s, O_RDONLY)", list->source.c_str());
+    return 0;
+}
+
 int step_mount_staging_root(ChildContext& ctx) noexcept {
     if (::mount("sandbox-root", kStagingRoot, "tmpfs", MS_NOSUID | MS_NODEV,
                 "mode=0755,size=64m") != 0)
@@ -209,6 +218,26 @@ int step_mount_tmp(ChildContext& ctx) noexcept {
     // Writable, but as /tmp is: nothing in it runs or acts as a device or a set-uid program.
     return attach_tree(ctx, std::exchange(ctx.workdir_tree, -1), work.c_str(),
                        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+}
+
+// A copy owned by the run: matplotlib rewrites it when it finds the list stale (a font gone since
+// the build), the script may change it, and both end with the run's /tmp.
+int step_copy_font_list(ChildContext& ctx) noexcept {
+    const auto& list = ctx.plan.font_list;
+    if (!list) return 0;
+    sys::UniqueFd source(std::exchange(ctx.font_list_fd, -1));
+    StagedPath target(list->target.c_str());
+    if (make_parent_dirs(target.c_str()) != 0)
+        return step_fail(ctx, "mkdir(parents of %s)", target.c_str());
+    sys::UniqueFd copy(
+        ::open(target.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (!copy) return step_fail(ctx, "open(%s, O_CREAT|O_EXCL)", target.c_str());
+    for (;;) {
+        ssize_t n = ::sendfile(copy.get(), source.get(), nullptr, 1 << 20);
+        if (n == 0) return 0;
+        if (n < 0 && errno != EINTR)
+            return step_fail(ctx, "sendfile(%s -> %s)", list->source.c_str(), target.c_str());
+    }
 }
 
 // The script may read its inputs, never change them: the mount is read-only, and a mount point

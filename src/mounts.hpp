@@ -12,11 +12,13 @@ inline constexpr const char* kStagingRoot = "/tmp";
 
 int step_make_mounts_private(ChildContext& ctx) noexcept;
 int step_clone_host_files(ChildContext& ctx) noexcept;
+int step_open_font_list(ChildContext& ctx) noexcept;
 int step_mount_staging_root(ChildContext& ctx) noexcept;
 int step_bind_host_paths(ChildContext& ctx) noexcept;
 int step_write_files(ChildContext& ctx) noexcept;
 int step_populate_dev(ChildContext& ctx) noexcept;
 int step_mount_tmp(ChildContext& ctx) noexcept;
+int step_copy_font_list(ChildContext& ctx) noexcept;
 int step_bind_inputs(ChildContext& ctx) noexcept;
 int step_send_work_dir(ChildContext& ctx) noexcept;
 int step_mount_proc(ChildContext& ctx) noexcept;

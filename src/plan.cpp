@@ -205,6 +205,71 @@ void add_environment(const RunOptions& options, const std::vector<std::string>& 
     for (const auto& [name, value] : env) plan.envp.push_back(name + "=" + value);
 }
 
+// Whether `path` is `dir` or lies beneath it (both lexically normal and absolute).
+bool is_within(const fs::path& path, const fs::path& dir) {
+    auto rel = path.lexically_relative(dir);
+    return !rel.empty() && *rel.begin() != "..";
+}
+
+// MPLCONFIGDIR as the run will see it, when the child may create it: beneath /tmp (the only
+// writable place), outside the workdir (files there are artifacts, or the host's with --workdir).
+std::optional<fs::path> matplotlib_config_dir(const Plan& plan) {
+    constexpr std::string_view kVariable = "MPLCONFIGDIR=";
+    auto var = std::ranges::find_if(
+        plan.envp, [&](const std::string& entry) { return entry.starts_with(kVariable); });
+    if (var == plan.envp.end()) return std::nullopt;
+    fs::path dir = fs::path(var->substr(kVariable.size())).lexically_normal();
+    if (!dir.has_filename()) dir = dir.parent_path();  // a trailing '/'
+    if (!dir.is_absolute() || dir == "/tmp" || !is_within(dir, "/tmp") ||
+        is_within(dir, plan.workdir))
+        return std::nullopt;
+    return dir;
+}
+
+// The list the build prepared, share/pysandbox/matplotlib/fontlist-vNNN.json with NNN matplotlib's
+// FontManager version: a list for another version is not the file matplotlib looks for, so it
+// builds its own as before. The build leaves one; of several (put there by hand) the last by name.
+std::optional<fs::path> prepared_font_list() {
+    const fs::path data = installed_data_dir();
+    if (data.empty()) return std::nullopt;
+    std::optional<fs::path> found;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(data / "matplotlib", ec);
+         !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.starts_with("fontlist-v") && name.ends_with(".json") && it->is_regular_file(ec) &&
+            (!found || it->path().filename() > found->filename()))
+            found = it->path();
+    }
+    return found;
+}
+
+// Root's sandboxes run as nobody with no groups: they read what the "other" bits of the file and
+// of every directory above it allow (the caps they hold inside do not cover root's files).
+// Anyone else's sandbox runs as themselves.
+bool sandbox_can_read(const IdMap& ids, const fs::path& file) {
+    if (!ids.privileged) return ::access(file.c_str(), R_OK) == 0;
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0 || !(st.st_mode & S_IROTH)) return false;
+    for (fs::path dir = file.parent_path();; dir = dir.parent_path()) {
+        if (::stat(dir.c_str(), &st) != 0 || !(st.st_mode & S_IXOTH)) return false;
+        if (dir == dir.root_path()) return true;
+    }
+}
+
+// A cache, not a requirement: without a prepared list, a list the sandbox could not read, or a
+// MPLCONFIGDIR outside /tmp, matplotlib scans the fonts itself as it always did.
+void add_font_list(Plan& plan) {
+    auto config_dir = matplotlib_config_dir(plan);
+    if (!config_dir) return;
+    auto prepared = prepared_font_list();
+    if (!prepared) return;
+    std::error_code ec;
+    fs::path source = fs::canonical(*prepared, ec);  // sandbox_can_read walks the real directories
+    if (ec || !sandbox_can_read(plan.ids, source)) return;
+    plan.font_list = FontList{source.string(), (*config_dir / prepared->filename()).string()};
+}
+
 void add_identity_files(Plan& plan) {
     const std::string uid = std::to_string(plan.ids.inner_uid);
     const std::string gid = std::to_string(plan.ids.inner_gid);
@@ -489,6 +554,7 @@ std::unique_ptr<Plan> build_plan(Profile profile, const RunOptions& options,
     plan->files.push_back({std::string(kSandboxPythonDir) + "/sitecustomize.py",
                            policy::sitecustomize_source(plan->profile), 0444});
     add_environment(options, host_env, *plan);
+    add_font_list(*plan);
     find_cgroup(*plan);
     add_rlimits(plan->profile.limits, *plan);
     // The profile's entries were checked when it was loaded, the flags' in apply_overrides.

@@ -57,6 +57,15 @@ struct GeneratedFile {
     mode_t mode = 0444;
 };
 
+// matplotlib's font list, prepared when pysandbox was built (tools/prepare_fontlist.py). Every
+// run's /tmp is new, so without it matplotlib scans all fonts again on each import. The child
+// copies it into MPLCONFIGDIR: a copy, not a link, because matplotlib rewrites the file in place
+// when it finds the list stale, and a write through a link to a read-only file would raise instead.
+struct FontList {
+    std::string source;  // absolute host path, readable by the sandbox's uid
+    std::string target;  // MPLCONFIGDIR/fontlist-vNNN.json inside, beneath /tmp, not in workdir
+};
+
 struct Rlimit {
     int resource;
     rlim_t soft;
@@ -88,6 +97,7 @@ struct Plan {
     std::optional<std::string> output_dir;  // absolute, an existing directory (--output-dir)
     std::optional<std::string> host_workdir;  // bound read-write over workdir (--workdir)
     std::string hostname = "sandbox";
+    std::optional<FontList> font_list;  // none: no list prepared, or no MPLCONFIGDIR in /tmp
 
     // The program.
     std::string interpreter;

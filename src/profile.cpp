@@ -636,6 +636,11 @@ std::string_view to_string(NetMode mode) {
     return "none";
 }
 
+fs::path installed_data_dir() {
+    fs::path dir = exe_dir();
+    return dir.empty() ? dir : (dir / kBinToDataDir).lexically_normal();
+}
+
 std::vector<fs::path> profile_search_dirs() {
     std::vector<fs::path> dirs;
     const char* xdg = std::getenv("XDG_CONFIG_HOME");
@@ -645,8 +650,7 @@ std::vector<fs::path> profile_search_dirs() {
     else if (home != nullptr && home[0] == '/')
         dirs.push_back(fs::path(home) / ".config/pysandbox/profiles");
     dirs.emplace_back("/etc/pysandbox/profiles");
-    if (fs::path dir = exe_dir(); !dir.empty())
-        dirs.push_back((dir / kBinToDataDir / "profiles").lexically_normal());
+    if (fs::path dir = installed_data_dir(); !dir.empty()) dirs.push_back(dir / "profiles");
     return dirs;
 }
 

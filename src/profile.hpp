@@ -53,6 +53,10 @@ struct Profile {
     std::string incident_log;               // [policy]: absolute path, or empty for none
 };
 
+// The data dir installed with the binary (profiles/, matplotlib/ beneath), found from the binary's
+// own location so that a build tree works like an install; empty when that cannot be read.
+std::filesystem::path installed_data_dir();
+
 // Where bare profile names are looked up, in order.
 std::vector<std::filesystem::path> profile_search_dirs();
 

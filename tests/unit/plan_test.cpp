@@ -487,6 +487,30 @@ TEST_SUITE("plan") {
         CHECK(find(RLIMIT_CORE).hard == 0);
     }
 
+    TEST_CASE("font list: copied into MPLCONFIGDIR only beneath /tmp and outside the workdir") {
+        auto font_list_for = [](const std::string& config_dir) {
+            RunOptions options = code_options();
+            options.env = {"MPLCONFIGDIR=" + config_dir};
+            return plan_for(options)->font_list;
+        };
+        for (const char* refused : {"/etc/mpl", "/tmp", "/tmp/", "/tmp/work", "/tmp/work/mpl",
+                                    "/tmp/../etc/mpl", "tmp/mpl", ""}) {
+            CAPTURE(refused);
+            CHECK_FALSE(font_list_for(refused));
+        }
+        const fs::path prepared = pysandbox::installed_data_dir() / "matplotlib";
+        std::error_code ec;
+        if (fs::is_empty(prepared, ec) || ec) {
+            MESSAGE("no font list prepared in " << prepared << " (no matplotlib at build time)");
+            return;
+        }
+        auto list = font_list_for("/tmp/.matplotlib/");
+        REQUIRE(list);
+        CHECK(list->target.starts_with("/tmp/.matplotlib/fontlist-v"));
+        CHECK(fs::path(list->source).parent_path() == fs::canonical(prepared));
+        CHECK(fs::path(list->source).filename() == fs::path(list->target).filename());
+    }
+
     TEST_CASE("as root, the script runs as an unprivileged host uid") {
         auto plan = plan_for(code_options());
         if (::geteuid() == 0) {
