@@ -65,6 +65,21 @@ class InstallTest(unittest.TestCase):
         self.assertEqual((proc.returncode, proc.stdout), (0, "42\n"), proc.stderr)
         self.assertIn(str(self.prefix / "share/pysandbox/profiles/strict.toml"), proc.stderr)
 
+    def test_the_prepared_font_list_is_installed_and_used(self):
+        def lists(directory: Path) -> list[str]:
+            return sorted(p.name for p in directory.glob("fontlist-v*.json"))
+
+        built = lists(BUILD / "share/pysandbox/matplotlib")
+        installed = self.prefix / "share/pysandbox/matplotlib"
+        self.assertEqual(lists(installed), built)
+        if not built:
+            return  # the build had no matplotlib: nothing prepared, nothing installed
+        # The prefix is under /tmp, which the sandbox's staging root covers: read before that.
+        proc = self.installed("run", "-v", "-c",
+                              "import os; print(os.listdir(os.environ['MPLCONFIGDIR']))")
+        self.assertEqual((proc.returncode, proc.stdout), (0, f"{built}\n"), proc.stderr)
+        self.assertIn(f"matplotlib font list: {installed / built[0]}", proc.stderr)
+
     def test_installed_man_page_renders(self):
         proc = subprocess.run(["man", "-l", self.prefix / "share/man/man1/pysandbox.1"],
                               capture_output=True, text=True,

@@ -1,12 +1,15 @@
 """The seed use case end to end: a CSV goes in, pandas cleans it, matplotlib plots it, the PNG
-comes out with --output-dir; plt.show() saves figure-N.png."""
+comes out with --output-dir; plt.show() saves figure-N.png. Importing matplotlib starts from the
+font list prepared at build time instead of scanning every font in every run."""
 
 import hashlib
 import json
 import struct
+import textwrap
 import unittest
+from pathlib import Path
 
-from harness import SandboxTestCase, temp_dir, write_file
+from harness import PYSANDBOX, SandboxTestCase, temp_dir, write_file
 
 CSV = "day,value\n1,10\n2,\n3,30\n4,oops\n5,50\n"
 
@@ -67,6 +70,84 @@ class DataScienceTest(SandboxTestCase):
         files = {entry["path"]: entry for entry in obj["files"]}
         self.assertEqual(sorted(files), ["figure-1.png", "figure-2.png"])
         self.assertEqual(files["figure-2.png"]["media_type"], "image/png")
+
+
+# matplotlib says at INFO when it scanned the fonts, at DEBUG which list it loaded instead (and,
+# dropped here, a few hundred lines of font scores).
+MATPLOTLIB_LOG = """
+import logging
+logging.basicConfig(level=logging.DEBUG)
+logging.getLogger("PIL").setLevel(logging.INFO)
+logging.getLogger("matplotlib.font_manager").addFilter(
+    lambda record: not record.getMessage().startswith("findfont: score"))
+"""
+REBUILT = "generated new fontManager"
+LOADED = "Using fontManager instance from /tmp/.matplotlib/fontlist-v"
+PLOT_WITH_TEXT = """
+import matplotlib.pyplot as plt
+plt.figure(figsize=(2, 1), dpi=50); plt.plot([1, 2]); plt.title("fonts")
+plt.savefig("plot.png")
+"""
+
+
+class FontListTest(SandboxTestCase):
+    """The list comes from the build tree (or the install) next to the binary, read-only; each
+    run gets its own copy, so nothing a run does to it reaches the next one."""
+
+    def run_json(self, *parts):
+        body = MATPLOTLIB_LOG + "".join(textwrap.dedent(part) for part in parts)
+        r = self.run_script(body, options=["-p", "datascience", "--json"], timeout=90)
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 1, r.describe())
+        return r, json.loads(lines[0])
+
+    def test_the_build_prepared_a_font_list(self):
+        data_dir = Path(PYSANDBOX).resolve().parent.parent / "share/pysandbox/matplotlib"
+        lists = sorted(data_dir.glob("fontlist-v*.json"))
+        self.assertEqual(len(lists), 1, f"{data_dir}: {lists}")
+        self.assertIn('"ttflist"', lists[0].read_text())
+
+    def test_import_loads_the_prepared_list_and_scans_nothing(self):
+        r, obj = self.run_json(PLOT_WITH_TEXT)
+        self.assertEqual(obj["status"], "ok", r.describe())
+        self.assertIn(LOADED, obj["stderr"])
+        self.assertNotIn(REBUILT, obj["stderr"])
+        # A scan runs fc-list, which the policy blocks and the supervisor records: no scan, no
+        # violation (host-side evidence, whatever the script's own log says).
+        self.assertEqual(obj["violations"], [])
+        self.assertEqual(sorted(f["path"] for f in obj["files"]), ["plot.png"])
+
+    def test_a_stale_list_is_rebuilt_inside_the_run_and_only_there(self):
+        # A font that is gone since the build: matplotlib finds the file missing, scans again and
+        # rewrites its list in place, which needs a writable copy rather than a read-only link.
+        r, obj = self.run_json("""
+            import json
+            import matplotlib
+            from pathlib import Path
+            [path] = Path(matplotlib.get_cachedir()).glob("fontlist-v*.json")
+            data = json.loads(path.read_text())
+            for font in data["ttflist"]:
+                font["fname"] = "/usr/share/fonts/gone/" + font["fname"].rsplit("/", 1)[-1]
+            path.write_text(json.dumps(data))
+            """, PLOT_WITH_TEXT, """
+            print("gone" in path.read_text())
+            """)
+        self.assertEqual(obj["status"], "ok", r.describe())
+        self.assertIn(REBUILT, obj["stderr"])
+        self.assertEqual(obj["stdout"], "False\n", "the rebuilt list replaced the broken one")
+        r, obj = self.run_json(PLOT_WITH_TEXT)
+        self.assertEqual(obj["status"], "ok", r.describe())
+        self.assertIn(LOADED, obj["stderr"])
+        self.assertNotIn(REBUILT, obj["stderr"])
+
+    def test_no_copy_lands_in_a_host_workdir(self):
+        work = temp_dir(0o777)
+        r = self.run_script("import os; print(sorted(os.listdir(os.environ['MPLCONFIGDIR'])))",
+                            options=["-p", "datascience", "--workdir", str(work),
+                                     "--env", "MPLCONFIGDIR=/tmp/work/mpl"])
+        self.assertExit(r, 1)  # the directory was not made
+        self.assertIn(b"FileNotFoundError", r.stderr)
+        self.assertEqual(list(work.iterdir()), [])
 
 
 if __name__ == "__main__":
