@@ -429,6 +429,41 @@ void open_incident_log(const std::optional<std::string>& flag, Plan& plan) {
     plan.incident_log_path = path;
 }
 
+// The bytecode the build compiled from the hook module: share/pysandbox/python/NAME.TAG.pyc,
+// one per interpreter the build knew (the interpreter picks its own TAG).
+std::vector<fs::path> compiled_hook_module() {
+    std::vector<fs::path> found;
+    const fs::path data = installed_data_dir();
+    if (data.empty()) return found;
+    const std::string prefix = std::string(policy::kHookModule) + ".";
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(data / "python", ec);
+         !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.starts_with(prefix) && name.ends_with(".pyc") && it->is_regular_file(ec))
+            found.push_back(it->path());
+    }
+    return found;
+}
+
+// sitecustomize.py, and the module it installs the hook from with its compiled bytecode: the
+// directory is read-only and new for each run, so without it Python would compile the module
+// on every start. Nothing at all without a [policy].
+void add_policy_hook(Plan& plan) {
+    const std::string dir(kSandboxPythonDir);
+    plan.files.push_back({dir + "/sitecustomize.py", policy::sitecustomize_source(plan.profile), 0444});
+    if (!policy::wants_hook(plan.profile)) return;
+    const std::string module(policy::kHookModule);
+    plan.files.push_back({dir + "/" + module + ".py", std::string(policy::hook_module_source()), 0444});
+    for (const fs::path& compiled : compiled_hook_module()) {
+        std::ifstream in(compiled, std::ios::binary);
+        std::string bytecode((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (in.bad() || bytecode.empty()) continue;  // a cache: Python compiles the source instead
+        plan.files.push_back({dir + "/__pycache__/" + compiled.filename().string(),
+                              std::move(bytecode), 0444});
+    }
+}
+
 void find_cgroup(Plan& plan) {
     auto found = cgroup::find_own_delegation();
     if (auto* delegation = std::get_if<cgroup::Delegation>(&found))
@@ -551,8 +586,7 @@ std::unique_ptr<Plan> build_plan(Profile profile, const RunOptions& options,
     plan->affinity = choose_cpus(plan->profile.limits.cpus);
     add_program(options, *plan);
     check_hook_reachable(plan->profile);
-    plan->files.push_back({std::string(kSandboxPythonDir) + "/sitecustomize.py",
-                           policy::sitecustomize_source(plan->profile), 0444});
+    add_policy_hook(*plan);
     add_environment(options, host_env, *plan);
     add_font_list(*plan);
     find_cgroup(*plan);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "profile.hpp"
+#include "python_modules.hpp"
 
 namespace pysandbox::policy {
 namespace {
@@ -85,115 +86,6 @@ std::string analyzer_literals(const Profile& profile) {
            "\nDENY_FUNCTIONS = " + literal(functions) + "\n";
 }
 
-constexpr std::string_view kHook = R"PY(
-# pysandbox's audit hook (PEP 578), installed by site before the script runs. It explains; the
-# kernel layers underneath are the boundary. Each block is reported as one "kind\twhat\n" line on
-# fd 4, a channel pysandbox reads after the run; the script runs in this same process and can
-# write there too, so these records are the script's word, not the sandbox's.
-#
-# Nothing is left at module level: the rules live, immutable, in the closure of the hook, so
-# `import sitecustomize` gives the script nothing to edit. (A determined script can still reach
-# the hook through ctypes or the garbage collector; that is what the kernel layers are for.)
-
-
-def _install(profile, deny_imports, deny_calls, events):
-    import os
-    import sys
-
-    deny_imports = tuple(deny_imports)
-    deny_calls = tuple(deny_calls)
-    events = tuple(events.items())
-    event_names = frozenset(event for event, _ in events)
-    channel = 4
-    try:
-        os.set_inheritable(channel, False)  # programs the script starts must not hold it
-    except OSError:
-        channel = -1
-    writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-    harmless_writes = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
-    own_files = "/sandbox/.pysandbox/"
-    stdlib = os.path.dirname(os.__file__) + "/"
-
-    def record(kind, what):
-        if channel >= 0:
-            try:
-                os.write(channel, ("%s\t%s\n" % (kind, what[:200])).encode("utf-8", "replace"))
-            except OSError:
-                pass  # full: the channel's size is fixed
-
-    def block(kind, what, key, listed):
-        record(kind, what)
-        # EPERM, as the kernel layer underneath would say: code that checks errno behaves alike.
-        raise PermissionError(
-            1, "pysandbox: the sandbox policy blocks %s (policy.%s in profile %s: %s); "
-            "everything not listed there is allowed" % (what, key, profile, ", ".join(listed)))
-
-    def from_a_package():
-        """Whether the code that asked is an installed package's own (matplotlib running fc-list,
-        platform asked by pandas running uname): the nearest frame outside the standard library
-        is in a read-only */-packages/ directory. Those calls are left to the kernel layers; the
-        hook explains the script's own calls, direct or through the standard library."""
-        frame = sys._getframe(2)
-        while frame is not None:
-            name = frame.f_code.co_filename
-            library = name.startswith((stdlib, own_files, "<frozen "))
-            if not library or "-packages/" in name:
-                return name.startswith("/usr/") and "-packages/" in name
-            frame = frame.f_back
-        return False
-
-    def writes_outside_tmp(args):
-        path, mode, flags = args[0], args[1], args[2]
-        if path is None or isinstance(path, int):
-            return False  # an fd already open
-        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and flags & writing_flags)
-        if not writing:
-            return False
-        path = os.path.realpath(os.fsdecode(path))
-        return not (path == "/tmp" or path.startswith("/tmp/") or path in harmless_writes)
-
-    def hook(event, args):
-        if event == "import" and deny_imports:
-            name = args[0]
-            for denied in deny_imports:
-                if name == denied or name.startswith(denied + "."):
-                    if not from_a_package():
-                        block("import", name, "deny_imports", deny_imports)
-        elif event in event_names:
-            if event == "open" and not writes_outside_tmp(args):
-                return
-            if from_a_package():
-                return
-            block("call", next(rule for e, rule in events if e == event), "deny_calls", deny_calls)
-
-    def without_own_frames(tb):
-        """The traceback minus this file's frames, so it ends at the script's line."""
-        kept = []
-        while tb is not None:
-            if not tb.tb_frame.f_code.co_filename.startswith(own_files):
-                kept.append(tb)
-            tb = tb.tb_next
-        rebuilt = None
-        for entry in reversed(kept):
-            rebuilt = type(entry)(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
-        return rebuilt
-
-    def excepthook(kind, value, tb, default=sys.excepthook):
-        seen = set()
-        exception = value
-        while exception is not None and id(exception) not in seen:  # chained ones too
-            seen.add(id(exception))
-            exception.__traceback__ = without_own_frames(exception.__traceback__)
-            exception = exception.__cause__ or exception.__context__
-        default(kind, value, value.__traceback__ if value is not None else tb)
-
-    sys.addaudithook(hook)
-    sys.excepthook = excepthook
-    record("hook", "installed")
-
-
-)PY";
 
 constexpr std::string_view kAnalyzer = R"PY(
 # pysandbox check: finds denied imports and calls with Python's own ast; prints one JSON object.
@@ -397,9 +289,13 @@ bool wants_hook(const Profile& profile) {
 
 std::string sitecustomize_source(const Profile& profile) {
     if (!wants_hook(profile)) return "# Generated by pysandbox: this profile has no [policy].\n";
-    return "# Generated by pysandbox for this run.\n" + std::string(kHook) + "_install(*" +
-           literal(policy_data(profile)) + ")\ndel _install\n";
+    return "# Generated by pysandbox for this run: the [policy] audit hook.\n"
+           "from pysandbox_hook import install\n"
+           "install(*" + literal(policy_data(profile)) + ")\n"
+           "del install\n";
 }
+
+std::string_view hook_module_source() { return kHookModuleSource; }
 
 std::string analyzer_source(const Profile& profile) {
     return analyzer_literals(profile) + std::string(kAnalyzer);

@@ -37,8 +37,14 @@ bool is_module_name(std::string_view name);
 // The fd the interpreter finds its policy channel on: a write-only pipe the supervisor drains.
 inline constexpr int kPolicyFd = 4;
 
-// sitecustomize.py for kSandboxPythonDir (plan.hpp): installs the audit hook enforcing profile's [policy].
+// sitecustomize.py for kSandboxPythonDir (plan.hpp): installs the audit hook enforcing the
+// profile's [policy], from the module below.
 std::string sitecustomize_source(const Profile& profile);
+
+// pysandbox_hook.py (src/python/), which the build also compiles into
+// share/pysandbox/python/pysandbox_hook.TAG.pyc for __pycache__ beside it.
+inline constexpr std::string_view kHookModule = "pysandbox_hook";
+std::string_view hook_module_source();
 
 // The `pysandbox check` analyzer: reads the script named by argv[1], prints one JSON object.
 std::string analyzer_source(const Profile& profile);

@@ -153,13 +153,27 @@ struct PolicyChannel {
     }
 
     // The records: everything before the first NUL (the unwritten rest of the file is zeros).
+    // Read in growing pieces: a run usually leaves one short line, and reading the whole
+    // megabyte every time would cost more than the rest of the bookkeeping.
     std::string records() const {
-        std::string text(kPolicyChannelSize, '\0');
-        ssize_t n;
-        while ((n = ::pread(read.get(), text.data(), text.size(), 0)) < 0 && errno == EINTR) {
+        std::string text;
+        std::size_t piece = 4096;
+        while (text.size() < kPolicyChannelSize) {
+            const std::size_t offset = text.size();
+            text.resize(std::min(kPolicyChannelSize, offset + piece));
+            ssize_t n;
+            while ((n = ::pread(read.get(), text.data() + offset, text.size() - offset,
+                                static_cast<off_t>(offset))) < 0 &&
+                   errno == EINTR) {
+            }
+            text.resize(offset + (n > 0 ? static_cast<std::size_t>(n) : 0));
+            if (auto end = text.find('\0', offset); end != std::string::npos) {
+                text.resize(end);
+                break;
+            }
+            if (n <= 0) break;
+            piece *= 4;
         }
-        text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-        if (auto end = text.find('\0'); end != std::string::npos) text.resize(end);
         return text;
     }
 };

@@ -80,6 +80,15 @@ class InstallTest(unittest.TestCase):
         self.assertEqual((proc.returncode, proc.stdout), (0, f"{built}\n"), proc.stderr)
         self.assertIn(f"matplotlib font list: {installed / built[0]}", proc.stderr)
 
+    def test_the_hooks_bytecode_is_installed_and_used(self):
+        built = sorted(p.name for p in (BUILD / "share/pysandbox/python").glob("*.pyc"))
+        installed = sorted(p.name for p in (self.prefix / "share/pysandbox/python").glob("*.pyc"))
+        self.assertEqual(installed, built)
+        self.assertTrue(built, "the build compiled no bytecode for the audit hook")
+        proc = self.installed("run", "-c",
+                              "import os; print(os.listdir('/sandbox/.pysandbox/__pycache__'))")
+        self.assertEqual((proc.returncode, proc.stdout), (0, f"{built}\n"), proc.stderr)
+
     def test_installed_man_page_renders(self):
         proc = subprocess.run(["man", "-l", self.prefix / "share/man/man1/pysandbox.1"],
                               capture_output=True, text=True,

@@ -104,19 +104,23 @@ class DeniedCallsTest(SandboxTestCase):
                          "control: without the policy the programs run")
 
     def test_script_cannot_switch_the_hook_off(self):
-        # The hook's rules live in the sitecustomize module the script can import. Under
-        # datascience the kernel would let the shell run, so the host's workdir shows whether
-        # the hook still refused it.
+        # The script can import the modules the hook comes from; whatever it finds there, clearing
+        # or emptying it must not turn the hook off. Under datascience the kernel would let the
+        # shell run, so the host's workdir shows whether the hook still refused it.
         wd = temp_dir(0o777)
         r = self.run_script("""
             import os, sys
-            for name in ("sitecustomize",):
-                module = sys.modules.get(name)
-                for attr in ("DENY_EVENTS", "DENY_IMPORTS", "DENY_CALLS"):
+            import sitecustomize, pysandbox_hook
+            for module in (sitecustomize, pysandbox_hook):
+                for attr, value in list(vars(module).items()):
+                    if attr.startswith("__"):
+                        continue  # __builtins__ is everyone's: clearing it ends the script
                     try:
-                        getattr(module, attr).clear()
+                        value.clear()
                     except Exception:
                         pass
+                    setattr(module, attr, None)
+            os.write = lambda fd, data: len(data)  # the hook's records go through os.write
             try:
                 os.system("echo > /tmp/work/ran")
             except PermissionError:
@@ -429,6 +433,14 @@ class HookConfigurationTest(SandboxTestCase):
         # The kernel answered instead: a syscall denial, no call block.
         self.assertEqual(call_blocks(out), [])
         self.assertTrue(any(v["kind"] == "syscall" for v in out["violations"]), out["violations"])
+
+    def test_the_hook_is_loaded_from_the_bytecode_the_build_compiled(self):
+        # The module's directory is new and read-only in every run: without the build's
+        # __pycache__ entry Python would compile the hook on every start.
+        r = self.run_script("pass\n", options=["--env", "PYTHONVERBOSE=1"])
+        self.assertExit(r, 0)
+        self.assertRegex(r.stderr.decode(), r"code object from '/sandbox/\.pysandbox/__pycache__/"
+                         r"pysandbox_hook\.cpython-\d+\.pyc'", r.describe())
 
     def test_flags_that_skip_the_hook_are_refused(self):
         for args in ('["-s", "-I"]', '["-sE"]', '["-S"]'):

@@ -129,11 +129,12 @@ TEST_SUITE("policy") {
         Profile profile = from_text(
             "[policy]\ndeny_imports = [\"ctypes\"]\ndeny_calls = [\"os.exec\", \"os.system\"]\n");
         const std::string hook = policy::sitecustomize_source(profile);
-        // _install(profile, imports, calls, {audit event: rule}), with nothing at module level
-        CHECK(contains(hook, "_install(*[\"inline\",[\"ctypes\"],[\"os.exec\",\"os.system\"],"
+        // install(profile, imports, calls, {audit event: rule}), with nothing at module level
+        CHECK(contains(hook, "\nfrom pysandbox_hook import install\n"));
+        CHECK(contains(hook, "install(*[\"inline\",[\"ctypes\"],[\"os.exec\",\"os.system\"],"
                              "{\"os.exec\":\"os.exec\",\"os.system\":\"os.system\"}])"));
-        CHECK(contains(hook, "sys.addaudithook(hook)"));
-        CHECK(contains(hook, "\ndel _install\n"));
+        CHECK(contains(hook, "\ndel install\n"));
+        CHECK(contains(policy::hook_module_source(), "sys.addaudithook(hook)"));
         Profile kill = from_text("[policy]\ndeny_calls = [\"os.kill\", \"os.fork\"]\n");
         const std::string both = policy::sitecustomize_source(kill);  // os.killpg, os.forkpty too
         CHECK(contains(both, "\"os.kill\":\"os.kill\",\"os.killpg\":\"os.kill\""));
