@@ -115,6 +115,7 @@ class Analyzer(ast.NodeVisitor):
         self.aliases = {}  # local name -> the dotted name it stands for
         self.star_modules = []  # from M import *
         self.findings = []
+        self.imported = set()  # top-level modules the script imports
         self.total = 0
         self.nesting = 0
 
@@ -134,6 +135,7 @@ class Analyzer(ast.NodeVisitor):
     def visit_Import(self, node):
         for alias in node.names:
             self.check_import(node, alias.name)
+            self.imported.add(alias.name.split(".")[0])
             if alias.asname:
                 self.aliases[alias.asname] = alias.name
             else:
@@ -144,6 +146,7 @@ class Analyzer(ast.NodeVisitor):
         if node.level or not node.module:
             return
         self.check_import(node, node.module)
+        self.imported.add(node.module.split(".")[0])
         for alias in node.names:
             if alias.name == "*":
                 self.star_modules.append(node.module)
@@ -197,8 +200,22 @@ class Analyzer(ast.NodeVisitor):
             return self.resolve(node.args[0])
         return None
 
+    def denied_function(self, name):
+        """The denied function `name` reaches: itself, or for a name rooted in an imported
+        module, a denied module.function at its end (os.path.os.system is os.system)."""
+        if name in DENY_FUNCTIONS:
+            return name
+        parts = name.split(".")
+        if len(parts) > 2 and parts[0] in self.imported:
+            for start in range(1, len(parts) - 1):
+                tail = ".".join(parts[start:])
+                if tail in DENY_FUNCTIONS:
+                    return tail
+        return None
+
     def check_function(self, node, name):
-        if name in DENY_FUNCTIONS:  # known names only: short
+        name = self.denied_function(name)
+        if name:  # known names only: short
             rule = DENY_FUNCTIONS[name]
             self.add(node, "denied-call", name,
                      "%s is denied (%s in policy.deny_calls of profile %s)" % (name, rule, PROFILE))

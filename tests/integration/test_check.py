@@ -212,6 +212,16 @@ class FindingsTest(CheckTestCase):
                       r.describe())
         self.assertExit(r, 1)
 
+    def test_re_exported_modules_are_seen(self):
+        # os.path imports os: os.path.os.system is os.system. Only names rooted in an imported
+        # module are read this way; an unknown object's .os.system is not guessed at.
+        path = script("import os\nfrom os import path\nos.path.os.system('a')\n"
+                      "path.os.system('b')\nx = something.os.system\n")
+        r, out = self.check_json(path)
+        self.assertEqual({key(f) for f in out["findings"]},
+                         {(3, 1, "denied-call", "os.system"), (4, 1, "denied-call", "os.system")},
+                         r.describe())
+
 
 class CheckErrorsTest(CheckTestCase):
     def test_missing_script_is_125(self):
