@@ -65,11 +65,6 @@ json result(std::string_view status, const json& findings, std::uint64_t omitted
     return {{"schema", kSchema}, {"status", status}, {"findings", findings}, {"omitted", omitted}};
 }
 
-// One line, as the run result; bytes that are not UTF-8 are replaced.
-std::string dump(const json& object) {
-    return object.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 }  // namespace
 
 int run(const CheckOptions& options, const std::vector<std::string>& host_env) {
@@ -82,7 +77,7 @@ int run(const CheckOptions& options, const std::vector<std::string>& host_env) {
         json out = result(!analysis.error.empty() ? "error" : clean ? "clean" : "findings",
                           analysis.findings, analysis.omitted);
         if (!analysis.error.empty()) out["error"] = analysis.error;
-        std::cout << dump(out) << std::endl;
+        std::cout << dump_result(out) << std::endl;
     } else {
         print_human(options.script, analysis);
     }
@@ -93,7 +88,7 @@ int run(const CheckOptions& options, const std::vector<std::string>& host_env) {
 std::string error_json(std::string_view message) {
     json out = result("error", json::array(), 0);
     out["error"] = message;
-    return dump(out);
+    return dump_result(out);
 }
 
 }  // namespace pysandbox::check

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "result.hpp"
+
 namespace pysandbox::incident {
 namespace {
 
@@ -39,7 +41,7 @@ json head(const Plan& plan, std::string_view command) {
 
 std::string append(const Plan& plan, const json& entry) {
     if (!plan.incident_log) return {};
-    const std::string line = entry.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    const std::string line = dump_result(entry) + "\n";
     ssize_t written;
     do {
         written = ::write(plan.incident_log.get(), line.data(), line.size());

@@ -226,22 +226,30 @@ std::optional<fs::path> matplotlib_config_dir(const Plan& plan) {
     return dir;
 }
 
+// What the build left in share/pysandbox/SUBDIR: the regular files named PREFIX*SUFFIX, by name.
+std::vector<fs::path> built_files(std::string_view subdir, std::string_view prefix,
+                                  std::string_view suffix) {
+    std::vector<fs::path> found;
+    const fs::path data = installed_data_dir();
+    if (data.empty()) return found;
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(data / subdir, ec);
+         !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.starts_with(prefix) && name.ends_with(suffix) && it->is_regular_file(ec))
+            found.push_back(it->path());
+    }
+    std::ranges::sort(found);
+    return found;
+}
+
 // The list the build prepared, share/pysandbox/matplotlib/fontlist-vNNN.json with NNN matplotlib's
 // FontManager version: a list for another version is not the file matplotlib looks for, so it
 // builds its own as before. The build leaves one; of several (put there by hand) the last by name.
 std::optional<fs::path> prepared_font_list() {
-    const fs::path data = installed_data_dir();
-    if (data.empty()) return std::nullopt;
-    std::optional<fs::path> found;
-    std::error_code ec;
-    for (auto it = fs::directory_iterator(data / "matplotlib", ec);
-         !ec && it != fs::directory_iterator(); it.increment(ec)) {
-        const std::string name = it->path().filename().string();
-        if (name.starts_with("fontlist-v") && name.ends_with(".json") && it->is_regular_file(ec) &&
-            (!found || it->path().filename() > found->filename()))
-            found = it->path();
-    }
-    return found;
+    std::vector<fs::path> lists = built_files("matplotlib", "fontlist-v", ".json");
+    if (lists.empty()) return std::nullopt;
+    return lists.back();
 }
 
 // Root's sandboxes run as nobody with no groups: they read what the "other" bits of the file and
@@ -429,23 +437,6 @@ void open_incident_log(const std::optional<std::string>& flag, Plan& plan) {
     plan.incident_log_path = path;
 }
 
-// The bytecode the build compiled from the hook module: share/pysandbox/python/NAME.TAG.pyc,
-// one per interpreter the build knew (the interpreter picks its own TAG).
-std::vector<fs::path> compiled_hook_module() {
-    std::vector<fs::path> found;
-    const fs::path data = installed_data_dir();
-    if (data.empty()) return found;
-    const std::string prefix = std::string(policy::kHookModule) + ".";
-    std::error_code ec;
-    for (auto it = fs::directory_iterator(data / "python", ec);
-         !ec && it != fs::directory_iterator(); it.increment(ec)) {
-        const std::string name = it->path().filename().string();
-        if (name.starts_with(prefix) && name.ends_with(".pyc") && it->is_regular_file(ec))
-            found.push_back(it->path());
-    }
-    return found;
-}
-
 // sitecustomize.py, and the module it installs the hook from with its compiled bytecode: the
 // directory is read-only and new for each run, so without it Python would compile the module
 // on every start. Nothing at all without a [policy].
@@ -455,7 +446,9 @@ void add_policy_hook(Plan& plan) {
     if (!policy::wants_hook(plan.profile)) return;
     const std::string module(policy::kHookModule);
     plan.files.push_back({dir + "/" + module + ".py", std::string(policy::hook_module_source()), 0444});
-    for (const fs::path& compiled : compiled_hook_module()) {
+    // share/pysandbox/python/NAME.TAG.pyc: one per interpreter the build knew; each interpreter
+    // picks its own TAG.
+    for (const fs::path& compiled : built_files("python", module + ".", ".pyc")) {
         std::ifstream in(compiled, std::ios::binary);
         std::string bytecode((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         if (in.bad() || bytecode.empty()) continue;  // a cache: Python compiles the source instead

@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <map>
-#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,24 +16,15 @@ struct Profile;
 
 namespace pysandbox::policy {
 
-// One name of `policy.deny_calls`, and what it stands for.
-struct CallRule {
-    std::string_view name;         // as written in a profile: "os.system"
-    std::string_view audit_events;  // space-separated PEP 578 events the hook refuses ("open":
-                                    // only for writing outside /tmp)
-    std::string_view functions;    // space-separated dotted names `check` reports calls of
-    std::string_view doc;
-};
-
-// Every name deny_calls accepts.
-std::span<const CallRule> call_rules();
+// The names `policy.deny_calls` accepts.
 bool is_known_call(std::string_view name);
 std::string known_calls();  // "os.system, os.exec, ..." for error messages and docs
 
 // A dotted module name: identifiers separated by dots ("xml.etree", not "xml..etree" or "1x").
 bool is_module_name(std::string_view name);
 
-// The fd the interpreter finds its policy channel on: a write-only pipe the supervisor drains.
+// The fd the interpreter finds its policy channel on: write-only, on a memfd of fixed size that
+// pysandbox reads after the run (supervisor.cpp).
 inline constexpr int kPolicyFd = 4;
 
 // sitecustomize.py for kSandboxPythonDir (plan.hpp): installs the audit hook enforcing the

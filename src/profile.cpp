@@ -332,12 +332,11 @@ const std::vector<KeySpec>& key_specs() {
                 return policy::is_module_name(name) ? std::string()
                                                     : std::string("not a module name");
             }));
+        static const std::string kDenyCallsDoc =
+            "Operations the audit hook refuses and `check` reports: " + policy::known_calls() +
+            "; the socket ones only while network.mode is none.";
         keys.push_back(checked_list_key(
-            "policy.deny_calls",
-            "Operations the audit hook refuses and `check` reports: os.system, os.exec, "
-            "os.posix_spawn, os.fork, os.kill, subprocess.Popen, socket.connect, socket.bind, "
-            "ctypes.dlopen, open-write-outside-tmp; the socket ones only while network.mode is "
-            "none.",
+            "policy.deny_calls", kDenyCallsDoc,
             [](Profile& p) -> auto& { return p.deny_calls; }, [](const std::string& name) {
                 return policy::is_known_call(name)
                            ? std::string()

@@ -49,7 +49,7 @@ struct Profile {
     std::vector<std::string> env_pass;            // copied from the host when present
     seccomp::Settings seccomp;
     std::vector<std::string> deny_imports;  // [policy]: modules (and their submodules)
-    std::vector<std::string> deny_calls;    // [policy]: names from policy::call_rules()
+    std::vector<std::string> deny_calls;    // [policy]: names policy::is_known_call() accepts
     std::string incident_log;               // [policy]: absolute path, or empty for none
 };
 

@@ -184,7 +184,7 @@ struct Pipes {
     sys::Pipe in = sys::Pipe::create();
     sys::Pipe out = output_pipe();
     sys::Pipe err = output_pipe();
-    PolicyChannel policy = PolicyChannel::create();
+    std::optional<PolicyChannel> policy;  // only when the profile has a [policy]
 };
 
 // The poll loop's state: what the supervisor watches and what it learned.
@@ -456,6 +456,7 @@ Outcome run_sandbox(const Plan& plan) {
     // can drop them once setgroups is denied: drop them here, before clone.
     if (plan.ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
     Pipes pipes;
+    if (policy::wants_hook(plan.profile)) pipes.policy = PolicyChannel::create();
     const Clock::time_point start = Clock::now();
     const std::int64_t start_realtime_ns = coarse_realtime_ns();
     std::optional<cgroup::RunCgroup> cgroup;
@@ -479,7 +480,7 @@ Outcome run_sandbox(const Plan& plan) {
         run_child(plan, ChildFds{pipes.release.read.get(), pipes.report.write.get(),
                                  pipes.in.read.get(), pipes.out.write.get(),
                                  pipes.err.write.get(),
-                                 policy::wants_hook(plan.profile) ? pipes.policy.write.get() : -1});
+                                 pipes.policy ? pipes.policy->write.get() : -1});
     }
     if (pid < 0) {
         const int error = errno;  // read before the hint opens files
@@ -495,7 +496,7 @@ Outcome run_sandbox(const Plan& plan) {
     pipes.in.read.reset();
     pipes.out.write.reset();
     pipes.err.write.reset();
-    pipes.policy.write.reset();
+    if (pipes.policy) pipes.policy->write.reset();
 
     write_id_maps(child.pid(), plan.ids);
     check_sys(::write(pipes.release.write.get(), "1", 1), "write(release pipe)");
@@ -504,7 +505,7 @@ Outcome run_sandbox(const Plan& plan) {
     Supervision supervision(plan, child, signals, pipes, start, start_realtime_ns);
     Outcome outcome = supervision.run();
     if (cgroup) outcome.oom_kills = cgroup->oom_kills();
-    outcome.policy = policy::parse_records(pipes.policy.records());
+    if (pipes.policy) outcome.policy = policy::parse_records(pipes.policy->records());
     return outcome;
 }
 
