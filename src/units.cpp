@@ -90,9 +90,11 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
     try {
         auto [value, suffix] = split_number(text);
         if (suffix.empty()) throw std::invalid_argument("missing unit");
-        double ms = value * factor_of(suffix, kDurationUnits);
+        // Rounded before the bound is checked: 999999999999.9ms would otherwise pass and come
+        // back as 1e12 ms, a value this function refuses.
+        double ms = std::round(value * factor_of(suffix, kDurationUnits));
         if (ms >= 1e12) throw std::invalid_argument("too large");
-        return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(ms)));
+        return std::chrono::milliseconds(static_cast<std::int64_t>(ms));
     } catch (const std::invalid_argument& e) {
         throw std::invalid_argument("invalid duration \"" + std::string(text) + "\" (" +
                                     e.what() + "; expected e.g. 5s, 250ms, 2m)");

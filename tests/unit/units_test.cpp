@@ -121,6 +121,10 @@ TEST_SUITE("units") {
         CHECK(units::parse_duration("277777h") == 277777 * 3'600'000ms);
         CHECK(duration_error("277778h") ==
               "invalid duration \"277778h\" (too large; expected e.g. 5s, 250ms, 2m)");
+        // The bound holds for the rounded value (found by the units fuzzer).
+        CHECK(units::parse_duration("999999999999.4ms") == 999'999'999'999ms);
+        CHECK(duration_error("999999999999.9ms") ==
+              "invalid duration \"999999999999.9ms\" (too large; expected e.g. 5s, 250ms, 2m)");
     }
 
     TEST_CASE("format_size picks the largest exact binary unit") {
