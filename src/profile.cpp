@@ -15,6 +15,7 @@
 #include "errors.hpp"
 #include "policy.hpp"
 #include "proxy.hpp"
+#include "toml_prescan.hpp"
 #include "units.hpp"
 #include "version.hpp"
 
@@ -434,103 +435,10 @@ void apply(const toml::table& table, const std::string& prefix, Profile& profile
     }
 }
 
-// toml++ 3.3 (Debian 12) reaches __builtin_unreachable() -- undefined behaviour -- on some
-// non-ASCII characters where it looks for whitespace, e.g. "x = 1 \u00da" (found by
-// fuzz/profile_fuzz). Outside strings and comments a non-ASCII character is never valid TOML,
-// so the text is scanned for one before toml++ sees it.
-class NonAsciiScanner {
-public:
-    // The 1-based line and column (in bytes) of the first offending byte, or nothing.
-    std::optional<std::pair<std::size_t, std::size_t>> find(std::string_view text) {
-        for (std::size_t i = 0; i < text.size(); ++i) {
-            if (state_ == State::code && static_cast<unsigned char>(text[i]) >= 0x80)
-                return std::pair{line_, i - line_start_ + 1};
-            i += step(text, i);
-            if (text[i] == '\n') {
-                ++line_;
-                line_start_ = i + 1;
-            }
-        }
-        return std::nullopt;
-    }
-
-private:
-    enum class State { code, comment, basic, literal, multiline_basic, multiline_literal };
-
-    static std::size_t quote_run(std::string_view text, std::size_t i, char quote) {
-        std::size_t n = 0;
-        while (i + n < text.size() && text[i + n] == quote) ++n;
-        return n;
-    }
-
-    // After a backslash in a basic string: the escaped byte (a newline is left to be counted).
-    static std::size_t escaped_bytes(std::string_view text, std::size_t i) {
-        return i + 1 < text.size() && text[i + 1] != '\n' ? 1 : 0;
-    }
-
-    // Moves the state past text[i]; returns how many more bytes that consumed.
-    std::size_t step(std::string_view text, std::size_t i) {
-        const char c = text[i];
-        switch (state_) {
-            case State::code: return from_code(text, i);
-            case State::comment:
-                if (c == '\n') {
-                    state_ = State::code;
-                    last_token_char_ = '\n';
-                }
-                return 0;
-            case State::basic:
-            case State::literal:
-                if (state_ == State::basic && c == '\\') return escaped_bytes(text, i);
-                if (c == '\n' || c == (state_ == State::basic ? '"' : '\'')) state_ = State::code;
-                return 0;
-            case State::multiline_basic:
-            case State::multiline_literal: {
-                const char quote = state_ == State::multiline_basic ? '"' : '\'';
-                if (state_ == State::multiline_basic && c == '\\') return escaped_bytes(text, i);
-                // The closing delimiter is the last three of a run of up to five quotes.
-                std::size_t run = quote_run(text, i, quote);
-                if (run < 3) return run > 0 ? run - 1 : 0;
-                state_ = State::code;
-                return run - 1;
-            }
-        }
-        return 0;
-    }
-
-    // toml++ reads a quote inside a bare token (1"x) as part of the token, not a string: a quote
-    // opens a string only where TOML lets a key or a value start.
-    bool string_may_start() const {
-        return std::string_view("\n=[,{.").find(last_token_char_) != std::string_view::npos;
-    }
-
-    std::size_t from_code(std::string_view text, std::size_t i) {
-        const char c = text[i];
-        if (c == '#') state_ = State::comment;
-        const bool opens = (c == '"' || c == '\'') && string_may_start();
-        if (c != ' ' && c != '\t' && c != '\r') last_token_char_ = c;
-        if (!opens) return 0;
-        std::size_t run = quote_run(text, i, c);
-        if (run == 2) return 1;  // an empty string
-        if (run >= 3) {
-            state_ = c == '"' ? State::multiline_basic : State::multiline_literal;
-            return 2;
-        }
-        state_ = c == '"' ? State::basic : State::literal;
-        return 0;
-    }
-
-    State state_ = State::code;
-    char last_token_char_ = '\n';  // the last non-blank byte of code; '\n' at a line's start
-    std::size_t line_ = 1;
-    std::size_t line_start_ = 0;
-};
-
 toml::table parse(std::string_view text, const fs::path& origin) {
-    if (auto at = NonAsciiScanner().find(text))
-        throw ProfileError(origin.string() + ":" + std::to_string(at->first) + ":" +
-                           std::to_string(at->second) +
-                           ": a non-ASCII character outside a string or a comment");
+    if (auto error = prescan_toml(text))
+        throw ProfileError(origin.string() + ":" + std::to_string(error->line) + ":" +
+                           std::to_string(error->column) + ": " + error->message);
     try {
         return toml::parse(text, origin.string());
     } catch (const toml::parse_error& e) {
