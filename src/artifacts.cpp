@@ -145,7 +145,7 @@ class Walker {
             if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
             if (S_ISDIR(st.st_mode) && depth + 1 < kMaxDepth)
                 subdirectory(dir, host_dir, name, st, prefix, depth);
-            else if (S_ISREG(st.st_mode) && mtime_ns(st) >= options_.modified_since_ns)
+            else if (S_ISREG(st.st_mode) && modified_in_run(st))
                 file(dir, host_dir, name, st, prefix + name);
             // Links, FIFOs, sockets and devices are never artifacts.
         }
@@ -154,6 +154,10 @@ class Walker {
     std::vector<Artifact> take() { return std::move(found_); }
 
   private:
+    bool modified_in_run(const struct stat& st) const {
+        return !options_.modified_after_ns || mtime_ns(st) > *options_.modified_after_ns;
+    }
+
     void subdirectory(int dir, int host_dir, const std::string& name, const struct stat& st,
                       const std::string& prefix, int depth) {
         UniqueFd sub = open_checked(dir, name, st, O_RDONLY | O_DIRECTORY);

@@ -68,9 +68,12 @@ bool may_read_stdin() {
     return ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
 }
 
-std::int64_t coarse_realtime_ns() {
+// The fine clock, not the coarse one file times mostly come from: a file the caller wrote in
+// the same tick just before the run has an mtime equal to the coarse time, and on kernels with
+// fine-grained timestamps (6.13+) a later one. Either made it an artifact of this run.
+std::int64_t realtime_ns() {
     timespec now{};
-    ::clock_gettime(CLOCK_REALTIME_COARSE, &now);
+    ::clock_gettime(CLOCK_REALTIME, &now);
     return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
@@ -342,7 +345,7 @@ private:
         options.max_file_size = plan_.profile.limits.artifact_size;
         options.max_total_size = plan_.profile.limits.artifacts_total;
         // A --workdir holds earlier runs' files too: only what this run wrote is an artifact.
-        if (plan_.host_workdir) options.modified_since_ns = start_realtime_ns_;
+        if (plan_.host_workdir) options.modified_after_ns = start_realtime_ns_;
         UniqueFd host_dir;
         if (plan_.output_dir) {
             options.output_dir_path = *plan_.output_dir;
@@ -458,7 +461,7 @@ Outcome run_sandbox(const Plan& plan) {
     Pipes pipes;
     if (policy::wants_hook(plan.profile)) pipes.policy = PolicyChannel::create();
     const Clock::time_point start = Clock::now();
-    const std::int64_t start_realtime_ns = coarse_realtime_ns();
+    const std::int64_t start_realtime_ns = realtime_ns();
     std::optional<cgroup::RunCgroup> cgroup;
     if (plan.cgroup) {
         const Limits& limits = plan.profile.limits;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -82,6 +83,37 @@ TEST_CASE("artifacts: regular files only, in name order, inputs left out") {
     CHECK(found[0].media_type == "text/plain");
     CHECK_FALSE(found[0].host_path);
     CHECK(found[1].path == "sub/a.json");
+}
+
+TEST_CASE("artifacts: with a start time, only files modified after it") {
+    // A --workdir's earlier files are not this run's artifacts, even one written in the same
+    // clock tick the run started in (its mtime equals the start).
+    TempDir work;
+    const std::int64_t start = 1'700'000'000'000'000'000;
+    auto touch = [&](const char* name, std::int64_t mtime_ns) {
+        write(work.path / name, name);
+        const timespec times[2] = {{0, UTIME_OMIT},
+                                   {mtime_ns / 1'000'000'000, mtime_ns % 1'000'000'000}};
+        REQUIRE(::utimensat(AT_FDCWD, (work.path / name).c_str(), times, 0) == 0);
+    };
+    touch("before", start - 1);
+    touch("at-start", start);
+    touch("after", start + 1);
+    touch("epoch", 0);
+    auto names = [&](const artifacts::Options& options) {
+        int fd = work.open();
+        std::vector<std::string> listed;
+        for (const auto& artifact : artifacts::collect(fd, options))
+            listed.push_back(artifact.path);
+        ::close(fd);
+        return listed;
+    };
+    artifacts::Options since_start;
+    since_start.modified_after_ns = start;
+    CHECK(names(since_start) == std::vector<std::string>{"after"});
+    // Without one every file counts, whatever its time.
+    CHECK(names(artifacts::Options{}) ==
+          std::vector<std::string>{"after", "at-start", "before", "epoch"});
 }
 
 TEST_CASE("artifacts: copies recreate subdirectories and never overwrite or exceed caps") {
