@@ -5,15 +5,12 @@
 
 namespace pysandbox::limits {
 
-int step_set_rlimits(ChildContext& ctx) noexcept {
-    for (const Rlimit& limit : ctx.plan.rlimits) {
+const Rlimit* set_rlimits(const Plan& plan) noexcept {
+    for (const Rlimit& limit : plan.rlimits) {
         rlimit value{limit.soft, limit.hard};
-        if (::setrlimit(limit.resource, &value) != 0)
-            return step_fail(ctx, "setrlimit(%d, %llu, %llu)", limit.resource,
-                             static_cast<unsigned long long>(limit.soft),
-                             static_cast<unsigned long long>(limit.hard));
+        if (::setrlimit(limit.resource, &value) != 0) return &limit;
     }
-    return 0;
+    return nullptr;
 }
 
 int step_set_affinity(ChildContext& ctx) noexcept {

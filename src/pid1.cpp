@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 
+#include "limits.hpp"
 #include "report.hpp"
 #include "seccomp.hpp"
 #include "sys/records.hpp"
@@ -63,6 +64,17 @@ std::int64_t monotonic_ns() noexcept {
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);  // the supervisor ignores it; exec keeps ignored signals ignored
+    // The script's resource limits are set here, in its own process, rather than in init: init
+    // needs none of them, and an address-space limit below what a sanitizer build's init has
+    // already mapped made its next mmap fail. Before seccomp, which the script runs under.
+    if (const Rlimit* refused = limits::set_rlimits(plan)) {
+        const int error = errno;
+        char what[96];
+        std::snprintf(what, sizeof what, "setrlimit(%d, %llu, %llu)", refused->resource,
+                      static_cast<unsigned long long>(refused->soft),
+                      static_cast<unsigned long long>(refused->hard));
+        fail_before_exec(what, error);
+    }
     install_seccomp(plan);
 
     ::execve(plan.interpreter.c_str(), const_cast<char* const*>(plan.argv_ptrs.data()),
