@@ -134,6 +134,7 @@ constexpr Step kSteps[] = {
     {"open the proxy port", net::step_open_proxy_port},
     {"start a new session", step_new_session},
     {"close inherited fds", step_close_fds},
+    // The script's rlimits are set in its own process, just before seccomp (pid1.cpp).
     {"pin to the allowed CPUs", limits::step_set_affinity},
     // Landlock needs the final paths (after pivot_root) and, without no_new_privs, CAP_SYS_ADMIN.
     {"restrict the filesystem (Landlock)", landlock::step_restrict_filesystem},
