@@ -4,12 +4,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "execute.hpp"
 #include "exit_codes.hpp"
 #include "incident.hpp"
+#include "json_text.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
 #include "result.hpp"
-#include "supervisor.hpp"
 
 namespace pysandbox::check {
 namespace {
@@ -67,17 +68,20 @@ json result(std::string_view status, const json& findings, std::uint64_t omitted
 
 }  // namespace
 
-int run(const CheckOptions& options, const std::vector<std::string>& host_env) {
+int run(const CheckInvocation& options, const std::vector<std::string>& host_env) {
     Profile profile = load_profile(options.profile, profile_search_dirs());
-    std::unique_ptr<const Plan> plan = make_check_plan(std::move(profile), options, host_env);
-    const Analysis analysis = read_analysis(*plan, run_sandbox(*plan));
+    Request request;
+    request.program = {Program::Kind::check, options.script, {}};
+    request.overrides.incident_log = options.incident_log;
+    std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);
+    const Analysis analysis = read_analysis(*plan, execute(*plan));
     log_incident(*plan, analysis);
     const bool clean = analysis.findings.empty();
     if (options.json) {
         json out = result(!analysis.error.empty() ? "error" : clean ? "clean" : "findings",
                           analysis.findings, analysis.omitted);
         if (!analysis.error.empty()) out["error"] = analysis.error;
-        std::cout << dump_result(out) << std::endl;
+        std::cout << dump_line(out) << std::endl;
     } else {
         print_human(options.script, analysis);
     }
@@ -88,7 +92,7 @@ int run(const CheckOptions& options, const std::vector<std::string>& host_env) {
 std::string error_json(std::string_view message) {
     json out = result("error", json::array(), 0);
     out["error"] = message;
-    return dump_result(out);
+    return dump_line(out);
 }
 
 }  // namespace pysandbox::check

@@ -15,7 +15,7 @@ inline constexpr std::string_view kSchema = "pysandbox.check/v1";
 
 // Runs the analysis and prints the findings. Returns 0 clean, 1 findings, 125 when the analysis
 // itself failed. Throws (ProfileError, UsageError, SysError) before the sandbox runs.
-int run(const CheckOptions& options, const std::vector<std::string>& host_env);
+int run(const CheckInvocation& options, const std::vector<std::string>& host_env);
 
 // The --json object for an error pysandbox hit before any analysis.
 std::string error_json(std::string_view message);

@@ -16,10 +16,10 @@
 #include "landlock.hpp"
 #include "limits.hpp"
 #include "mounts.hpp"
+#include "exit_codes.hpp"
 #include "net.hpp"
 #include "pid1.hpp"
-#include "policy.hpp"
-#include "report.hpp"
+#include "policy_channel.hpp"
 
 namespace pysandbox {
 namespace {
@@ -89,7 +89,7 @@ int step_close_fds(ChildContext& ctx) noexcept {
         ::dup2(fds.stderr_write, STDERR_FILENO) < 0)
         return step_fail(ctx, "dup2(stdio pipes -> 0, 1, 2)");
     // Out of the way first: either may sit where the other one goes.
-    constexpr int kAbove = policy::kPolicyFd + 1;
+    constexpr int kAbove = kPolicyFd + 1;
     const int report = ::fcntl(fds.report_write, F_DUPFD_CLOEXEC, kAbove);
     const bool has_channel = fds.policy_write >= 0;
     const int channel = has_channel ? ::fcntl(fds.policy_write, F_DUPFD_CLOEXEC, kAbove) : -1;
@@ -97,8 +97,8 @@ int step_close_fds(ChildContext& ctx) noexcept {
         return step_fail(ctx, "fcntl(F_DUPFD_CLOEXEC, %d)", kAbove);
     if (::dup3(report, kReportFd, O_CLOEXEC) < 0)
         return step_fail(ctx, "dup3(report pipe -> %d)", kReportFd);
-    if (has_channel && ::dup2(channel, policy::kPolicyFd) < 0)
-        return step_fail(ctx, "dup2(policy channel -> %d)", policy::kPolicyFd);
+    if (has_channel && ::dup2(channel, kPolicyFd) < 0)
+        return step_fail(ctx, "dup2(policy channel -> %d)", kPolicyFd);
     if (::close_range(kAbove, ~0U, 0) != 0) return step_fail(ctx, "close_range(%d, ~0)", kAbove);
     ctx.report_fd = kReportFd;
     return 0;
@@ -143,18 +143,22 @@ constexpr Step kSteps[] = {
     {"drop capabilities", caps::step_drop_capabilities},
 };
 
-[[noreturn]] void report_failure(const ChildContext& ctx, int step, int error) noexcept {
+constexpr int kStepCount = static_cast<int>(std::size(kSteps));
+
+}  // namespace
+
+void fail_step(const ChildContext& ctx, ReportKind kind, int index, int error) noexcept {
     Report report{};
-    report.kind = ReportKind::setup_failed;
-    report.step = step;
-    report.error = -error;
+    report.kind = kind;
+    report.step = index;
+    report.error = error;
     std::memcpy(report.detail, ctx.detail, sizeof report.detail);
     while (::write(ctx.report_fd, &report, sizeof report) < 0 && errno == EINTR) {
     }
-    ::_exit(125);
+    if (kind != ReportKind::exec_failed) ::_exit(exit_codes::kSandboxError);
+    ::_exit(error == ENOENT || error == ENOTDIR ? exit_codes::kNotFound
+                                                : exit_codes::kNotExecutable);
 }
-
-}  // namespace
 
 int step_fail(ChildContext& ctx, const char* format, ...) noexcept {
     const int saved = errno;
@@ -166,17 +170,18 @@ int step_fail(ChildContext& ctx, const char* format, ...) noexcept {
 }
 
 const char* child_step_name(int index) noexcept {
-    if (index < 0 || index >= static_cast<int>(std::size(kSteps))) return "start the sandbox";
-    return kSteps[index].name;
+    if (index >= 0 && index < kStepCount) return kSteps[index].name;
+    if (const char* name = pid1::interpreter_step_name(index - kStepCount)) return name;
+    return "start the sandbox";
 }
 
 void run_child(const Plan& plan, const ChildFds& fds) noexcept {
     ChildContext ctx{plan, fds, fds.report_write};
-    for (int i = 0; i < static_cast<int>(std::size(kSteps)); ++i) {
+    for (int i = 0; i < kStepCount; ++i) {
         errno = 0;
-        if (int rc = kSteps[i].run(ctx); rc != 0) report_failure(ctx, i, rc);
+        if (int rc = kSteps[i].run(ctx); rc != 0) fail_step(ctx, ReportKind::setup_failed, i, -rc);
     }
-    pid1::run_init(ctx);
+    pid1::run_init(ctx, kStepCount);
 }
 
 }  // namespace pysandbox

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "plan.hpp"
+#include "report.hpp"
 
 namespace pysandbox {
 
@@ -16,8 +17,8 @@ struct ChildFds {
     int stdin_read;
     int stdout_write;
     int stderr_write;
-    int policy_write;   // the audit hook's records (policy.hpp), at kPolicyFd in the interpreter;
-                        // -1 without a [policy]
+    int policy_write;   // the audit hook's records, at kPolicyFd in the interpreter
+                        // (policy_channel.hpp); -1 without a [policy]
 };
 
 // Everything a step may touch. `detail` receives the failing call with its arguments.
@@ -44,7 +45,13 @@ struct Step {
 int step_fail(ChildContext& ctx, const char* format, ...) noexcept
     __attribute__((format(printf, 2, 3)));
 
-// The step table's names, for the supervisor's messages.
+// Reports the failure of step `index` (errno `error`, the call in ctx.detail) to the supervisor
+// and exits with the exit-code constant that fits `kind`. The child, its init and the
+// interpreter's process all fail this one way.
+[[noreturn]] void fail_step(const ChildContext& ctx, ReportKind kind, int index, int error) noexcept;
+
+// The step tables' names, for the supervisor's messages: the child's steps (child.cpp), then the
+// interpreter's own (pid1.cpp).
 const char* child_step_name(int index) noexcept;
 
 // Runs the step table, then becomes the sandbox's init. Never returns.

@@ -1,11 +1,52 @@
 #include "cli.hpp"
 
 #include <algorithm>
+#include <map>
+#include <stdexcept>
 
+#include "units.hpp"
 #include "version.hpp"
 
 namespace pysandbox {
 namespace {
+
+// An option whose value is parsed as it is read: `parse` turns the text into the value or throws
+// std::invalid_argument, which becomes a ValidationError naming the flag.
+template <typename Parse>
+CLI::Option* parsed_option(CLI::App& command, const std::string& names, const std::string& flag,
+                           Parse parse, const std::string& description) {
+    return command.add_option_function<std::string>(
+        names,
+        [flag, parse](const std::string& text) {
+            try {
+                parse(text);
+            } catch (const std::invalid_argument& e) {
+                throw CLI::ValidationError(flag, e.what());
+            }
+        },
+        description);
+}
+
+// The same for an option given once per value (--allow, --env, --input): each occurrence is one
+// value, never the script name after it.
+template <typename Parse>
+CLI::Option* repeated_option(CLI::App& command, const std::string& flag, Parse parse,
+                             const std::string& description) {
+    return command
+        .add_option_function<std::vector<std::string>>(
+            flag,
+            [flag, parse](const std::vector<std::string>& texts) {
+                for (const auto& text : texts) {
+                    try {
+                        parse(text);
+                    } catch (const std::invalid_argument& e) {
+                        throw CLI::ValidationError(flag, e.what());
+                    }
+                }
+            },
+            description)
+        ->allow_extra_args(false);
+}
 
 void add_incident_log_option(CLI::App& command, std::optional<std::string>& path) {
     command
@@ -15,71 +56,148 @@ void add_incident_log_option(CLI::App& command, std::optional<std::string>& path
         ->type_name("PATH");
 }
 
-void add_run_command(CLI::App& app, Invocation& out) {
-    CLI::App* run = app.add_subcommand("run", "Run a Python script inside the sandbox");
-    RunOptions& o = out.run;
-    run->add_option("-p,--profile", o.profile, "Profile name, or a path containing '/'")
-        ->type_name("PROFILE");
-    run->add_option("--timeout", o.timeout, "Wall-clock limit, e.g. 5s, 250ms, 2m (exit 124)")
+// --net, checked against the one table of network modes.
+CLI::Validator net_mode_validator() {
+    std::string names;
+    for (const auto& [mode, name] : kNetModes) names += (names.empty() ? "" : ",") + std::string(name);
+    return CLI::Validator(
+        [](std::string& text) -> std::string {
+            return net_mode_named(text) ? "" : "\"" + text + "\" is not a network mode";
+        },
+        "{" + names + "}");
+}
+
+void add_limit_options(CLI::App& run, Overrides& o) {
+    parsed_option(run, "--timeout", "--timeout",
+                  [&o](const std::string& t) { o.wall_time = parse_limit_duration(t); },
+                  "Wall-clock limit, e.g. 5s, 250ms, 2m (exit 124)")
         ->type_name("DUR");
-    run->add_option("--cpu-time", o.cpu_time, "CPU time limit, e.g. 10s")->type_name("DUR");
-    run->add_option("--memory", o.memory, "Memory limit, e.g. 256MiB, 1G")->type_name("SIZE");
-    run->add_option("--max-procs", o.max_procs, "Processes and threads, together")
+    parsed_option(run, "--cpu-time", "--cpu-time",
+                  [&o](const std::string& t) { o.cpu_time = parse_limit_duration(t); },
+                  "CPU time limit, e.g. 10s")
+        ->type_name("DUR");
+    parsed_option(run, "--memory", "--memory",
+                  [&o](const std::string& t) { o.memory = parse_limit_size(t, kMinMemory); },
+                  "Memory limit, e.g. 256MiB, 1G")
+        ->type_name("SIZE");
+    run.add_option_function<std::int64_t>(
+           "--max-procs", [&o](std::int64_t n) { o.max_procs = static_cast<std::uint64_t>(n); },
+           "Processes and threads, together")
         ->type_name("N")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{1000000}));
-    run->add_option("--cpus", o.cpus, "CPUs to run on; also sizes numeric thread pools")
+    run.add_option_function<std::int64_t>(
+           "--cpus", [&o](std::int64_t n) { o.cpus = static_cast<std::uint64_t>(n); },
+           "CPUs to run on; also sizes numeric thread pools")
         ->type_name("N")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}));
-    run->add_option("--tmp-size", o.tmp_size, "Size of the writable /tmp")->type_name("SIZE");
-    run->add_option("--output-limit", o.output_limit, "Bytes of stdout+stderr kept")
+    parsed_option(run, "--tmp-size", "--tmp-size",
+                  [&o](const std::string& t) { o.tmp_size = parse_limit_size(t, kMinTmpSize); },
+                  "Size of the writable /tmp")
         ->type_name("SIZE");
-    run->add_option("--net", o.net,
-                    "Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to "
-                    "the allowed HOST:PORTs only)")
+    parsed_option(run, "--output-limit", "--output-limit",
+                  [&o](const std::string& t) { o.output_limit = parse_limit_size(t); },
+                  "Bytes of stdout+stderr kept")
+        ->type_name("SIZE");
+}
+
+void add_network_options(CLI::App& run, Overrides& o) {
+    run.add_option_function<std::string>(
+           "--net", [&o](const std::string& text) { o.net = net_mode_named(text); },
+           "Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to the allowed "
+           "HOST:PORTs only)")
         ->type_name("MODE")
-        ->check(CLI::IsMember({"none", "loopback", "proxy"}));
-    run->add_option("--allow", o.allow,
+        ->check(net_mode_validator());
+    repeated_option(run, "--allow",
+                    [&o](const std::string& text) {
+                        try {
+                            o.allow.push_back(proxy::parse_allow_rule(text));
+                        } catch (const std::invalid_argument& e) {
+                            throw std::invalid_argument("\"" + text + "\": " + e.what());
+                        }
+                    },
                     "Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); "
                     "repeatable, added to the profile's network.allow; implies --net proxy")
-        ->type_name("HOST:PORT")
-        ->allow_extra_args(false);
-    run->add_option("--env", o.env, "Set NAME=VALUE inside, or pass NAME from the host")
-        ->type_name("NAME[=VALUE]")
-        ->allow_extra_args(false);
-    run->add_option("--input", o.inputs,
+        ->type_name("HOST:PORT");
+}
+
+void add_file_options(CLI::App& run, Overrides& o) {
+    repeated_option(run, "--env",
+                    [&o](const std::string& text) {
+                        check_env_spec(text);
+                        o.env.push_back(text);
+                    },
+                    "Set NAME=VALUE inside, or pass NAME from the host")
+        ->type_name("NAME[=VALUE]");
+    repeated_option(run, "--input",
+                    [&o](const std::string& text) { o.inputs.push_back(parse_input_spec(text)); },
                     "Make host FILE readable as /tmp/work/NAME (default: its basename); "
                     "repeatable")
-        ->type_name("FILE[=NAME]")
-        ->allow_extra_args(false);
-    run->add_option("--output-dir", o.output_dir,
-                    "Copy the run's artifacts (new or modified files under /tmp/work) into the "
-                    "existing host DIR; existing files are never overwritten")
+        ->type_name("FILE[=NAME]");
+    run.add_option("--output-dir", o.output_dir,
+                   "Copy the run's artifacts (new or modified files under /tmp/work) into the "
+                   "existing host DIR; existing files are never overwritten")
         ->type_name("DIR");
-    run->add_option("--workdir", o.workdir,
-                    "Bind the host DIR read-write as /tmp/work, so runs can hand files on; it "
-                    "must be writable by the uid the script runs as (65534 when root runs "
-                    "pysandbox)")
+    run.add_option("--workdir", o.workdir,
+                   "Bind the host DIR read-write as /tmp/work, so runs can hand files on; it must "
+                   "be writable by the uid the script runs as (65534 when root runs pysandbox)")
         ->type_name("DIR");
-    add_incident_log_option(*run, o.incident_log);
-    run->add_option("-c", o.code, "Run CODE instead of a script file")->type_name("CODE");
-    run->add_flag("--json", o.json,
+    add_incident_log_option(run, o.incident_log);
+}
+
+// After the run command's options: the program, and the combinations no single flag can check.
+void finish_run(RunInvocation& run) {
+    Program& program = run.request.program;
+    if (run.code) {
+        if (!run.script.empty())
+            throw CLI::ValidationError("-c", "cannot be combined with SCRIPT (\"" + run.script +
+                                                 "\"); put script arguments after --");
+        program.kind = Program::Kind::code;
+        program.text = *run.code;
+    } else if (run.script == "-") {
+        program.kind = Program::Kind::stdin_program;
+    } else if (!run.script.empty()) {
+        program.kind = Program::Kind::script_file;
+        program.text = run.script;
+    } else {
+        throw CLI::ValidationError("run", "a SCRIPT, -c CODE or - (program on stdin) is required");
+    }
+    const Overrides& o = run.request.overrides;
+    if (!o.allow.empty() && o.net && *o.net != NetMode::proxy)
+        throw CLI::ValidationError(
+            "--allow", "needs --net proxy (the allowlist is the proxy's), not --net " +
+                           std::string(to_string(*o.net)));
+}
+
+void add_run_command(CLI::App& app, Invocation& out) {
+    CLI::App* run = app.add_subcommand("run", "Run a Python script inside the sandbox");
+    RunInvocation& r = out.run;
+    run->add_option("-p,--profile", r.profile, "Profile name, or a path containing '/'")
+        ->type_name("PROFILE");
+    add_limit_options(*run, r.request.overrides);
+    add_network_options(*run, r.request.overrides);
+    add_file_options(*run, r.request.overrides);
+    run->add_option("-c", r.code, "Run CODE instead of a script file")->type_name("CODE");
+    run->add_flag("--json", r.request.capture_output,
                   "Print one JSON result (schema pysandbox.result/v1) with the output inside");
-    run->add_flag("-v,--verbose", o.verbose, "Say what the sandbox does, step by step");
-    run->add_option("script", o.script, "The script; '-' reads the program from stdin")
+    run->add_flag("-v,--verbose", r.request.verbose, "Say what the sandbox does, step by step");
+    run->add_option("script", r.script, "The script; '-' reads the program from stdin")
         ->type_name("SCRIPT");
-    run->callback([&out] { out.command = Command::run; });
+    run->callback([&out] {
+        out.command = Command::run;
+        finish_run(out.run);
+    });
     run->footer("Arguments after -- are passed to the script as sys.argv[1:].");
 }
 
 void add_check_command(CLI::App& app, Invocation& out) {
     CLI::App* check = app.add_subcommand(
         "check", "Report the script's denied imports and calls (Python's ast, run in the sandbox)");
-    CheckOptions& o = out.check;
-    check->add_option("-p,--profile", o.profile, "Profile whose [policy] applies")
+    CheckInvocation& c = out.check;
+    check->add_option("-p,--profile", c.profile, "Profile whose [policy] applies")
         ->type_name("PROFILE");
-    check->add_flag("--json", o.json, "Print one JSON object (schema pysandbox.check/v1)");
-    add_incident_log_option(*check, o.incident_log);
-    check->add_option("script", o.script, "The script to analyse")
+    check->add_flag("--json", c.json, "Print one JSON object (schema pysandbox.check/v1)");
+    add_incident_log_option(*check, c.incident_log);
+    check->add_option("script", c.script, "The script to analyse")
         ->required()
         ->type_name("SCRIPT");
     check->callback([&out] { out.command = Command::check; });
@@ -92,23 +210,36 @@ void add_profile_command(CLI::App& app, Invocation& out) {
     CLI::App* list = profile->add_subcommand("list", "List the profiles that can be named");
     list->callback([&out] { out.command = Command::profile_list; });
     CLI::App* show = profile->add_subcommand("show", "Print a profile, fully resolved, as TOML");
-    show->add_option("name", out.profile.name, "Profile name or path")
+    show->add_option("name", out.profile_name, "Profile name or path")
         ->required()
         ->type_name("PROFILE");
     show->callback([&out] { out.command = Command::profile_show; });
 }
 
+// Throws CLI::ParseError naming the word when the first one is not a command.
+void check_command_name(CLI::App& app, const SplitArgs& split) {
+    if (split.head.empty() || split.head.back().starts_with('-')) return;
+    const std::string& name = split.head.back();
+    std::string known;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+        if (sub->get_name() == name) return;
+        known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    throw CLI::ValidationError("unknown command \"" + name + "\" (commands: " + known + ")");
+}
+
 }  // namespace
 
 std::unique_ptr<CLI::App> build_cli(Invocation& out) {
-    auto app = std::make_unique<CLI::App>(
-        "Run untrusted Python in a locked-down Linux sandbox", "pysandbox");
+    auto app = std::make_unique<CLI::App>("Run untrusted Python in a locked-down Linux sandbox",
+                                          "pysandbox");
     app->set_version_flag("--version", std::string("pysandbox ") + kVersion);
     app->require_subcommand(1);
     add_run_command(*app, out);
     add_check_command(*app, out);
     add_profile_command(*app, out);
-    CLI::App* doctor = app->add_subcommand("doctor", "Check what this host allows, and how to fix what it does not");
+    CLI::App* doctor = app->add_subcommand(
+        "doctor", "Check what this host allows, and how to fix what it does not");
     doctor->add_flag("--json", out.doctor_json, "Print the checks as one JSON object");
     doctor->callback([&out] { out.command = Command::doctor; });
     return app;
@@ -123,25 +254,27 @@ SplitArgs split_at_double_dash(int argc, const char* const* argv) {
     return split;
 }
 
-void check_command_name(CLI::App& app, const SplitArgs& split) {
-    if (split.head.empty() || split.head.back().starts_with('-')) return;
-    const std::string& name = split.head.back();
-    std::string known;
-    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-        if (sub->get_name() == name) return;
-        known += (known.empty() ? "" : ", ") + sub->get_name();
+CommandLine::CommandLine() : app_(build_cli(invocation_)) {}
+
+void CommandLine::parse(int argc, const char* const* argv) {
+    SplitArgs split = split_at_double_dash(argc, argv);
+    check_command_name(*app_, split);
+    app_->parse(split.head);
+    invocation_.run.request.program.args = std::move(split.script_args);
+}
+
+bool CommandLine::json_requested() const {
+    for (const char* name : {"run", "check"}) {
+        const CLI::App* command = app_->get_subcommand(name);
+        if (command->parsed() && command->get_option("--json")->count() > 0) return true;
     }
-    throw CLI::ValidationError("unknown command \"" + name + "\" (commands: " + known + ")");
+    return false;
 }
 
 Invocation parse_command_line(int argc, const char* const* argv) {
-    Invocation invocation;
-    auto app = build_cli(invocation);
-    SplitArgs split = split_at_double_dash(argc, argv);
-    check_command_name(*app, split);
-    app->parse(split.head);
-    invocation.run.args = std::move(split.script_args);
-    return invocation;
+    CommandLine command_line;
+    command_line.parse(argc, argv);
+    return command_line.invocation();
 }
 
 }  // namespace pysandbox

@@ -1,6 +1,7 @@
 #pragma once
 // The command line, defined once with CLI11: parsing, --help, the man page's option list and the
-// shell completions all come from build_cli().
+// shell completions all come from build_cli(). Values are parsed into the core's types as they are
+// read (a Request, plan.hpp's input): a bad value is a CLI::ValidationError naming the flag.
 
 #include <memory>
 #include <optional>
@@ -9,53 +10,35 @@
 
 #include <CLI/CLI.hpp>
 
+#include "request.hpp"
+
 namespace pysandbox {
 
-// What `pysandbox run` was asked, unresolved: strings as typed. plan.cpp turns them into numbers
-// and paths, naming the flag when a value is wrong.
-struct RunOptions {
+enum class Command { none, run, check, profile_list, profile_show, doctor };
+
+// `pysandbox run`.
+struct RunInvocation {
     std::string profile = "default";
-    std::optional<std::string> timeout;
-    std::optional<std::string> cpu_time;
-    std::optional<std::string> memory;
-    std::optional<std::int64_t> max_procs;
-    std::optional<std::int64_t> cpus;
-    std::optional<std::string> tmp_size;
-    std::optional<std::string> output_limit;
-    std::optional<std::string> net;
-    std::vector<std::string> allow;  // --allow HOST:PORT, repeatable
-    std::vector<std::string> env;
-    std::vector<std::string> inputs;         // --input FILE[=NAME], repeatable
-    std::optional<std::string> output_dir;  // --output-dir DIR
-    std::optional<std::string> workdir;     // --workdir DIR: a host directory as /tmp/work
-    std::optional<std::string> incident_log;  // --incident-log PATH
+    Request request;
+    // As typed, until the run command's callback turns them into request.program.
     std::optional<std::string> code;  // -c CODE
     std::string script;               // path, or "-" for stdin; empty with -c
-    std::vector<std::string> args;    // everything after "--"
-    int verbose = 0;
-    bool json = false;  // one JSON result on stdout instead of the script's output
 };
 
-struct ProfileOptions {
-    std::string name;
-};
-
-// What `pysandbox check` was asked.
-struct CheckOptions {
+// `pysandbox check`.
+struct CheckInvocation {
     std::string profile = "default";
     std::string script;
-    std::optional<std::string> incident_log;  // --incident-log PATH
+    std::optional<std::string> incident_log;
     bool json = false;
 };
-
-enum class Command { none, run, check, profile_list, profile_show, doctor };
 
 struct Invocation {
     Command command = Command::none;
     bool doctor_json = false;
-    RunOptions run;
-    CheckOptions check;
-    ProfileOptions profile;
+    RunInvocation run;
+    CheckInvocation check;
+    std::string profile_name;  // `profile show NAME`
 };
 
 // The CLI11 app bound to `out`. Call parse() on it, then read `out.command`.
@@ -68,8 +51,22 @@ struct SplitArgs {
 };
 SplitArgs split_at_double_dash(int argc, const char* const* argv);
 
-// Throws CLI::ParseError naming the word when the first one is not a command.
-void check_command_name(CLI::App& app, const SplitArgs& split);
+// One parse of one command line: the app, and what it filled.
+class CommandLine {
+  public:
+    CommandLine();
+    // Throws CLI::ParseError: --help and --version (exit code 0) and every bad command line.
+    void parse(int argc, const char* const* argv);
+    const Invocation& invocation() const { return invocation_; }
+    Invocation& invocation() { return invocation_; }
+    CLI::App& app() { return *app_; }
+    // Whether --json was given to run or check: also known when the rest of the line was bad.
+    bool json_requested() const;
+
+  private:
+    Invocation invocation_;
+    std::unique_ptr<CLI::App> app_;
+};
 
 // Parses argv into an Invocation. Throws CLI::ParseError (help, version and errors alike).
 Invocation parse_command_line(int argc, const char* const* argv);

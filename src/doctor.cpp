@@ -15,10 +15,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cgroup.hpp"
+#include "execute.hpp"
 #include "landlock.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
-#include "supervisor.hpp"
 
 namespace pysandbox::doctor {
 namespace {
@@ -104,10 +104,10 @@ Check check_interpreter(const Profile& profile) {
 Check check_end_to_end(const Profile& profile) {
     Check check{"end-to-end sandbox", false, true, {}, {}};
     try {
-        RunOptions options;
-        options.code = "pass";
-        auto plan = make_plan(profile, options, {});
-        Outcome outcome = run_sandbox(*plan);
+        Request request;
+        request.program = {Program::Kind::code, "pass", {}};
+        auto plan = make_plan(profile, request, {});
+        Outcome outcome = execute(*plan);
         check.ok = outcome.kind == Outcome::Kind::exited && outcome.exit_code == 0;
         check.detail = check.ok ? "python ran in the sandbox; setup took " +
                                       std::to_string(outcome.setup.count()) + " ms"
@@ -121,6 +121,22 @@ Check check_end_to_end(const Profile& profile) {
 }
 
 }  // namespace
+
+std::string user_namespace_hint() {
+    std::ifstream apparmor("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+    int restricted = 0;
+    if (apparmor >> restricted && restricted == 1)
+        return "AppArmor restricts unprivileged user namespaces: "
+               "sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0 (or install an AppArmor "
+               "profile for pysandbox)";
+    std::ifstream max_ns("/proc/sys/user/max_user_namespaces");
+    long max = -1;
+    if (max_ns >> max && max == 0) return "sudo sysctl user.max_user_namespaces=15000";
+    std::ifstream debian("/proc/sys/kernel/unprivileged_userns_clone");
+    int allowed = 1;
+    if (debian >> allowed && allowed == 0) return "sudo sysctl kernel.unprivileged_userns_clone=1";
+    return "check that user namespaces are enabled (pysandbox doctor)";
+}
 
 std::vector<Check> run_checks() {
     std::vector<Check> checks{check_user_namespaces(), check_apparmor(), check_seccomp(),

@@ -17,6 +17,10 @@ struct Check {
 
 std::vector<Check> run_checks();
 
+// What to tell the user when user namespaces cannot be created or set up: the host's setting at
+// fault and the command that changes it.
+std::string user_namespace_hint();
+
 // Prints the checks (as text or JSON) and returns the exit status: 0 when every required check
 // passed, 1 otherwise.
 int report(const std::vector<Check>& checks, bool json);

@@ -27,6 +27,12 @@ struct SysError : std::runtime_error {
     int error;
 };
 
+// A user namespace could not be created or set up (clone3, the id maps): the host forbids them.
+// main() adds the setting at fault and how to change it (doctor.hpp).
+struct UserNamespaceError : SysError {
+    using SysError::SysError;
+};
+
 // Throws SysError(call, errno) when result is negative; returns result otherwise.
 template <typename T>
 T check_sys(T result, const std::string& call) {

@@ -1,7 +1,7 @@
 #pragma once
 // The exit status contract (DESIGN.md "Exit codes"; the man page documents it).
 
-#include "supervisor.hpp"
+#include "outcome.hpp"
 
 namespace pysandbox::exit_codes {
 

@@ -7,7 +7,8 @@
 #include <cstring>
 #include <ctime>
 
-#include "result.hpp"
+#include "json_text.hpp"
+#include "violations.hpp"
 
 namespace pysandbox::incident {
 namespace {
@@ -39,9 +40,24 @@ json head(const Plan& plan, std::string_view command) {
             {"script_sha256", plan.script_sha256}};
 }
 
+json run_entry(const Plan& plan, const Outcome& outcome) {
+    json blocked = blocked_json(outcome);
+    if (blocked.empty()) return nullptr;
+    json entry = head(plan, "run");
+    // The exit, not the status: without --json the output is not kept, so an exception cannot
+    // be told from an error, and the log must say the same whatever the caller asked for.
+    entry["exit_code"] = outcome.kind == Outcome::Kind::exited ? json(outcome.exit_code)
+                                                               : json(nullptr);
+    entry["signal"] = outcome.kind == Outcome::Kind::exited || outcome.signal == 0
+                          ? json(nullptr)
+                          : json(signal_name(outcome.signal));
+    entry["blocked"] = std::move(blocked);
+    return entry;
+}
+
 std::string append(const Plan& plan, const json& entry) {
     if (!plan.incident_log) return {};
-    const std::string line = dump_result(entry) + "\n";
+    const std::string line = dump_line(entry) + "\n";
     ssize_t written;
     do {
         written = ::write(plan.incident_log.get(), line.data(), line.size());

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "outcome.hpp"
 #include "plan.hpp"
 
 namespace pysandbox::incident {
@@ -17,6 +18,10 @@ inline constexpr std::string_view kSchema = "pysandbox.incident/v1";
 // The fields every entry starts with: schema, time (UTC, RFC 3339, milliseconds), command
 // ("run" or "check"), profile, script (as given) and script_sha256.
 nlohmann::ordered_json head(const Plan& plan, std::string_view command);
+
+// The entry of a run with what it had blocked (violations.hpp); null when nothing was.
+// Resource limits are not incidents.
+nlohmann::ordered_json run_entry(const Plan& plan, const Outcome& outcome);
 
 // Appends `entry` to the plan's log as one line, with one write(2): O_APPEND keeps the lines of
 // concurrent runs whole. Returns why it failed, or an empty string. Without a log: nothing.

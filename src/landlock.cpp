@@ -9,6 +9,7 @@
 #include <cerrno>
 
 #include "child.hpp"
+#include "sys/unique_fd.hpp"
 
 namespace pysandbox::landlock {
 namespace {
@@ -64,37 +65,30 @@ int step_restrict_filesystem(ChildContext& ctx) noexcept {
     if (ruleset.abi <= 0) return 0;  // optional layer; the result reports it as degraded
     landlock_ruleset_attr attr{};
     attr.handled_access_fs = ruleset.handled;
-    int fd = static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0));
-    if (fd < 0) return step_fail(ctx, "landlock_create_ruleset(0x%llx)",
-                                 static_cast<unsigned long long>(ruleset.handled));
+    sys::UniqueFd ruleset_fd(
+        static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0)));
+    if (!ruleset_fd)
+        return step_fail(ctx, "landlock_create_ruleset(0x%llx)",
+                         static_cast<unsigned long long>(ruleset.handled));
     for (const Rule& rule : ruleset.rules) {
+        sys::UniqueFd parent(::open(rule.path.c_str(), O_PATH | O_CLOEXEC));
+        if (!parent) {
+            if (errno == ENOENT) continue;
+            return step_fail(ctx, "open(%s, O_PATH)", rule.path.c_str());
+        }
         landlock_path_beneath_attr beneath{};
         beneath.allowed_access = rule.access;
-        beneath.parent_fd = ::open(rule.path.c_str(), O_PATH | O_CLOEXEC);
-        if (beneath.parent_fd < 0) {
-            if (errno == ENOENT) continue;
-            int rc = step_fail(ctx, "open(%s, O_PATH)", rule.path.c_str());
-            ::close(fd);
-            return rc;
-        }
+        beneath.parent_fd = parent.get();
         struct stat st {};
-        if (::fstat(beneath.parent_fd, &st) == 0 && !S_ISDIR(st.st_mode))
+        if (::fstat(parent.get(), &st) == 0 && !S_ISDIR(st.st_mode))
             beneath.allowed_access &= kFileRights;  // directory rights on a file are EINVAL
-        long rc = ::syscall(SYS_landlock_add_rule, fd, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0);
-        int saved = errno;
-        ::close(beneath.parent_fd);
-        if (rc != 0) {
-            errno = saved;
-            int failed = step_fail(ctx, "landlock_add_rule(%s)", rule.path.c_str());
-            ::close(fd);
-            return failed;
-        }
+        if (::syscall(SYS_landlock_add_rule, ruleset_fd.get(), LANDLOCK_RULE_PATH_BENEATH,
+                      &beneath, 0) != 0)
+            return step_fail(ctx, "landlock_add_rule(%s)", rule.path.c_str());
     }
-    long rc = ::syscall(SYS_landlock_restrict_self, fd, 0);
-    int saved = errno;
-    ::close(fd);
-    errno = saved;
-    return rc == 0 ? 0 : step_fail(ctx, "landlock_restrict_self()");
+    if (::syscall(SYS_landlock_restrict_self, ruleset_fd.get(), 0) != 0)
+        return step_fail(ctx, "landlock_restrict_self()");
+    return 0;
 }
 
 }  // namespace pysandbox::landlock

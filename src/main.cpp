@@ -12,12 +12,13 @@
 #include "cli.hpp"
 #include "doctor.hpp"
 #include "errors.hpp"
-#include "incident.hpp"
+#include "execute.hpp"
 #include "exit_codes.hpp"
+#include "incident.hpp"
+#include "json_text.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
 #include "result.hpp"
-#include "supervisor.hpp"
 #include "units.hpp"
 
 extern char** environ;
@@ -48,7 +49,7 @@ void describe_plan(const Plan& plan) {
         units::format_duration(limits.cpu_time) + ", memory " + units::format_size(limits.memory) +
         ", procs " + std::to_string(limits.max_procs) + ", /tmp " +
         units::format_size(limits.tmp_size));
-    say("network: " + std::string(to_string(plan.profile.net_mode)));
+    say("network: " + std::string(to_string(plan.profile.network.mode)));
     std::string binds;
     for (const auto& bind : plan.ro_binds) binds += " " + bind.source;
     say("read-only:" + binds);
@@ -64,21 +65,22 @@ void describe_plan(const Plan& plan) {
                                 "alone keep writes in /tmp)");
 }
 
-int run(const RunOptions& options) {
-    Profile profile = load_profile(options.profile, profile_search_dirs());
-    std::unique_ptr<const Plan> plan = make_plan(std::move(profile), options, host_environment());
+int run(const RunInvocation& invocation) {
+    Profile profile = load_profile(invocation.profile, profile_search_dirs());
+    std::unique_ptr<const Plan> plan =
+        make_plan(std::move(profile), invocation.request, host_environment());
     if (plan->verbose) describe_plan(*plan);
-    Outcome outcome = run_sandbox(*plan);
+    Outcome outcome = execute(*plan);
     if (plan->verbose)
         say("setup " + std::to_string(outcome.setup.count()) + " ms, script " +
             std::to_string(outcome.wall.count()) + " ms wall, " + std::to_string(outcome.cpu_ms) +
             " ms cpu, " + std::to_string(outcome.max_rss_kib) + " KiB max rss");
     const int exit_code = exit_codes::for_outcome(outcome);
-    if (const auto entry = incident_json(*plan, outcome); !entry.is_null())
+    if (const auto entry = incident::run_entry(*plan, outcome); !entry.is_null())
         if (std::string problem = incident::append(*plan, entry); !problem.empty())
             say("warning: " + problem);
-    if (options.json)
-        std::cout << dump_result(result_json(*plan, std::move(outcome))) << std::endl;
+    if (plan->capture_output)
+        std::cout << dump_line(result_json(*plan, std::move(outcome), exit_code)) << std::endl;
     else if (std::string summary = human_summary(*plan, outcome); !summary.empty())
         say(summary);
     return exit_code;
@@ -105,15 +107,13 @@ int profile_show(const std::string& name) {
     return 0;
 }
 
-// Which JSON object an error is owed: `--json` before any "--" asked for one, even when the
-// command line is bad.
+// Which JSON object an error is owed: --json asked for one, even when the command line is bad.
 enum class JsonWanted { none, run_result, check_result };
 
-JsonWanted wants_json(const SplitArgs& split) {
-    if (std::ranges::find(split.head, "--json") == split.head.end()) return JsonWanted::none;
-    if (std::ranges::find(split.head, "run") != split.head.end()) return JsonWanted::run_result;
-    if (std::ranges::find(split.head, "check") != split.head.end()) return JsonWanted::check_result;
-    return JsonWanted::none;
+JsonWanted wants_json(CommandLine& command_line) {
+    if (!command_line.json_requested()) return JsonWanted::none;
+    return command_line.app().get_subcommand("check")->parsed() ? JsonWanted::check_result
+                                                                 : JsonWanted::run_result;
 }
 
 // Every error pysandbox itself hits: one line on stderr, and the result object when one is due.
@@ -122,7 +122,7 @@ int fail(JsonWanted json, std::string_view kind, std::string_view message,
     std::cerr << "pysandbox: " << kind << ": " << message << "\n";
     const std::string line = std::string(kind) + ": " + std::string(message);
     if (json == JsonWanted::run_result)
-        std::cout << dump_result(early_error_json(line, profile)) << std::endl;
+        std::cout << dump_line(early_error_json(line, profile)) << std::endl;
     else if (json == JsonWanted::check_result)
         std::cout << check::error_json(line) << std::endl;
     return exit_codes::kSandboxError;
@@ -133,7 +133,7 @@ int dispatch(const Invocation& invocation) {
         case Command::run: return run(invocation.run);
         case Command::check: return check::run(invocation.check, host_environment());
         case Command::profile_list: return profile_list();
-        case Command::profile_show: return profile_show(invocation.profile.name);
+        case Command::profile_show: return profile_show(invocation.profile_name);
         case Command::doctor: return doctor::report(doctor::run_checks(), invocation.doctor_json);
         case Command::none: break;
     }
@@ -148,21 +148,18 @@ int main(int argc, char** argv) {
     ensure_standard_fds();
     ::signal(SIGPIPE, SIG_IGN);  // a closed stdout is an EPIPE to handle, not a death
 
-    Invocation invocation;
-    auto app = build_cli(invocation);
-    SplitArgs split = split_at_double_dash(argc, argv);
-    const JsonWanted json = wants_json(split);
+    CommandLine command_line;
     try {
-        check_command_name(*app, split);
-        app->parse(split.head);
+        command_line.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        if (e.get_exit_code() == 0) return app->exit(e);  // --help, --version
-        const int code = fail(json, "error", e.what(), invocation.run.profile);
+        if (e.get_exit_code() == 0) return command_line.app().exit(e);  // --help, --version
+        const JsonWanted json = wants_json(command_line);
+        const int code = fail(json, "error", e.what(), command_line.invocation().run.profile);
         if (json == JsonWanted::none) std::cerr << "Run 'pysandbox --help' for usage.\n";
         return code;
     }
-    invocation.run.args = std::move(split.script_args);
-
+    const Invocation& invocation = command_line.invocation();
+    const JsonWanted json = wants_json(command_line);
     const std::string& profile =
         invocation.command == Command::check ? invocation.check.profile : invocation.run.profile;
     try {
@@ -171,6 +168,11 @@ int main(int argc, char** argv) {
         return fail(json, "error", e.what(), profile);
     } catch (const ProfileError& e) {
         return fail(json, "profile error", e.what(), profile);
+    } catch (const UserNamespaceError& e) {
+        return fail(json, "error",
+                    std::string(e.what()) + "\n  cannot create user namespaces: " +
+                        doctor::user_namespace_hint(),
+                    profile);
     } catch (const SysError& e) {
         return fail(json, "error", e.what(), profile);
     } catch (const std::exception& e) {

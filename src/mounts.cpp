@@ -64,30 +64,22 @@ int make_parent_dirs(const char* path) noexcept {
 // An empty file to bind a file over.
 int make_file(const char* path) noexcept {
     if (make_parent_dirs(path) != 0) return -1;
-    int fd = ::open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444);
-    if (fd < 0) return -1;
-    ::close(fd);
-    return 0;
+    sys::UniqueFd fd(::open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0444));
+    return fd ? 0 : -1;
 }
 
 int write_file(const char* path, const std::string& content, mode_t mode) noexcept {
     if (make_parent_dirs(path) != 0) return -1;
-    int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
-    if (fd < 0) return -1;
+    sys::UniqueFd fd(::open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+    if (!fd) return -1;
     std::size_t done = 0;
     while (done < content.size()) {
-        ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+        ssize_t n = ::write(fd.get(), content.data() + done, content.size() - done);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            int saved = errno;
-            ::close(fd);
-            errno = saved;
-            return -1;
-        }
+        if (n < 0) return -1;
         done += static_cast<std::size_t>(n);
     }
-    ::fchmod(fd, mode);  // the umask must not decide the script's mode
-    return ::close(fd);
+    return ::fchmod(fd.get(), mode);  // the umask must not decide the script's mode
 }
 
 int bind_readonly(ChildContext& ctx, const char* source, const char* target,

@@ -16,24 +16,22 @@
 namespace pysandbox::net {
 
 int step_configure_network(ChildContext& ctx) noexcept {
-    if (ctx.plan.profile.net_mode == NetMode::none) return 0;
-    int sock = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (sock < 0) return step_fail(ctx, "socket(AF_INET, SOCK_DGRAM)");
+    if (ctx.plan.profile.network.mode == NetMode::none) return 0;
+    sys::UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (!sock) return step_fail(ctx, "socket(AF_INET, SOCK_DGRAM)");
     ifreq request{};
     std::strncpy(request.ifr_name, "lo", IFNAMSIZ - 1);
     request.ifr_flags = IFF_UP | IFF_RUNNING;
-    int rc = ::ioctl(sock, SIOCSIFFLAGS, &request);
-    int saved = errno;
-    ::close(sock);
-    errno = saved;
-    return rc == 0 ? 0 : step_fail(ctx, "ioctl(lo, SIOCSIFFLAGS, IFF_UP)");
+    if (::ioctl(sock.get(), SIOCSIFFLAGS, &request) != 0)
+        return step_fail(ctx, "ioctl(lo, SIOCSIFFLAGS, IFF_UP)");
+    return 0;
 }
 
 // The listening socket is made here, inside, so it is bound in the sandbox's namespace; it is
 // then handed to the supervisor and closed, so the script never holds it (it could accept the
 // connections itself) and cannot bind the port (the supervisor's copy keeps it in use).
 int step_open_proxy_port(ChildContext& ctx) noexcept {
-    if (ctx.plan.profile.net_mode != NetMode::proxy) return 0;
+    if (ctx.plan.profile.network.mode != NetMode::proxy) return 0;
     sys::UniqueFd sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!sock) return step_fail(ctx, "socket(AF_INET, SOCK_STREAM)");
     sockaddr_in address{};

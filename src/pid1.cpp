@@ -9,7 +9,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <iterator>
 
+#include "exit_codes.hpp"
 #include "limits.hpp"
 #include "report.hpp"
 #include "seccomp.hpp"
@@ -29,28 +31,41 @@ void send_report(const Report& report) noexcept {
     }
 }
 
-[[noreturn]] void fail_before_exec(const char* what, int error) noexcept {
-    Report failed{};
-    failed.kind = ReportKind::setup_failed;
-    failed.step = -1;
-    failed.error = error;
-    std::snprintf(failed.detail, sizeof failed.detail, "%s", what);
-    send_report(failed);
-    ::_exit(125);
+// The script's resource limits are set here, in its own process, rather than in init: init needs
+// none of them, and an address-space limit below what a sanitizer build's init has already
+// mapped made its next mmap fail. Before seccomp, which the script runs under.
+int step_set_rlimits(ChildContext& ctx) noexcept {
+    if (const Rlimit* refused = limits::set_rlimits(ctx.plan))
+        return step_fail(ctx, "setrlimit(%d, %llu, %llu)", refused->resource,
+                         static_cast<unsigned long long>(refused->soft),
+                         static_cast<unsigned long long>(refused->hard));
+    return 0;
 }
 
 // Seccomp comes last, in the interpreter's own process, so nothing the sandbox does needs an
 // exception in the filter. The listener goes to the supervisor and is closed here: the script
 // must never hold it, or it could answer its own denied calls.
-void install_seccomp(const Plan& plan) noexcept {
-    int listener = seccomp::load(plan.seccomp_program);
-    if (listener < 0) fail_before_exec("seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER)", -listener);
+int step_load_seccomp(ChildContext& ctx) noexcept {
+    const int listener = seccomp::load(ctx.plan.seccomp_program);
+    if (listener < 0) {
+        errno = -listener;
+        return step_fail(ctx, "seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER)");
+    }
     Report report{};
     report.kind = ReportKind::listener;
-    ssize_t sent = sys::send_record(kReportFd, &report, sizeof report, listener);
-    int error = errno;
+    const ssize_t sent = sys::send_record(kReportFd, &report, sizeof report, listener);
+    const int error = errno;
     ::close(listener);
-    if (sent < 0) fail_before_exec("sendmsg(seccomp listener)", error);
+    errno = error;
+    return sent < 0 ? step_fail(ctx, "sendmsg(seccomp listener)") : 0;
+}
+
+// Returns only when execve failed.
+int step_exec_interpreter(ChildContext& ctx) noexcept {
+    const Plan& plan = ctx.plan;
+    ::execve(plan.interpreter.c_str(), const_cast<char* const*>(plan.argv_ptrs.data()),
+             const_cast<char* const*>(plan.envp_ptrs.data()));
+    return step_fail(ctx, "execve(%s)", plan.interpreter.c_str());
 }
 
 std::int64_t monotonic_ns() noexcept {
@@ -59,32 +74,30 @@ std::int64_t monotonic_ns() noexcept {
     return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
 }
 
-[[noreturn]] void exec_interpreter(const Plan& plan) noexcept {
+// The interpreter's own process, between fork and execve: the second step table. Its first step
+// is init's fork() (run_init); the rest run in the new process.
+constexpr Step kInterpreterSteps[] = {
+    {"start the interpreter's process", nullptr},
+    {"set the script's resource limits", step_set_rlimits},
+    {"load the seccomp filter", step_load_seccomp},
+    {"execute the interpreter", step_exec_interpreter},
+};
+constexpr int kInterpreterStepCount = static_cast<int>(std::size(kInterpreterSteps));
+
+[[noreturn]] void become_interpreter(ChildContext& ctx, int first_step) noexcept {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
     ::signal(SIGPIPE, SIG_DFL);  // the supervisor ignores it; exec keeps ignored signals ignored
-    // The script's resource limits are set here, in its own process, rather than in init: init
-    // needs none of them, and an address-space limit below what a sanitizer build's init has
-    // already mapped made its next mmap fail. Before seccomp, which the script runs under.
-    if (const Rlimit* refused = limits::set_rlimits(plan)) {
-        const int error = errno;
-        char what[96];
-        std::snprintf(what, sizeof what, "setrlimit(%d, %llu, %llu)", refused->resource,
-                      static_cast<unsigned long long>(refused->soft),
-                      static_cast<unsigned long long>(refused->hard));
-        fail_before_exec(what, error);
+    for (int i = 1; i < kInterpreterStepCount; ++i) {
+        errno = 0;
+        if (int rc = kInterpreterSteps[i].run(ctx); rc != 0) {
+            const bool exec = i == kInterpreterStepCount - 1;
+            fail_step(ctx, exec ? ReportKind::exec_failed : ReportKind::setup_failed,
+                      first_step + i, -rc);
+        }
     }
-    install_seccomp(plan);
-
-    ::execve(plan.interpreter.c_str(), const_cast<char* const*>(plan.argv_ptrs.data()),
-             const_cast<char* const*>(plan.envp_ptrs.data()));
-    Report failed{};
-    failed.kind = ReportKind::exec_failed;
-    failed.error = errno;
-    std::snprintf(failed.detail, sizeof failed.detail, "execve(%s)", plan.interpreter.c_str());
-    send_report(failed);
-    ::_exit(127);
+    ::_exit(exit_codes::kSandboxError);  // not reached: execve returned 0
 }
 
 Report usage_report(int wait_status, std::int64_t exec_ns) noexcept {
@@ -104,7 +117,12 @@ Report usage_report(int wait_status, std::int64_t exec_ns) noexcept {
 
 }  // namespace
 
-void run_init(ChildContext& ctx) noexcept {
+const char* interpreter_step_name(int index) noexcept {
+    if (index < 0 || index >= kInterpreterStepCount) return nullptr;
+    return kInterpreterSteps[index].name;
+}
+
+void run_init(ChildContext& ctx, int first_step) noexcept {
     struct sigaction action {};
     action.sa_handler = on_signal;
     for (int sig : kForwarded) ::sigaction(sig, &action, nullptr);
@@ -118,8 +136,12 @@ void run_init(ChildContext& ctx) noexcept {
     // /proc/1/fd/* to reach init or its report socket. execve makes the script dumpable again.
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     const pid_t script = ::fork();
-    if (script < 0) fail_before_exec("fork() for the interpreter", errno);
-    if (script == 0) exec_interpreter(ctx.plan);
+    if (script < 0) {
+        const int error = errno;
+        step_fail(ctx, "fork() for the interpreter");
+        fail_step(ctx, ReportKind::setup_failed, first_step, error);
+    }
+    if (script == 0) become_interpreter(ctx, first_step);
 
     int script_status = 0;
     bool script_done = false;

@@ -7,6 +7,10 @@
 
 namespace pysandbox::pid1 {
 
-[[noreturn]] void run_init(ChildContext& ctx) noexcept;
+// Becomes the init. The interpreter's own steps are numbered from `first_step` on in reports.
+[[noreturn]] void run_init(ChildContext& ctx, int first_step) noexcept;
+
+// The name of the interpreter's step `index` (0 is the first), or nullptr.
+const char* interpreter_step_name(int index) noexcept;
 
 }  // namespace pysandbox::pid1

@@ -15,7 +15,9 @@
 
 #include "errors.hpp"
 #include "policy.hpp"
-#include "units.hpp"
+#include "policy_channel.hpp"
+#include "proxy.hpp"
+#include "python_modules.hpp"
 #include "seccomp.hpp"
 #include "sha256.hpp"
 
@@ -25,16 +27,6 @@ namespace {
 
 constexpr uid_t kOverflowId = 65534;  // "nobody": what root's sandboxes run as on the host
 constexpr std::uintmax_t kMaxScriptBytes = 16 << 20;
-constexpr const char* kScriptDir = "/sandbox";
-
-template <typename Parse>
-auto parse_flag(const char* flag, const std::string& text, Parse parse) {
-    try {
-        return parse(text);
-    } catch (const std::invalid_argument& e) {
-        throw UsageError(std::string(flag) + ": " + e.what());
-    }
-}
 
 // Root of the host, not root of some container's user namespace: only then can the sandbox be
 // mapped to another host uid and root's groups be dropped.
@@ -114,33 +106,38 @@ std::string add_script_file(const std::string& host_path, Plan& plan) {
     return inside;
 }
 
-void add_program(const RunOptions& options, Plan& plan) {
+void add_program(const Program& program, Plan& plan) {
     plan.argv.push_back(plan.interpreter);
     for (const auto& arg : plan.profile.interpreter_args) plan.argv.push_back(arg);
-    if (options.code) {
-        if (!options.script.empty())
-            throw UsageError("-c and SCRIPT both given (\"" + options.script +
-                             "\"); put script arguments after --");
-        plan.argv.push_back("-c");
-        plan.argv.push_back(*options.code);
-        plan.script_label = "-c";
-        plan.script_file = "<string>";
-        plan.script_sha256 = Sha256::of(*options.code);
-    } else if (options.script == "-") {
-        plan.stdin_program = read_all_stdin();
-        plan.argv.push_back("-");
-        plan.script_label = "-";
-        plan.script_file = "<stdin>";
-        plan.script_sha256 = Sha256::of(*plan.stdin_program);
-    } else if (!options.script.empty()) {
-        std::string inside = add_script_file(options.script, plan);
-        plan.argv.push_back(inside);
-        plan.script_label = options.script;
-        plan.script_file = inside;
-    } else {
-        throw UsageError("run: a SCRIPT, -c CODE or - (program on stdin) is required");
+    switch (program.kind) {
+        case Program::Kind::code:
+            plan.argv.push_back("-c");
+            plan.argv.push_back(program.text);
+            plan.script_label = "-c";
+            plan.script_file = "<string>";
+            plan.script_sha256 = Sha256::of(program.text);
+            break;
+        case Program::Kind::stdin_program:
+            plan.stdin_program = read_all_stdin();
+            plan.argv.push_back("-");
+            plan.script_label = "-";
+            plan.script_file = "<stdin>";
+            plan.script_sha256 = Sha256::of(*plan.stdin_program);
+            break;
+        case Program::Kind::script_file:
+            plan.script_file = add_script_file(program.text, plan);
+            plan.argv.push_back(plan.script_file);
+            plan.script_label = program.text;
+            break;
+        case Program::Kind::check: {
+            plan.argv.push_back(std::string(kSandboxPythonDir) + std::string(python::kCheckModule) + ".py");
+            plan.argv.push_back(add_script_file(program.text, plan));
+            plan.argv.push_back(policy::analyzer_argument(plan.profile.policy, plan.profile.name));
+            plan.script_label = program.text;
+            break;
+        }
     }
-    for (const auto& arg : options.args) plan.argv.push_back(arg);
+    for (const auto& arg : program.args) plan.argv.push_back(arg);
 }
 
 // The numeric libraries size their thread pools from the machine, not from the affinity mask;
@@ -169,7 +166,7 @@ void add_proxy_variables(std::map<std::string, std::string>& env) {
     env["NO_PROXY"] = env["no_proxy"] = "";
 }
 
-void add_environment(const RunOptions& options, const std::vector<std::string>& host_env,
+void add_environment(const Overrides& overrides, const std::vector<std::string>& host_env,
                      Plan& plan) {
     std::map<std::string, std::string> host;
     for (const auto& entry : host_env)
@@ -177,7 +174,8 @@ void add_environment(const RunOptions& options, const std::vector<std::string>& 
             host.emplace(entry.substr(0, eq), entry.substr(eq + 1));
 
     std::map<std::string, std::string> env;
-    env["MPLBACKEND"] = "module://pysandbox_figures";
+    env["MPLBACKEND"] = "module://" + std::string(python::kFiguresModule);
+    env["PYSANDBOX_WORK_DIR"] = plan.workdir;
     const std::string threads = std::to_string(CPU_COUNT(&plan.affinity));
     for (const char* name : kThreadPoolVariables) env[name] = threads;
     for (const auto& [name, value] : plan.profile.env_set) env[name] = value;
@@ -185,14 +183,12 @@ void add_environment(const RunOptions& options, const std::vector<std::string>& 
         if (auto it = host.find(name); it != host.end()) env[name] = it->second;
     };
     for (const auto& name : plan.profile.env_pass) pass(name);
-    if (plan.profile.net_mode == NetMode::proxy) add_proxy_variables(env);
+    if (plan.profile.network.mode == NetMode::proxy) add_proxy_variables(env);
     // A terminal reader sees output as it is printed, as with python3 at a terminal.
     if (::isatty(STDOUT_FILENO) && !env.contains("PYTHONUNBUFFERED")) env["PYTHONUNBUFFERED"] = "1";
-    for (const auto& spec : options.env) {
+    for (const auto& spec : overrides.env) {  // checked by the front (check_env_spec)
         auto eq = spec.find('=');
         std::string name = spec.substr(0, eq);
-        if (name.empty() || name.find_first_of(" \t\n") != std::string::npos)
-            throw UsageError("--env: invalid variable name in \"" + spec + "\"");
         if (eq == std::string::npos)
             pass(name);
         else
@@ -201,7 +197,8 @@ void add_environment(const RunOptions& options, const std::vector<std::string>& 
     // The sandbox's modules come first, whatever else is asked for: site imports the audit hook
     // from there. (Debian's python3 -s still imports sitecustomize from PYTHONPATH.)
     std::string& python_path = env["PYTHONPATH"];
-    python_path = std::string(kSandboxPythonDir) + (python_path.empty() ? "" : ":" + python_path);
+    const std::string own = fs::path(kSandboxPythonDir).parent_path().string();  // no '/' at the end
+    python_path = own + (python_path.empty() ? "" : ":" + python_path);
     for (const auto& [name, value] : env) plan.envp.push_back(name + "=" + value);
 }
 
@@ -293,29 +290,21 @@ void add_identity_files(Plan& plan) {
     plan.files.push_back({"/etc/hostname", plan.hostname + "\n", 0444});
 }
 
-// "FILE" or "FILE=NAME". The name becomes one entry of /tmp/work: a single plain component.
-InputFile parse_input(const std::string& spec) {
-    auto eq = spec.rfind('=');
-    std::string source = eq == std::string::npos ? spec : spec.substr(0, eq);
-    std::string name = eq == std::string::npos ? fs::path(spec).filename().string()
-                                               : spec.substr(eq + 1);
-    if (source.empty()) throw UsageError("--input: \"" + spec + "\" names no file");
-    if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
-        name.find('\0') != std::string::npos)
-        throw UsageError("--input: \"" + spec + "\": the name inside must be a plain file name "
-                         "(no '/', not empty, '.' or '..')");
+// The input's host file, checked now: a run that could not read it would fail later, inside.
+InputFile check_input(const InputSpec& spec) {
+    const std::string& source = spec.source;
     struct stat st {};
     if (::stat(source.c_str(), &st) != 0)
         throw UsageError("--input: " + source + ": " + std::strerror(errno));
     if (!S_ISREG(st.st_mode)) throw UsageError("--input: " + source + ": not a regular file");
     if (::access(source.c_str(), R_OK) != 0)
         throw UsageError("--input: " + source + ": " + std::strerror(errno));
-    return {fs::absolute(source).lexically_normal().string(), name};
+    return {fs::absolute(source).lexically_normal().string(), spec.name};
 }
 
-void add_inputs(const RunOptions& options, Plan& plan) {
-    for (const auto& spec : options.inputs) {
-        InputFile input = parse_input(spec);
+void add_inputs(const Overrides& overrides, Plan& plan) {
+    for (const auto& spec : overrides.inputs) {
+        InputFile input = check_input(spec);
         for (const auto& earlier : plan.inputs)
             if (earlier.name == input.name)
                 throw UsageError("--input: two files named \"" + input.name +
@@ -337,10 +326,10 @@ void add_inputs(const RunOptions& options, Plan& plan) {
 
 // The script writes there as ids.outer_uid: a directory it cannot write would fail every write
 // in the run, so it fails here, before the sandbox is built.
-void check_host_workdir(const RunOptions& options, Plan& plan) {
-    if (!options.workdir) return;
-    const std::string& dir = *options.workdir;
-    if (!options.inputs.empty())
+void check_host_workdir(const Overrides& overrides, Plan& plan) {
+    if (!overrides.workdir) return;
+    const std::string& dir = *overrides.workdir;
+    if (!overrides.inputs.empty())
         throw UsageError("--workdir: cannot be combined with --input (copy the files into " +
                          dir + " instead)");
     struct stat st {};
@@ -358,9 +347,9 @@ void check_host_workdir(const RunOptions& options, Plan& plan) {
     plan.host_workdir = fs::absolute(dir).lexically_normal().string();
 }
 
-void check_output_dir(const RunOptions& options, Plan& plan) {
-    if (!options.output_dir) return;
-    const std::string& dir = *options.output_dir;
+void check_output_dir(const Overrides& overrides, Plan& plan) {
+    if (!overrides.output_dir) return;
+    const std::string& dir = *overrides.output_dir;
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0)
         throw UsageError("--output-dir: " + dir + ": " + std::strerror(errno));
@@ -371,51 +360,10 @@ void check_output_dir(const RunOptions& options, Plan& plan) {
     if (plan.output_dir->size() > 1 && plan.output_dir->back() == '/') plan.output_dir->pop_back();
 }
 
-// plt.show() has no screen to go to: it saves each open figure as /tmp/work/figure-N.png, an
-// artifact, and closes it. Everything else is matplotlib's own Agg backend.
-constexpr const char* kFigureBackend = R"(# pysandbox: plt.show() saves figure-N.png
-import os
-
-from matplotlib._pylab_helpers import Gcf
-from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas  # noqa: F401
-from matplotlib.backends.backend_agg import FigureManager  # noqa: F401
-
-_WORK = "/tmp/work"
-
-
-def _next_path():
-    n = 1
-    while os.path.exists(os.path.join(_WORK, "figure-%d.png" % n)):
-        n += 1
-    return os.path.join(_WORK, "figure-%d.png" % n)
-
-
-def show(*args, **kwargs):
-    for manager in Gcf.get_all_fig_managers():
-        manager.canvas.figure.savefig(_next_path())
-    Gcf.destroy_all()
-)";
-
-void add_sandbox_python(Plan& plan) {
-    plan.files.push_back(
-        {std::string(kSandboxPythonDir) + "/pysandbox_figures.py", kFigureBackend, 0444});
-}
-
-// [policy]'s socket rules describe a sandbox without a network: once the profile or a flag turns
-// one on, they would only stand in its way (the proxy and its allowlist decide instead).
-void drop_socket_rules_with_network(Profile& profile) {
-    if (profile.net_mode == NetMode::none) return;
-    auto is_socket = [](std::string_view name) {
-        return name == "socket" || name.starts_with("socket.");
-    };
-    std::erase_if(profile.deny_calls, is_socket);
-    std::erase_if(profile.deny_imports, is_socket);
-}
-
 // The audit hook reaches the interpreter through site and PYTHONPATH: a flag that skips either
 // would silently drop the [policy] layer, so it is refused instead.
 void check_hook_reachable(const Profile& profile) {
-    if (!policy::wants_hook(profile)) return;
+    if (!profile.policy.wants_hook()) return;
     for (const auto& arg : profile.interpreter_args)
         if (arg.size() > 1 && arg[0] == '-' && arg[1] != '-' &&
             arg.find_first_of("IES") != std::string::npos)
@@ -425,7 +373,7 @@ void check_hook_reachable(const Profile& profile) {
 }
 
 void open_incident_log(const std::optional<std::string>& flag, Plan& plan) {
-    const std::string& path = flag ? *flag : plan.profile.incident_log;
+    const std::string& path = flag ? *flag : plan.profile.policy.incident_log;
     const char* source = flag ? "--incident-log" : "policy.incident_log";
     if (path.empty()) return;
     // O_NOFOLLOW: a link planted where the log goes does not redirect root's appends.
@@ -437,24 +385,34 @@ void open_incident_log(const std::optional<std::string>& flag, Plan& plan) {
     plan.incident_log_path = path;
 }
 
-// sitecustomize.py, and the module it installs the hook from with its compiled bytecode: the
-// directory is read-only and new for each run, so without it Python would compile the module
-// on every start. Nothing at all without a [policy].
-void add_policy_hook(Plan& plan) {
+// A module of src/python/ (embedded in the binary) into the sandbox's module directory, with the
+// bytecode the build compiled from it: the directory is read-only and new for each run, so
+// without it Python would compile the module on every start.
+void add_sandbox_module(std::string_view name, Plan& plan) {
     const std::string dir(kSandboxPythonDir);
-    plan.files.push_back({dir + "/sitecustomize.py", policy::sitecustomize_source(plan.profile), 0444});
-    if (!policy::wants_hook(plan.profile)) return;
-    const std::string module(policy::kHookModule);
-    plan.files.push_back({dir + "/" + module + ".py", std::string(policy::hook_module_source()), 0444});
+    const auto* module = std::ranges::find(python::kModules, name, &python::Module::name);
+    plan.files.push_back({dir + std::string(name) + ".py", std::string(module->source), 0444});
     // share/pysandbox/python/NAME.TAG.pyc: one per interpreter the build knew; each interpreter
     // picks its own TAG.
-    for (const fs::path& compiled : built_files("python", module + ".", ".pyc")) {
+    for (const fs::path& compiled : built_files("python", std::string(name) + ".", ".pyc")) {
         std::ifstream in(compiled, std::ios::binary);
         std::string bytecode((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         if (in.bad() || bytecode.empty()) continue;  // a cache: Python compiles the source instead
-        plan.files.push_back({dir + "/__pycache__/" + compiled.filename().string(),
-                              std::move(bytecode), 0444});
+        plan.files.push_back(
+            {dir + "__pycache__/" + compiled.filename().string(), std::move(bytecode), 0444});
     }
+}
+
+// The sandbox's own modules: the figure backend always; sitecustomize.py, with the [policy]
+// audit hook when the profile has one; the analyzer for `check`.
+void add_sandbox_python(const Program& program, Plan& plan) {
+    add_sandbox_module(python::kFiguresModule, plan);
+    const policy::HookSetup setup{kSandboxPythonDir, kPolicyFd};
+    plan.files.push_back({std::string(kSandboxPythonDir) + "sitecustomize.py",
+                          policy::sitecustomize_source(plan.profile.policy, plan.profile.name, setup),
+                          0444});
+    if (plan.profile.policy.wants_hook()) add_sandbox_module(python::kHookModule, plan);
+    if (program.kind == Program::Kind::check) add_sandbox_module(python::kCheckModule, plan);
 }
 
 void find_cgroup(Plan& plan) {
@@ -485,144 +443,103 @@ void add_rlimits(const Limits& limits, Plan& plan) {
     });
 }
 
-// --allow adds to the profile's list (a profile is the baseline, a flag one more destination for
-// this run) and, with no --net, switches to proxy mode: asking for a destination means asking
-// for the proxy. With an explicit --net none or loopback it would be silently useless: an error.
-void apply_allow_flags(Profile& profile, const RunOptions& options) {
-    if (options.allow.empty()) return;
-    if (options.net && *options.net != "proxy")
-        throw UsageError("--allow: needs --net proxy (the allowlist is the proxy's), not --net " +
-                         *options.net);
-    for (const auto& entry : options.allow) {
-        parse_flag("--allow", entry, [](const std::string& text) {
-            try {
-                return proxy::parse_allow_rule(text);
-            } catch (const std::invalid_argument& e) {
-                throw std::invalid_argument("\"" + text + "\": " + e.what());
-            }
-        });
-        if (std::ranges::find(profile.net_allow, entry) == profile.net_allow.end())
-            profile.net_allow.push_back(entry);
-    }
-    profile.net_mode = NetMode::proxy;
-}
-
 }  // namespace
 
-void apply_overrides(Profile& profile, const RunOptions& options) {
+void apply_overrides(Profile& profile, const Overrides& overrides) {
     Limits& limits = profile.limits;
-    if (options.timeout) limits.wall_time = parse_flag("--timeout", *options.timeout, units::parse_duration);
-    if (options.cpu_time) limits.cpu_time = parse_flag("--cpu-time", *options.cpu_time, units::parse_duration);
-    if (options.memory) limits.memory = parse_flag("--memory", *options.memory, units::parse_size);
-    if (options.tmp_size) limits.tmp_size = parse_flag("--tmp-size", *options.tmp_size, units::parse_size);
-    if (options.output_limit)
-        limits.output_limit = parse_flag("--output-limit", *options.output_limit, units::parse_size);
-    if (options.cpus) limits.cpus = static_cast<std::uint64_t>(*options.cpus);
-    if (options.max_procs) {
-        if (*options.max_procs < 1)
-            throw UsageError("--max-procs: must be at least 1");
-        limits.max_procs = static_cast<std::uint64_t>(*options.max_procs);
-    }
-    if (options.net) {
-        profile.net_mode = *options.net == "proxy"      ? NetMode::proxy
-                           : *options.net == "loopback" ? NetMode::loopback
-                                                        : NetMode::none;
-    }
-    apply_allow_flags(profile, options);
-    // The profile's own values were checked when it was loaded; these are the flags'.
-    if (options.timeout && limits.wall_time.count() <= 0)
-        throw UsageError("--timeout: must be more than 0");
-    if (options.cpu_time && limits.cpu_time.count() <= 0)
-        throw UsageError("--cpu-time: must be more than 0");
-    if (options.memory && limits.memory < kMinMemory)
-        throw UsageError("--memory: at least " + units::format_size(kMinMemory) + " is needed");
-    if (options.tmp_size && limits.tmp_size < kMinTmpSize)
-        throw UsageError("--tmp-size: at least " + units::format_size(kMinTmpSize) + " is needed");
+    if (overrides.wall_time) limits.wall_time = *overrides.wall_time;
+    if (overrides.cpu_time) limits.cpu_time = *overrides.cpu_time;
+    if (overrides.memory) limits.memory = *overrides.memory;
+    if (overrides.tmp_size) limits.tmp_size = *overrides.tmp_size;
+    if (overrides.output_limit) limits.output_limit = *overrides.output_limit;
+    if (overrides.cpus) limits.cpus = *overrides.cpus;
+    if (overrides.max_procs) limits.max_procs = *overrides.max_procs;
+    if (overrides.net) profile.network.mode = *overrides.net;
+    // An allowed destination is added to the profile's list (a profile is the baseline, a flag one
+    // more destination for this run) and asks for the proxy, whose list it is.
+    for (const auto& rule : overrides.allow) profile.network.allow.add(rule);
+    if (!overrides.allow.empty()) profile.network.mode = NetMode::proxy;
+    // [policy]'s socket rules describe a sandbox without a network: once one is on, they would
+    // only stand in its way (the proxy and its allowlist decide instead).
+    if (profile.network.mode != NetMode::none) profile.policy.drop_socket_rules();
 }
 
 namespace {
 
-std::unique_ptr<Plan> build_plan(Profile profile, const RunOptions& options,
-                                 const std::vector<std::string>& host_env) {
-    apply_overrides(profile, options);
-    drop_socket_rules_with_network(profile);
-
-    auto plan = std::make_unique<Plan>();
-    plan->profile = std::move(profile);
-    plan->verbose = options.verbose;
-    plan->capture_output = options.json;
-    plan->interpreter = plan->profile.interpreter;
-    if (!fs::path(plan->interpreter).is_absolute())
-        throw ProfileError("python.interpreter: \"" + plan->interpreter +
+void check_interpreter(const Plan& plan) {
+    if (!fs::path(plan.interpreter).is_absolute())
+        throw ProfileError("python.interpreter: \"" + plan.interpreter +
                            "\" must be an absolute path");
+}
 
-    plan->ids.privileged = ::geteuid() == 0 && in_initial_user_namespace();
-    plan->ids.outer_uid = plan->ids.privileged ? kOverflowId : ::geteuid();
-    plan->ids.outer_gid = plan->ids.privileged ? kOverflowId : ::getegid();
+void choose_ids(IdMap& ids) {
+    ids.privileged = ::geteuid() == 0 && in_initial_user_namespace();
+    ids.outer_uid = ids.privileged ? kOverflowId : ::geteuid();
+    ids.outer_gid = ids.privileged ? kOverflowId : ::getegid();
+}
 
-    add_ro_paths(plan->profile, *plan);
-    plan->devices = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"};
-    plan->proc_masked = {"/proc/kcore",       "/proc/kallsyms",   "/proc/keys",
-                         "/proc/timer_list",  "/proc/sched_debug", "/proc/latency_stats",
-                         "/proc/sysrq-trigger", "/proc/kmsg",     "/proc/acpi",
-                         "/proc/scsi",        "/proc/firmware",   "/proc/interrupts"};
-    plan->proc_readonly = {"/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"};
-    plan->tmp_mount_options = "size=" + std::to_string(plan->profile.limits.tmp_size) +
-                              ",nr_inodes=65536,mode=0755,uid=" +
-                              std::to_string(plan->ids.inner_uid) +
-                              ",gid=" + std::to_string(plan->ids.inner_gid);
-    add_identity_files(*plan);
-    add_inputs(options, *plan);
-    check_output_dir(options, *plan);
-    check_host_workdir(options, *plan);
-    add_sandbox_python(*plan);
-    plan->affinity = choose_cpus(plan->profile.limits.cpus);
-    add_program(options, *plan);
-    check_hook_reachable(plan->profile);
-    add_policy_hook(*plan);
-    add_environment(options, host_env, *plan);
-    add_font_list(*plan);
-    find_cgroup(*plan);
-    add_rlimits(plan->profile.limits, *plan);
-    // The profile's entries were checked when it was loaded, the flags' in apply_overrides.
-    plan->allowlist = proxy::Allowlist::parse(plan->profile.net_allow);
-    plan->seccomp_program = seccomp::compile(plan->profile.seccomp, plan->profile.net_mode);
-    std::vector<std::string> readable{"/etc", kScriptDir};
-    for (const auto& bind : plan->ro_binds) readable.push_back(bind.source);
-    plan->landlock = landlock::plan_rules(landlock::kernel_abi(), readable, "/tmp");
+void add_filesystem(Plan& plan) {
+    add_ro_paths(plan.profile, plan);
+    plan.devices = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"};
+    plan.proc_masked = {"/proc/kcore",         "/proc/kallsyms",      "/proc/keys",
+                        "/proc/timer_list",    "/proc/sched_debug",   "/proc/latency_stats",
+                        "/proc/sysrq-trigger", "/proc/kmsg",          "/proc/acpi",
+                        "/proc/scsi",          "/proc/firmware",      "/proc/interrupts"};
+    plan.proc_readonly = {"/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"};
+    plan.tmp_mount_options = "size=" + std::to_string(plan.profile.limits.tmp_size) +
+                             ",nr_inodes=65536,mode=0755,uid=" +
+                             std::to_string(plan.ids.inner_uid) +
+                             ",gid=" + std::to_string(plan.ids.inner_gid);
+    add_identity_files(plan);
+}
 
-    for (const auto& arg : plan->argv) plan->argv_ptrs.push_back(arg.c_str());
-    plan->argv_ptrs.push_back(nullptr);
-    for (const auto& var : plan->envp) plan->envp_ptrs.push_back(var.c_str());
-    plan->envp_ptrs.push_back(nullptr);
-    return plan;
+// What the kernel enforces: rlimits (or the cgroup), the seccomp filter, Landlock's rules.
+void add_kernel_layers(Plan& plan) {
+    find_cgroup(plan);
+    add_rlimits(plan.profile.limits, plan);
+    const auto sockets = plan.profile.network.mode == NetMode::none ? seccomp::Sockets::unix_only
+                                                                     : seccomp::Sockets::unix_and_inet;
+    plan.seccomp_program = seccomp::compile(plan.profile.seccomp, sockets);
+    std::vector<std::string> readable{"/etc", std::string(kScriptDir)};
+    for (const auto& bind : plan.ro_binds) readable.push_back(bind.source);
+    plan.landlock = landlock::plan_rules(landlock::kernel_abi(), readable, "/tmp");
+}
+
+void point_into_strings(Plan& plan) {
+    for (const auto& arg : plan.argv) plan.argv_ptrs.push_back(arg.c_str());
+    plan.argv_ptrs.push_back(nullptr);
+    for (const auto& var : plan.envp) plan.envp_ptrs.push_back(var.c_str());
+    plan.envp_ptrs.push_back(nullptr);
 }
 
 }  // namespace
 
-std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options,
+std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
                                       const std::vector<std::string>& host_env) {
-    std::unique_ptr<Plan> plan = build_plan(std::move(profile), options, host_env);
-    open_incident_log(options.incident_log, *plan);  // last: bad input creates nothing
-    return plan;
-}
-
-std::unique_ptr<const Plan> make_check_plan(Profile profile, const CheckOptions& check,
-                                            const std::vector<std::string>& host_env) {
-    RunOptions options;
-    drop_socket_rules_with_network(profile);
-    options.code = policy::analyzer_source(profile);
-    options.json = true;  // the analyzer's output is read, not shown
-    options.args = {std::string(kScriptDir) + "/" + fs::path(check.script).filename().string()};
-    options.incident_log = check.incident_log;
-    // The analyzer carries the policy as data; the hook would only get in its way (a profile
-    // may deny the very modules it imports).
-    profile.deny_imports.clear();
-    profile.deny_calls.clear();
-    std::unique_ptr<Plan> plan = build_plan(std::move(profile), options, host_env);
-    add_script_file(check.script, *plan);
-    plan->script_label = check.script;
-    open_incident_log(check.incident_log, *plan);  // last: bad input creates nothing
+    apply_overrides(profile, request.overrides);
+    const Program& program = request.program;
+    auto plan = std::make_unique<Plan>();
+    plan->profile = std::move(profile);
+    plan->verbose = request.verbose;
+    plan->capture_output = request.capture_output || program.kind == Program::Kind::check;
+    plan->interpreter = plan->profile.interpreter;
+    check_interpreter(*plan);
+    choose_ids(plan->ids);
+    add_filesystem(*plan);
+    add_inputs(request.overrides, *plan);
+    check_output_dir(request.overrides, *plan);
+    check_host_workdir(request.overrides, *plan);
+    plan->affinity = choose_cpus(plan->profile.limits.cpus);
+    add_program(program, *plan);
+    // The analyzer carries the policy as data (add_program); a hook would only get in its way.
+    if (program.kind == Program::Kind::check) plan->profile.policy = {{}, {}, plan->profile.policy.incident_log};
+    check_hook_reachable(plan->profile);
+    add_sandbox_python(program, *plan);
+    add_environment(request.overrides, host_env, *plan);
+    add_font_list(*plan);
+    add_kernel_layers(*plan);
+    point_into_strings(*plan);
+    open_incident_log(request.overrides.incident_log, *plan);  // last: bad input creates nothing
     return plan;
 }
 

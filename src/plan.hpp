@@ -1,7 +1,8 @@
 #pragma once
-// Profile + command line -> Plan: everything the child will do, decided before clone(). Every path
-// is resolved, every limit is a number, every string the child needs is built. The child reads the
-// Plan and never parses or decides anything.
+// Profile + Request -> Plan: everything the child will do, decided before clone(). Every path is
+// resolved, every limit is a number, every string the child needs is built. The child reads the
+// Plan and never parses or decides anything. The plan knows no front door: the command line, a
+// session or a server fills the same Request (request.hpp).
 
 #include <sched.h>
 #include <sys/resource.h>
@@ -17,10 +18,10 @@
 #include <linux/filter.h>
 
 #include "cgroup.hpp"
-#include "cli.hpp"
 #include "landlock.hpp"
 #include "profile.hpp"
-#include "proxy.hpp"
+#include "request.hpp"
+#include "sandbox_paths.hpp"
 #include "sys/unique_fd.hpp"
 
 namespace pysandbox {
@@ -45,10 +46,6 @@ struct InputFile {
     std::string source;  // absolute host path of a regular file
     std::string name;    // one path component
 };
-
-// The sandbox's own Python modules (the figure backend; sitecustomize.py with the audit hook),
-// first on PYTHONPATH. Tracebacks drop frames from files under it (traceback.hpp).
-inline constexpr const char* kSandboxPythonDir = "/sandbox/.pysandbox";
 
 // A small file written into the read-only root (synthetic /etc files, the script).
 struct GeneratedFile {
@@ -92,7 +89,7 @@ struct Plan {
     std::vector<std::string> proc_masked;  // /proc entries hidden behind /dev/null or empty tmpfs
     std::vector<std::string> proc_readonly;
     std::string tmp_mount_options;  // for the writable /tmp tmpfs
-    std::string workdir = "/tmp/work";
+    std::string workdir{kWorkDir};
     std::vector<InputFile> inputs;
     std::optional<std::string> output_dir;  // absolute, an existing directory (--output-dir)
     std::optional<std::string> host_workdir;  // bound read-write over workdir (--workdir)
@@ -114,8 +111,6 @@ struct Plan {
     sys::UniqueFd incident_log;
     bool capture_output = false;  // --json: output goes into the result, not to stdout/stderr
 
-    proxy::Allowlist allowlist;  // network.allow, parsed; used in proxy mode only
-
     // Memory and processes through the caller's delegated cgroup v2, when it has one; else the
     // rlimits alone (cgroup_unavailable says why).
     std::optional<cgroup::Delegation> cgroup;
@@ -131,17 +126,16 @@ struct Plan {
     std::vector<const char*> envp_ptrs;
 };
 
-// Applies the command line's overrides to a profile. Throws UsageError naming the flag.
-void apply_overrides(Profile& profile, const RunOptions& options);
+// Applies a request's overrides to a profile (the values were checked by the front).
+void apply_overrides(Profile& profile, const Overrides& overrides);
 
-// Builds the immutable Plan. Throws UsageError (script, flags) or ProfileError. The Plan is heap
-// allocated because argv_ptrs/envp_ptrs point into it.
-std::unique_ptr<const Plan> make_plan(Profile profile, const RunOptions& options,
+// Builds the immutable Plan. Throws UsageError (the program, host files and directories) or
+// ProfileError. The Plan is heap allocated because argv_ptrs/envp_ptrs point into it.
+//
+// Program::Kind::check is `pysandbox check`: the analyzer runs as the program, under the
+// profile's isolation and limits, with the script read-only at /sandbox/NAME; the profile's
+// [policy] is its data, not a hook (a profile may deny the very modules it imports).
+std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
                                       const std::vector<std::string>& host_env);
-
-// The plan of `pysandbox check`: the analyzer runs as the program, under the profile's isolation
-// and limits, with `script` (a host path) read-only at /sandbox/NAME as its argument.
-std::unique_ptr<const Plan> make_check_plan(Profile profile, const CheckOptions& options,
-                                            const std::vector<std::string>& host_env);
 
 }  // namespace pysandbox

@@ -3,18 +3,29 @@
 // before the script (a generated sitecustomize.py), and the records that hook sends back. This
 // layer explains; the kernel layers are the boundary. The hook runs inside the interpreter the
 // script controls, so what it reports is the script's word, not the sandbox's.
+//
+// Pure helpers: they take the policy's values and return text; nothing here touches the system.
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
 #include <utility>
-
-namespace pysandbox {
-struct Profile;
-}
+#include <vector>
 
 namespace pysandbox::policy {
+
+// A profile's [policy] table.
+struct Rules {
+    std::vector<std::string> deny_imports;  // modules (and their submodules)
+    std::vector<std::string> deny_calls;    // names is_known_call() accepts
+    std::string incident_log;               // absolute host path, or empty for none
+
+    // Whether the audit hook is wanted at all.
+    bool wants_hook() const { return !deny_imports.empty() || !deny_calls.empty(); }
+    // The socket rules, which only make sense without a network (the proxy decides otherwise).
+    void drop_socket_rules();
+};
 
 // The names `policy.deny_calls` accepts.
 bool is_known_call(std::string_view name);
@@ -23,33 +34,36 @@ std::string known_calls();  // "os.system, os.exec, ..." for error messages and 
 // A dotted module name: identifiers separated by dots ("xml.etree", not "xml..etree" or "1x").
 bool is_module_name(std::string_view name);
 
-// The fd the interpreter finds its policy channel on: write-only, on a memfd of fixed size that
-// pysandbox reads after the run (supervisor.cpp).
-inline constexpr int kPolicyFd = 4;
+// Where the sandbox's own modules are, and the fd of the channel the hook reports on: what the
+// generated Python is told, so no Python file repeats them.
+struct HookSetup {
+    std::string_view own_dir;  // "/sandbox/.pysandbox/": frames there are the sandbox's
+    int channel_fd;            // the policy channel (policy_channel.hpp), or -1
+};
 
-// sitecustomize.py for kSandboxPythonDir (plan.hpp): installs the audit hook enforcing the
-// profile's [policy], from the module below.
-std::string sitecustomize_source(const Profile& profile);
+// sitecustomize.py for the sandbox's module directory: installs the audit hook that enforces
+// `rules` (from the module kHookModule), or only says there is no [policy].
+std::string sitecustomize_source(const Rules& rules, std::string_view profile_name,
+                                 const HookSetup& setup);
 
-// pysandbox_hook.py (src/python/), which the build also compiles into
-// share/pysandbox/python/pysandbox_hook.TAG.pyc for __pycache__ beside it.
-inline constexpr std::string_view kHookModule = "pysandbox_hook";
-std::string_view hook_module_source();
-
-// The `pysandbox check` analyzer: reads the script named by argv[1], prints one JSON object.
-std::string analyzer_source(const Profile& profile);
+// The `pysandbox check` analyzer (src/python/pysandbox_check.py) reads the script named by its
+// first argument and the policy, as one JSON argument, from its second: this is that argument.
+std::string analyzer_argument(const Rules& rules, std::string_view profile_name);
 
 // What the hook reported: its blocks, ("import"|"call", what) -> times, and that it was installed.
-// Lines are "kind\twhat\n"; anything else (the script can write to the channel too) is ignored,
-// and at most 100 distinct blocks are kept.
+// A record is "kind\twhat"; anything else (the script can write to the channel too) is ignored,
+// and at most kMaxDistinctBlocks distinct blocks are kept.
+inline constexpr std::size_t kMaxDistinctBlocks = 100;
 using Blocks = std::map<std::pair<std::string, std::string>, std::uint64_t>;
 struct Records {
     Blocks blocks;
     bool hook_installed = false;
-};
-Records parse_records(std::string_view text);
+    std::uint64_t dropped = 0;  // blocks past kMaxDistinctBlocks
 
-// Whether the profile asks for the audit hook at all.
-bool wants_hook(const Profile& profile);
+    // One record (a line without its newline, or a datagram).
+    void add(std::string_view record);
+};
+// Newline-separated records, the last one complete only with its newline.
+Records parse_records(std::string_view text);
 
 }  // namespace pysandbox::policy

@@ -14,7 +14,6 @@
 
 #include "errors.hpp"
 #include "policy.hpp"
-#include "proxy.hpp"
 #include "toml_prescan.hpp"
 #include "units.hpp"
 #include "version.hpp"
@@ -73,13 +72,21 @@ toml::array to_array(const std::vector<std::string>& items) {
 template <typename T>
 using Accessor = T& (*)(Profile&);
 
+// Accessors for the key table: at<&Profile::description>, at<&Profile::limits, &Limits::memory>.
+template <auto Member>
+constexpr auto& at(Profile& p) {
+    return p.*Member;
+}
+template <auto Outer, auto Inner>
+constexpr auto& at(Profile& p) {
+    return (p.*Outer).*Inner;
+}
+
 KeySpec duration_key(std::string_view path, std::string_view doc,
                      Accessor<std::chrono::milliseconds> field) {
     return {path, "duration", doc,
             [field](const toml::node& n, Profile& p) {
-                auto value = units::parse_duration(expect_string(n));
-                if (value.count() <= 0) throw std::invalid_argument("must be more than 0");
-                field(p) = value;
+                field(p) = parse_limit_duration(expect_string(n));
             },
             [field](Profile& p, toml::table& t, const std::string& leaf) {
                 t.insert_or_assign(leaf, units::format_duration(field(p)));
@@ -90,11 +97,7 @@ KeySpec size_key(std::string_view path, std::string_view doc, Accessor<std::uint
                  std::uint64_t minimum = 0) {
     return {path, "size", doc,
             [field, minimum](const toml::node& n, Profile& p) {
-                auto value = units::parse_size(expect_string(n));
-                if (value < minimum)
-                    throw std::invalid_argument("at least " + units::format_size(minimum) +
-                                                " is needed");
-                field(p) = value;
+                field(p) = parse_limit_size(expect_string(n), minimum);
             },
             [field](Profile& p, toml::table& t, const std::string& leaf) {
                 t.insert_or_assign(leaf, units::format_size(field(p)));
@@ -177,18 +180,19 @@ KeySpec list_key(std::string_view path, std::string_view doc,
 }
 
 // Each entry must parse as an allowlist rule; a bad one is reported at its own line and column.
-std::vector<std::string> expect_allow_list(const toml::node& node) {
+proxy::Allowlist expect_allow_list(const toml::node& node) {
     std::vector<std::string> entries = expect_string_list(node);
     const toml::array& array = *node.as_array();
+    proxy::Allowlist allowlist;
     for (std::size_t i = 0; i < entries.size(); ++i) {
         try {
-            proxy::parse_allow_rule(entries[i]);
+            allowlist.add(proxy::parse_allow_rule(entries[i]));
         } catch (const std::invalid_argument& e) {
             throw NestedValueError("[" + std::to_string(i) + "]", array[i].source(),
                                    "\"" + entries[i] + "\": " + e.what());
         }
     }
-    return entries;
+    return allowlist;
 }
 
 // A list whose every entry passes `valid`; a bad one is reported at its own line and column.
@@ -211,11 +215,11 @@ KeySpec checked_list_key(std::string_view path, std::string_view doc,
 }
 
 NetMode parse_net_mode(const std::string& text) {
-    if (text == "none") return NetMode::none;
-    if (text == "loopback") return NetMode::loopback;
-    if (text == "proxy") return NetMode::proxy;
-    throw std::invalid_argument("expected one of \"none\", \"loopback\", \"proxy\"; found \"" +
-                                text + "\"");
+    if (auto mode = net_mode_named(text)) return *mode;
+    std::string names;
+    for (const auto& [mode, name] : kNetModes)
+        names += (names.empty() ? "\"" : ", \"") + std::string(name) + "\"";
+    throw std::invalid_argument("expected one of " + names + "; found \"" + text + "\"");
 }
 
 const std::vector<KeySpec>& key_specs() {
@@ -226,61 +230,63 @@ const std::vector<KeySpec>& key_specs() {
                         [](const toml::node& n, Profile&) { expect_string(n); },
                         {}});
         keys.push_back(string_key("description", "One line saying what the profile is for.",
-                                  [](Profile& p) -> auto& { return p.description; }));
+                                  at<&Profile::description>));
         keys.push_back(duration_key("limits.wall_time",
                                     "Wall-clock limit; the sandbox is killed and exits 124.",
-                                    [](Profile& p) -> auto& { return p.limits.wall_time; }));
+                                    at<&Profile::limits, &Limits::wall_time>));
         keys.push_back(duration_key("limits.cpu_time", "CPU time limit of the script.",
-                                    [](Profile& p) -> auto& { return p.limits.cpu_time; }));
+                                    at<&Profile::limits, &Limits::cpu_time>));
         keys.push_back(size_key("limits.memory", "Memory limit (address space without cgroups).",
-                                [](Profile& p) -> auto& { return p.limits.memory; },
+                                at<&Profile::limits, &Limits::memory>,
                                 kMinMemory));
         keys.push_back(count_key("limits.max_procs", "Processes and threads, together.",
-                                 [](Profile& p) -> auto& { return p.limits.max_procs; }));
+                                 at<&Profile::limits, &Limits::max_procs>));
         keys.push_back(count_key("limits.cpus",
                                  "CPUs the script may run on (affinity), and the thread count "
                                  "given to OpenMP, OpenBLAS, MKL and numexpr.",
-                                 [](Profile& p) -> auto& { return p.limits.cpus; }));
+                                 at<&Profile::limits, &Limits::cpus>));
         keys.push_back(count_key("limits.open_files", "Open file descriptors per process.",
-                                 [](Profile& p) -> auto& { return p.limits.open_files; }));
+                                 at<&Profile::limits, &Limits::open_files>));
         keys.push_back(size_key("limits.file_size", "Largest file the script may write.",
-                                [](Profile& p) -> auto& { return p.limits.file_size; }));
+                                at<&Profile::limits, &Limits::file_size>));
         keys.push_back(size_key("limits.tmp_size", "Size of the writable /tmp.",
-                                [](Profile& p) -> auto& { return p.limits.tmp_size; },
+                                at<&Profile::limits, &Limits::tmp_size>,
                                 kMinTmpSize));
         keys.push_back(size_key("limits.output_limit", "Bytes of stdout and stderr kept.",
-                                [](Profile& p) -> auto& { return p.limits.output_limit; }));
+                                at<&Profile::limits, &Limits::output_limit>));
         keys.push_back(size_key("limits.artifact_size",
                                 "Largest artifact --output-dir copies to the host; bigger ones are "
                                 "listed with \"skipped\": \"too_large\".",
-                                [](Profile& p) -> auto& { return p.limits.artifact_size; }));
+                                at<&Profile::limits, &Limits::artifact_size>));
         keys.push_back(size_key("limits.artifacts_total",
                                 "Bytes --output-dir copies in all; files past it are listed with "
                                 "\"skipped\": \"total_limit\".",
-                                [](Profile& p) -> auto& { return p.limits.artifacts_total; }));
+                                at<&Profile::limits, &Limits::artifacts_total>));
         keys.push_back({"network.mode", "string",
                         "\"none\" (nothing reachable), \"loopback\" (lo up inside) or \"proxy\".",
                         [](const toml::node& n, Profile& p) {
-                            p.net_mode = parse_net_mode(expect_string(n));
+                            p.network.mode = parse_net_mode(expect_string(n));
                         },
                         [](Profile& p, toml::table& t, const std::string& leaf) {
-                            t.insert_or_assign(leaf, std::string(to_string(p.net_mode)));
+                            t.insert_or_assign(leaf, std::string(to_string(p.network.mode)));
                         }});
         keys.push_back({"network.allow", "array of HOST:PORT",
                         "Destinations the proxy lets through: host:port, *.domain:port "
                         "(subdomains only), 1.2.3.4:port, [::1]:port.",
-                        [](const toml::node& n, Profile& p) { p.net_allow = expect_allow_list(n); },
+                        [](const toml::node& n, Profile& p) {
+                            p.network.allow = expect_allow_list(n);
+                        },
                         [](Profile& p, toml::table& t, const std::string& leaf) {
-                            t.insert_or_assign(leaf, to_array(p.net_allow));
+                            t.insert_or_assign(leaf, to_array(p.network.allow.entries()));
                         }});
         keys.push_back(list_key("filesystem.ro",
                                 "Host paths bound read-only at the same place inside; missing "
                                 "ones are skipped.",
-                                [](Profile& p) -> auto& { return p.ro_paths; }));
+                                at<&Profile::ro_paths>));
         keys.push_back(string_key("python.interpreter", "Absolute path of the interpreter.",
-                                  [](Profile& p) -> auto& { return p.interpreter; }));
+                                  at<&Profile::interpreter>));
         keys.push_back(list_key("python.args", "Interpreter options placed before the script.",
-                                [](Profile& p) -> auto& { return p.interpreter_args; }));
+                                at<&Profile::interpreter_args>));
         keys.push_back({"env.set", "table of strings",
                         "Variables set inside the sandbox (the environment starts empty).",
                         [](const toml::node& n, Profile& p) {
@@ -304,7 +310,7 @@ const std::vector<KeySpec>& key_specs() {
                             t.insert_or_assign(leaf, std::move(vars));
                         }});
         keys.push_back(list_key("env.pass", "Host variables copied in when set.",
-                                [](Profile& p) -> auto& { return p.env_pass; }));
+                                at<&Profile::env_pass>));
         keys.push_back({"seccomp.action", "string",
                         "What a denied system call does: \"errno\" (EPERM) or \"kill\" (the "
                         "sandbox ends).",
@@ -320,16 +326,16 @@ const std::vector<KeySpec>& key_specs() {
                         }});
         keys.push_back(bool_key("seccomp.allow_processes",
                                 "Allow fork/vfork/clone of processes (up to limits.max_procs).",
-                                [](Profile& p) -> auto& { return p.seccomp.allow_processes; }));
+                                at<&Profile::seccomp, &seccomp::Settings::allow_processes>));
         keys.push_back(syscall_list_key("seccomp.deny", "System calls denied on top of the default policy.",
-                                        [](Profile& p) -> auto& { return p.seccomp.deny; }));
+                                        at<&Profile::seccomp, &seccomp::Settings::deny>));
         keys.push_back(syscall_list_key("seccomp.allow", "System calls taken out of the default denials.",
-                                        [](Profile& p) -> auto& { return p.seccomp.allow; }));
+                                        at<&Profile::seccomp, &seccomp::Settings::allow>));
         keys.push_back(checked_list_key(
             "policy.deny_imports",
             "Modules the audit hook refuses to import (submodules too) and `check` reports; "
             "socket only while network.mode is none.",
-            [](Profile& p) -> auto& { return p.deny_imports; }, [](const std::string& name) {
+            at<&Profile::policy, &policy::Rules::deny_imports>, [](const std::string& name) {
                 return policy::is_module_name(name) ? std::string()
                                                     : std::string("not a module name");
             }));
@@ -338,7 +344,7 @@ const std::vector<KeySpec>& key_specs() {
             "; the socket ones only while network.mode is none.";
         keys.push_back(checked_list_key(
             "policy.deny_calls", kDenyCallsDoc,
-            [](Profile& p) -> auto& { return p.deny_calls; }, [](const std::string& name) {
+            at<&Profile::policy, &policy::Rules::deny_calls>, [](const std::string& name) {
                 return policy::is_known_call(name)
                            ? std::string()
                            : "unknown call name (known: " + policy::known_calls() + ")";
@@ -347,7 +353,7 @@ const std::vector<KeySpec>& key_specs() {
             "policy.incident_log",
             "Host file (absolute path) to which every run or check that was blocked appends one "
             "JSON line; --incident-log overrides it. Empty: no log.",
-            [](Profile& p) -> auto& { return p.incident_log; }));
+            at<&Profile::policy, &policy::Rules::incident_log>));
         return keys;
     }();
     return kKeys;
@@ -535,12 +541,28 @@ fs::path exe_dir() {
 }  // namespace
 
 std::string_view to_string(NetMode mode) {
-    switch (mode) {
-        case NetMode::none: return "none";
-        case NetMode::loopback: return "loopback";
-        case NetMode::proxy: return "proxy";
-    }
+    for (const auto& entry : kNetModes)
+        if (entry.mode == mode) return entry.name;
     return "none";
+}
+
+std::optional<NetMode> net_mode_named(std::string_view name) {
+    for (const auto& entry : kNetModes)
+        if (entry.name == name) return entry.mode;
+    return std::nullopt;
+}
+
+std::chrono::milliseconds parse_limit_duration(std::string_view text) {
+    auto value = units::parse_duration(text);
+    if (value.count() <= 0) throw std::invalid_argument("must be more than 0");
+    return value;
+}
+
+std::uint64_t parse_limit_size(std::string_view text, std::uint64_t minimum) {
+    auto value = units::parse_size(text);
+    if (value < minimum)
+        throw std::invalid_argument("at least " + units::format_size(minimum) + " is needed");
+    return value;
 }
 
 fs::path installed_data_dir() {

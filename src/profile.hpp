@@ -7,16 +7,28 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "allowlist.hpp"
+#include "policy.hpp"
 #include "seccomp.hpp"
 
 namespace pysandbox {
 
+// The network modes, spelled here once: profiles, flags, results and the docs read this table.
 enum class NetMode { none, loopback, proxy };
+struct NetModeName {
+    NetMode mode;
+    std::string_view name;
+};
+inline constexpr NetModeName kNetModes[] = {
+    {NetMode::none, "none"}, {NetMode::loopback, "loopback"}, {NetMode::proxy, "proxy"}};
+std::string_view to_string(NetMode mode);
+std::optional<NetMode> net_mode_named(std::string_view name);
 
 inline constexpr std::uint64_t kMinMemory = 16ULL << 20;  // python3 cannot start with less
 inline constexpr std::uint64_t kMinTmpSize = 4096;
@@ -35,23 +47,30 @@ struct Limits {
     std::uint64_t artifacts_total = 256ULL << 20;  // all artifacts --output-dir copies, together
 };
 
+struct Network {
+    NetMode mode = NetMode::none;
+    proxy::Allowlist allow;  // the proxy's destinations (mode "proxy")
+};
+
 struct Profile {
     std::string name;                             // what the user asked for, e.g. "default"
     std::vector<std::filesystem::path> sources;   // the files read, most derived first
     std::string description;
     Limits limits;
-    NetMode net_mode = NetMode::none;
-    std::vector<std::string> net_allow;
+    Network network;
     std::vector<std::string> ro_paths;            // host paths bound read-only, same place inside
     std::string interpreter = "/usr/bin/python3";
     std::vector<std::string> interpreter_args;    // before the script, e.g. "-s"
     std::map<std::string, std::string> env_set;   // set inside, whatever the host has
     std::vector<std::string> env_pass;            // copied from the host when present
     seccomp::Settings seccomp;
-    std::vector<std::string> deny_imports;  // [policy]: modules (and their submodules)
-    std::vector<std::string> deny_calls;    // [policy]: names policy::is_known_call() accepts
-    std::string incident_log;               // [policy]: absolute path, or empty for none
+    policy::Rules policy;
 };
+
+// The bounds a limit is held to wherever it comes from (a profile, a flag, a request): parse and
+// check. Throw std::invalid_argument saying what would be accepted.
+std::chrono::milliseconds parse_limit_duration(std::string_view text);  // more than 0
+std::uint64_t parse_limit_size(std::string_view text, std::uint64_t minimum = 0);
 
 // The data dir installed with the binary (profiles/, matplotlib/ beneath), found from the binary's
 // own location so that a build tree works like an install; empty when that cannot be read.
@@ -78,8 +97,6 @@ std::map<std::string, std::filesystem::path> list_profiles(
 
 // The resolved profile as TOML, every key present (what `profile show` prints).
 std::string to_toml(const Profile& profile);
-
-std::string_view to_string(NetMode mode);
 
 // The profile keys: dotted path, type, one line of documentation, and the built-in default (the
 // value a key has when no profile sets it, as TOML; empty for a key with nothing to show).

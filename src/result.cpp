@@ -6,17 +6,12 @@
 #include <cstring>
 
 #include "exit_codes.hpp"
-#include "incident.hpp"
-#include "policy.hpp"
+#include "json_text.hpp"
 #include "units.hpp"
 #include "version.hpp"
+#include "violations.hpp"
 
 namespace pysandbox {
-
-std::string signal_name(int sig) {
-    const char* abbrev = ::sigabbrev_np(sig);
-    return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
 
 std::string_view to_string(Status status) {
     switch (status) {
@@ -99,7 +94,7 @@ std::string output_summary(const Plan& plan, const Outcome& outcome) {
 
 bool hook_missing(const Plan& plan, const Outcome& outcome) {
     const bool script_ran = outcome.kind == Kind::exited || outcome.kind == Kind::signaled;
-    return script_ran && policy::wants_hook(plan.profile) && !outcome.policy.hook_installed;
+    return script_ran && plan.profile.policy.wants_hook() && !outcome.policy.hook_installed;
 }
 
 }  // namespace
@@ -202,22 +197,7 @@ const char* limit_for(Status status) {
 }
 
 json violations_json(const Outcome& outcome, Status status) {
-    json violations = json::array();
-    for (const auto& [name, count] : outcome.blocked_syscalls) {
-        const bool killed = name == outcome.killing_syscall;
-        violations.push_back({{"kind", "syscall"},
-                              {"what", name},
-                              {"count", count},
-                              {"action", killed ? "killed" : "denied"}});
-    }
-    for (const auto& [destination, count] : outcome.blocked_connections)
-        violations.push_back({{"kind", "network"},
-                              {"what", destination},
-                              {"count", count},
-                              {"action", "denied"}});
-    for (const auto& [key, count] : outcome.policy.blocks)
-        violations.push_back(
-            {{"kind", key.first}, {"what", key.second}, {"count", count}, {"action", "denied"}});
+    json violations = blocked_json(outcome);
     if (const char* limit = limit_for(status))
         violations.push_back({{"kind", "resource"},
                               {"what", limit},
@@ -259,11 +239,11 @@ json limits_json(const Plan& plan) {
             {"tmp_size_bytes", limits.tmp_size},
             {"output_limit_bytes", limits.output_limit},
             {"cpus", CPU_COUNT(&plan.affinity)},
-            {"network", to_string(plan.profile.net_mode)}};
+            {"network", to_string(plan.profile.network.mode)}};
 }
 
 std::string_view audit_hook_state(const Plan& plan, const Outcome& outcome) {
-    if (!policy::wants_hook(plan.profile)) return "off";
+    if (!plan.profile.policy.wants_hook()) return "off";
     return outcome.policy.hook_installed ? "installed" : "not confirmed";
 }
 
@@ -292,7 +272,7 @@ json error_json(const Plan& plan, const Outcome& outcome) {
 
 }  // namespace
 
-json result_json(const Plan& plan, Outcome outcome) {
+json result_json(const Plan& plan, Outcome outcome, int exit_code) {
     const std::optional<PythonException> exception = find_exception(plan, outcome);
     const Status status = classify(plan, outcome, exception);
     Outcome::Captured output = outcome.captured ? std::move(*outcome.captured) : Outcome::Captured{};
@@ -306,7 +286,7 @@ json result_json(const Plan& plan, Outcome outcome) {
         {"status", to_string(status)},
         {"exit_code", exited ? json(outcome.exit_code) : json(nullptr)},
         {"signal", signaled ? json(signal_name(outcome.signal)) : json(nullptr)},
-        {"pysandbox_exit_code", exit_codes::for_outcome(outcome)},
+        {"pysandbox_exit_code", exit_code},
         {"message", message.empty() ? json(nullptr) : json(message)},
         {"stdout", std::move(output.stdout_text)},
         {"stderr", std::move(output.stderr_text)},
@@ -322,23 +302,6 @@ json result_json(const Plan& plan, Outcome outcome) {
         {"profile", plan.profile.name},
         {"error", error_json(plan, outcome)},
     };
-}
-
-json incident_json(const Plan& plan, const Outcome& outcome) {
-    json blocked = json::array();
-    // Any status without a limit: resource entries are not incidents.
-    for (auto& violation : violations_json(outcome, Status::ok))
-        if (violation["kind"] != "resource") blocked.push_back(std::move(violation));
-    if (blocked.empty()) return nullptr;
-    json entry = incident::head(plan, "run");
-    // The exit, not the status: without --json the output is not kept, so an exception cannot
-    // be told from an error, and the log must say the same whatever the caller asked for.
-    entry["exit_code"] = outcome.kind == Kind::exited ? json(outcome.exit_code) : json(nullptr);
-    entry["signal"] = outcome.kind == Kind::exited || outcome.signal == 0
-                          ? json(nullptr)
-                          : json(signal_name(outcome.signal));
-    entry["blocked"] = std::move(blocked);
-    return entry;
 }
 
 json early_error_json(std::string_view message, std::string_view profile) {
@@ -364,8 +327,5 @@ json early_error_json(std::string_view message, std::string_view profile) {
             {"error", {{"message", message}, {"step", nullptr}, {"errno", nullptr}}}};
 }
 
-std::string dump_result(const json& result) {
-    return result.dump(-1, ' ', false, json::error_handler_t::replace);
-}
 
 }  // namespace pysandbox

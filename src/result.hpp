@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "outcome.hpp"
 #include "plan.hpp"
-#include "supervisor.hpp"
 #include "traceback.hpp"
 
 namespace pysandbox {
@@ -44,22 +44,13 @@ Status classify(const Plan& plan, const Outcome& outcome,
 // The line for stderr (without "pysandbox: " and newline), or empty.
 std::string human_summary(const Plan& plan, const Outcome& outcome);
 
-// The whole result, for --json.
+// The whole result, for --json; `exit_code` is pysandbox's own (exit_codes::for_outcome).
 // Takes the outcome by value: the captured output (up to the output limit, three times) moves
 // into the JSON instead of being copied.
-nlohmann::ordered_json result_json(const Plan& plan, Outcome outcome);
-
-// The incident-log entry of a run (incident.hpp) with its blocks: system calls, connections,
-// imports and calls; null when nothing was blocked. Resource limits are not incidents.
-nlohmann::ordered_json incident_json(const Plan& plan, const Outcome& outcome);
+nlohmann::ordered_json result_json(const Plan& plan, Outcome outcome, int exit_code);
 
 // The result when pysandbox failed before a sandbox existed (usage, profile, host set-up).
 nlohmann::ordered_json early_error_json(std::string_view message, std::string_view profile);
 
-// One object, one line, whatever bytes the script printed (invalid UTF-8 is replaced).
-std::string dump_result(const nlohmann::ordered_json& result);
-
-// "SIGKILL" for 9.
-std::string signal_name(int sig);
 
 }  // namespace pysandbox

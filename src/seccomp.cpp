@@ -16,7 +16,6 @@
 #include <memory>
 
 #include "errors.hpp"
-#include "profile.hpp"
 #include "sys/unique_fd.hpp"
 
 namespace pysandbox::seccomp {
@@ -109,7 +108,7 @@ bool is_known_syscall(std::string_view name) {
     return resolve(std::string(name).c_str()) != __NR_SCMP_ERROR;
 }
 
-std::vector<sock_filter> compile(const Settings& settings, NetMode net) {
+std::vector<sock_filter> compile(const Settings& settings, Sockets sockets) {
     SeccompCtx ctx(seccomp_init(SCMP_ACT_ALLOW));
     if (!ctx) throw SysError("seccomp_init", ENOMEM);
     // Only the native ABI: an i386 (int 0x80) or x32 call kills the process.
@@ -133,7 +132,7 @@ std::vector<sock_filter> compile(const Settings& settings, NetMode net) {
     if (!settings.allow_processes) deny_process_creation(ctx.get(), deny);
     // clone3 passes its flags in memory the filter cannot read: ENOSYS makes libc use clone().
     add_rule(ctx.get(), SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), "clone3");
-    deny_sockets(ctx.get(), deny, net != NetMode::none);
+    deny_sockets(ctx.get(), deny, sockets == Sockets::unix_and_inet);
     for (unsigned long request : {TIOCSTI, TIOCLINUX})
         add_rule(ctx.get(), deny, SCMP_SYS(ioctl), "ioctl(TIOCSTI/TIOCLINUX)",
                  {SCMP_A1(SCMP_CMP_MASKED_EQ, kLow32, request)});

@@ -12,10 +12,6 @@
 #include <string_view>
 #include <vector>
 
-namespace pysandbox {
-enum class NetMode;
-}
-
 namespace pysandbox::seccomp {
 
 struct Settings {
@@ -35,8 +31,12 @@ const std::vector<Denial>& default_denials();
 // True when libseccomp knows the name on this architecture.
 bool is_known_syscall(std::string_view name);
 
+// The socket families a script may create: always AF_UNIX; AF_INET and AF_INET6 when it has a
+// network (loopback, or the proxy on loopback).
+enum class Sockets { unix_only, unix_and_inet };
+
 // Compiles the policy to a BPF program. Throws SysError.
-std::vector<sock_filter> compile(const Settings& settings, NetMode net);
+std::vector<sock_filter> compile(const Settings& settings, Sockets sockets);
 
 // In the child: loads the program with a user-notification listener. Returns the listener fd or
 // -errno. Needs no_new_privs.

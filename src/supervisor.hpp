@@ -1,68 +1,30 @@
 #pragma once
 // The supervisor: clones the sandbox into fresh namespaces, writes its id maps, releases it, and
-// watches it in one poll loop (pidfd, deadline timer, signals, the output pipes) until nothing of
-// it is left.
+// watches it in one poll loop (pidfd, deadline timer, signals, the child's reports, denied system
+// calls, the audit hook's channel, the output pipes) until nothing of it is left. It returns what
+// it saw and the resources collection needs; what the run left behind is collect.hpp's business.
 
-#include <chrono>
 #include <cstdint>
-#include <map>
-#include <optional>
-#include <string>
+#include <memory>
 
-#include "artifacts.hpp"
+#include "cgroup.hpp"
+#include "outcome.hpp"
 #include "plan.hpp"
-#include "policy.hpp"
+#include "proxy.hpp"
+#include "sys/unique_fd.hpp"
 
 namespace pysandbox {
 
-// What happened, as the supervisor saw it.
-struct Outcome {
-    enum class Kind {
-        exited,        // the script exited: exit_code
-        signaled,      // the script was killed by `signal` (CPU limit included)
-        timeout,       // the wall-clock deadline passed; the sandbox was killed
-        interrupted,   // pysandbox got `signal` (SIGINT, SIGTERM, SIGHUP) and ended the sandbox
-        setup_failed,  // a child step failed: step, error, detail
-        exec_failed,   // the interpreter could not be executed: error, detail
-        lost,          // the sandbox's init died without a report (killed from outside)
-        policy_violation,  // a denied system call ended the sandbox (seccomp action "kill")
-    };
-    Kind kind = Kind::lost;
-    int exit_code = 0;
-    int signal = 0;
-    int error = 0;
-    std::string step;
-    std::string detail;
-    std::chrono::milliseconds setup{0};  // clone to execve of the interpreter
-    std::chrono::milliseconds wall{0};   // execve to the end of the script
-    std::int64_t cpu_ms = 0;
-    std::int64_t max_rss_kib = 0;
-    std::uint64_t stdout_bytes = 0;
-    std::uint64_t stderr_bytes = 0;
-    std::uint64_t stdout_omitted = 0;  // cut from the middle by the output limit
-    std::uint64_t stderr_omitted = 0;
-    std::map<std::string, std::uint64_t> blocked_syscalls;  // name -> times denied
-    std::string killing_syscall;                           // for policy_violation
-    std::uint64_t oom_kills = 0;  // from the cgroup's memory.events, when one was used
-
-    // With --json the script's output is kept here (capped) instead of passed through.
-    struct Captured {
-        std::string stdout_text;
-        std::string stderr_text;
-        std::string interleaved;  // both, in the order they arrived
-    };
-    std::optional<Captured> captured;
-    std::map<std::string, std::uint64_t> blocked_connections;  // "host:port" -> times denied
-    std::vector<artifacts::Artifact> files;  // what the run left in /tmp/work
-    policy::Records policy;  // what the audit hook reported (the script's own word)
+struct Supervised {
+    Outcome outcome;  // how it ended, output, usage, denied calls, the hook's records
+    sys::UniqueFd work_dir;  // the sandbox's /tmp/work, handed over during setup
+    std::unique_ptr<proxy::Proxy> proxy;        // network mode "proxy", once it was opened
+    std::unique_ptr<cgroup::RunCgroup> cgroup;  // when memory and processes had one
+    std::int64_t start_realtime_ns = 0;  // CLOCK_REALTIME before the sandbox started
 };
 
-// Runs the plan to completion. Throws SysError when the sandbox cannot even be created (clone3,
-// id maps); everything after that is an Outcome.
-Outcome run_sandbox(const Plan& plan);
-
-// What to tell the user when user namespaces cannot be created or set up: the host's setting at
-// fault and the command that changes it.
-std::string user_namespace_hint();
+// Runs the plan's sandbox to its end. Throws UserNamespaceError or SysError when the sandbox
+// cannot even be created (clone3, id maps); everything after that is in the Outcome.
+Supervised supervise(const Plan& plan);
 
 }  // namespace pysandbox

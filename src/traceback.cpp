@@ -98,7 +98,7 @@ std::size_t end_without_blank_lines(const std::vector<std::string_view>& lines) 
 }
 
 bool is_sandbox_frame(const Frame& frame) {
-    return frame.file.starts_with(kSandboxFramesDir) || frame.file == "<frozen runpy>";
+    return frame.file.starts_with(kSandboxPythonDir) || frame.file == "<frozen runpy>";
 }
 
 std::string hint_for(std::string_view type, std::string_view message) {

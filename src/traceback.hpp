@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "sandbox_paths.hpp"
+
 namespace pysandbox {
 
 struct PythonException {
@@ -17,9 +19,6 @@ struct PythonException {
     std::string summary;       // "ZeroDivisionError: division by zero (line 4)"
     std::string hint;          // what to change, when the sandbox is the likely cause; or empty
 };
-
-// Frames in files under this directory are the sandbox's own and are left out of tracebacks.
-inline constexpr std::string_view kSandboxFramesDir = "/sandbox/.pysandbox/";
 
 // The last exception Python reported in `stderr_text`, or nothing when it ends in none.
 // `script_file` is the script's name as Python prints it ("/sandbox/x.py", "<string>",

@@ -1,21 +1,23 @@
 """pysandbox's audit hook (PEP 578), installed by sitecustomize before the script runs.
 
 It explains; the kernel layers underneath are the boundary. Each block is reported as one
-"kind\twhat\n" line on fd 4, a channel pysandbox reads after the run; the script runs in this
-same process and can write there too, so these records are the script's word, not the sandbox's.
+"kind\twhat" record on the policy channel, a descriptor pysandbox drains while the script runs;
+the script runs in this same process and can write there too, so these records are the
+script's word, not the sandbox's.
 
 Nothing is kept at module level: the rules live, immutable, in the closure of the hook, so
 importing this module or sitecustomize gives the script nothing to edit. (A determined script
 can still reach the hook through ctypes or the garbage collector; that is what the kernel layers
 are for.)
 
-pysandbox embeds this file and writes it to /sandbox/.pysandbox/ for each run, together with the
-__pycache__ entry the build compiled from it, so that no run spends a millisecond compiling it.
-The sitecustomize.py generated for each run calls install() with the profile's policy.
+pysandbox embeds this file and writes it into the sandbox's module directory for each run,
+together with the __pycache__ entry the build compiled from it, so that no run spends a
+millisecond compiling it. The sitecustomize.py generated for each run calls install() with the
+profile's policy, the channel's descriptor and that directory (policy.cpp).
 """
 
 
-def install(profile, deny_imports, deny_calls, events):
+def install(profile, deny_imports, deny_calls, events, channel, own_files):
     import os
     import sys
 
@@ -28,22 +30,20 @@ def install(profile, deny_imports, deny_calls, events):
     deny_calls = tuple(deny_calls)
     events = tuple(events.items())
     event_names = frozenset(event for event, _ in events)
-    channel = 4
     try:
         os.set_inheritable(channel, False)  # programs the script starts must not hold it
     except OSError:
         channel = -1
     writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     harmless_writes = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
-    own_files = "/sandbox/.pysandbox/"
     library_prefixes = (os.path.dirname(os.__file__) + "/", own_files, "<frozen ")
 
     def record(kind, what):
         if channel >= 0:
             try:
-                write(channel, ("%s\t%s\n" % (kind, what[:200])).encode("utf-8", "replace"))
+                write(channel, ("%s\t%s" % (kind, what[:200])).encode("utf-8", "replace"))
             except os_error:
-                pass  # full: the channel's size is fixed
+                pass  # the supervisor is gone, or the script closed the channel
 
     def block(kind, what, key, listed):
         record(kind, what)

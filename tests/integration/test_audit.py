@@ -357,8 +357,10 @@ class LibraryAttributionTest(SandboxTestCase):
 
 
 class ChannelAbuseTest(SandboxTestCase):
-    """fd 4 carries the hook's records; the script can write there too. It is a sealed file of
-    1 MiB: writes past its end fail with EPERM, whatever the script does to the descriptor."""
+    """fd 4 carries the hook's records; the script can write there too. It is a SOCK_SEQPACKET
+    socket that pysandbox drains while the script runs: each write is one record, a record too
+    big for a socket message fails (EMSGSIZE), and what pysandbox keeps of the records is
+    bounded whatever the script writes."""
 
     def check_bounded(self, r):
         self.assertLess(len(r.stdout), 64 * 1024, "the result grew with the junk")
@@ -380,7 +382,7 @@ class ChannelAbuseTest(SandboxTestCase):
             for chunk in chunks:
                 try:
                     written += os.write(4, chunk)
-                except PermissionError:
+                except OSError:
                     refused += 1
             report([written, refused])
             """, options=["--json"], timeout=20)
@@ -388,7 +390,7 @@ class ChannelAbuseTest(SandboxTestCase):
         out = self.check_bounded(r)
         self.assertEqual(out["status"], "ok", r.describe())
         written, refused = parse_report(out["stdout"].encode())
-        self.assertLessEqual(written, 1 << 20, "the channel grew past its size")
+        self.assertLess(written, 1 << 20, "a megabyte write went through as one record")
         self.assertGreater(refused, 0)
         kinds = {v["kind"] for v in out["violations"]}
         self.assertNotIn("resource", kinds, "a record of the script's made a resource kill")
@@ -401,12 +403,12 @@ class ChannelAbuseTest(SandboxTestCase):
             for _ in range(10):
                 try:
                     os.write(4, b"x" * (1 << 20))
-                except PermissionError:
+                except OSError:
                     pass
             for i in range(2000):
                 try:
                     os.write(4, b"call\\tfake.%d\\n" % i)
-                except PermissionError:
+                except OSError:
                     pass
             print("wrote it all")
             """, options=["--json", "--timeout", "8s"], timeout=30)

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -9,8 +10,11 @@
 
 #include "cli.hpp"
 
+using namespace std::chrono_literals;
 using pysandbox::Command;
 using pysandbox::Invocation;
+using pysandbox::NetMode;
+using pysandbox::Program;
 
 namespace {
 
@@ -75,29 +79,30 @@ TEST_SUITE("cli") {
     TEST_CASE("run SCRIPT -- ARGS passes the arguments verbatim, flags included") {
         Invocation inv = parse({"run", "script.py", "--", "a", "--b"});
         CHECK(inv.command == Command::run);
-        CHECK(inv.run.script == "script.py");
-        CHECK(inv.run.args == Strings{"a", "--b"});
-        CHECK_FALSE(inv.run.code.has_value());
+        const Program& program = inv.run.request.program;
+        CHECK(program.kind == Program::Kind::script_file);
+        CHECK(program.text == "script.py");
+        CHECK(program.args == Strings{"a", "--b"});
         CHECK(inv.run.profile == "default");
-        CHECK_FALSE(inv.run.timeout.has_value());
-        CHECK(inv.run.verbose == 0);
+        CHECK_FALSE(inv.run.request.overrides.wall_time.has_value());
+        CHECK(inv.run.request.verbose == 0);
+        CHECK_FALSE(inv.run.request.capture_output);
     }
 
     TEST_CASE("run -c CODE") {
         Invocation inv = parse({"run", "-c", "print(1)", "--", "x"});
         CHECK(inv.command == Command::run);
-        REQUIRE(inv.run.code.has_value());
-        CHECK(*inv.run.code == "print(1)");
-        CHECK(inv.run.script.empty());
-        CHECK(inv.run.args == Strings{"x"});
+        const Program& program = inv.run.request.program;
+        CHECK(program.kind == Program::Kind::code);
+        CHECK(program.text == "print(1)");
+        CHECK(program.args == Strings{"x"});
     }
 
     TEST_CASE("run - reads the program from stdin") {
         Invocation inv = parse({"run", "-"});
         CHECK(inv.command == Command::run);
-        CHECK(inv.run.script == "-");
-        CHECK_FALSE(inv.run.code.has_value());
-        CHECK(inv.run.args.empty());
+        CHECK(inv.run.request.program.kind == Program::Kind::stdin_program);
+        CHECK(inv.run.request.program.args.empty());
     }
 
     TEST_CASE("--timeout and -p are taken in either order") {
@@ -108,37 +113,51 @@ TEST_SUITE("cli") {
               parse({"run", "--profile", "x.toml", "--timeout=2s", "s.py"})}) {
             CHECK(inv.command == Command::run);
             CHECK(inv.run.profile == "x.toml");
-            REQUIRE(inv.run.timeout.has_value());
-            CHECK(*inv.run.timeout == "2s");
-            CHECK(inv.run.script == "s.py");
+            CHECK(inv.run.request.overrides.wall_time == std::optional(2000ms));
+            CHECK(inv.run.request.program.text == "s.py");
         }
     }
 
-    TEST_CASE("limit flags are kept as typed; plan.cpp parses them") {
-        Invocation inv =
-            parse({"run", "--cpu-time", "3s", "--memory", "1G", "--max-procs", "8", "--tmp-size",
-                   "8MiB", "--output-limit", "1MiB", "--net", "loopback", "-v", "s.py"});
-        CHECK(inv.run.cpu_time == std::optional<std::string>("3s"));
-        CHECK(inv.run.memory == std::optional<std::string>("1G"));
-        CHECK(inv.run.max_procs == std::optional<std::uint64_t>(8));
-        CHECK(inv.run.tmp_size == std::optional<std::string>("8MiB"));
-        CHECK(inv.run.output_limit == std::optional<std::string>("1MiB"));
-        CHECK(inv.run.net == std::optional<std::string>("loopback"));
-        CHECK(inv.run.verbose == 1);
-        CHECK(inv.run.script == "s.py");
+    TEST_CASE("limit flags are parsed into numbers as they are read") {
+        Invocation inv = parse({"run", "--cpu-time", "3s", "--memory", "1G", "--max-procs", "8",
+                                "--tmp-size", "8MiB", "--output-limit", "1MiB", "--allow",
+                                "a.org:443", "--net", "proxy", "-v", "--json", "s.py"});
+        const pysandbox::Overrides& o = inv.run.request.overrides;
+        CHECK(o.cpu_time == std::optional(3000ms));
+        CHECK(o.memory == std::optional<std::uint64_t>(1ULL << 30));
+        CHECK(o.max_procs == std::optional<std::uint64_t>(8));
+        CHECK(o.tmp_size == std::optional<std::uint64_t>(8ULL << 20));
+        CHECK(o.output_limit == std::optional<std::uint64_t>(1ULL << 20));
+        CHECK(o.net == std::optional(NetMode::proxy));
+        REQUIRE(o.allow.size() == 1);
+        CHECK(o.allow[0].to_string() == "a.org:443");
+        CHECK(inv.run.request.verbose == 1);
+        CHECK(inv.run.request.capture_output);
+        CHECK(inv.run.request.program.text == "s.py");
+    }
+
+    TEST_CASE("--input FILE[=NAME] is split as it is read") {
+        Invocation inv = parse({"run", "--input", "/x/data.csv", "--input", "a=b.txt", "s.py"});
+        const auto& inputs = inv.run.request.overrides.inputs;
+        REQUIRE(inputs.size() == 2);
+        CHECK(inputs[0].source == "/x/data.csv");
+        CHECK(inputs[0].name == "data.csv");
+        CHECK(inputs[1].source == "a");
+        CHECK(inputs[1].name == "b.txt");
+        CHECK(parse_error({"run", "--input", "a=../b", "s.py"}).starts_with("--input: "));
     }
 
     // CLI11 keeps allow_extra_args on for a vector option, even after expected(1): without
     // allow_extra_args(false), `--env B script.py` takes script.py as a second --env value.
     TEST_CASE("--env accumulates and does not swallow the script") {
         Invocation inv = parse({"run", "--env", "A=1", "--env", "B", "script.py"});
-        CHECK(inv.run.env == Strings{"A=1", "B"});
-        CHECK(inv.run.script == "script.py");
-        CHECK(inv.run.args.empty());
+        CHECK(inv.run.request.overrides.env == Strings{"A=1", "B"});
+        CHECK(inv.run.request.program.text == "script.py");
+        CHECK(inv.run.request.program.args.empty());
 
         Invocation before = parse({"run", "script.py", "--env", "A=1", "--env", "B"});
-        CHECK(before.run.env == Strings{"A=1", "B"});
-        CHECK(before.run.script == "script.py");
+        CHECK(before.run.request.overrides.env == Strings{"A=1", "B"});
+        CHECK(before.run.request.program.text == "script.py");
     }
 
     TEST_CASE("an unknown flag is a ParseError that names the flag") {
@@ -177,12 +196,12 @@ TEST_SUITE("cli") {
     TEST_CASE("profile show NAME") {
         Invocation inv = parse({"profile", "show", "strict"});
         CHECK(inv.command == Command::profile_show);
-        CHECK(inv.profile.name == "strict");
+        CHECK(inv.profile_name == "strict");
     }
 
     TEST_CASE("profile list") {
         Invocation inv = parse({"profile", "list"});
         CHECK(inv.command == Command::profile_list);
-        CHECK(inv.profile.name.empty());
+        CHECK(inv.profile_name.empty());
     }
 }

@@ -13,19 +13,21 @@
 #include <string>
 #include <vector>
 
-#include "cli.hpp"
 #include "errors.hpp"
 #include "incident.hpp"
 #include "plan.hpp"
 #include "policy.hpp"
+#include "policy_channel.hpp"
 #include "profile.hpp"
+#include "python_modules.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using pysandbox::Plan;
 using pysandbox::Profile;
+using pysandbox::Program;
 using pysandbox::ProfileError;
-using pysandbox::RunOptions;
+using pysandbox::Request;
 using pysandbox::UsageError;
 using pysandbox::test::contains;
 using pysandbox::test::kShippedProfiles;
@@ -55,10 +57,10 @@ std::string text_error(std::string_view text) {
     return message_of<ProfileError>([&] { from_text(text); });
 }
 
-RunOptions code_options(std::string code = "pass") {
-    RunOptions options;
-    options.code = std::move(code);
-    return options;
+Request code_request(std::string code = "pass") {
+    Request request;
+    request.program = {Program::Kind::code, std::move(code), {}};
+    return request;
 }
 
 // "2026-12-02T17:04:05.123Z". (By hand: std::regex trips GCC 12's -Wmaybe-uninitialized in the
@@ -73,8 +75,18 @@ bool is_utc_timestamp(std::string_view text) {
     return true;
 }
 
-std::unique_ptr<const Plan> plan_for(const RunOptions& options, Profile profile) {
-    return pysandbox::make_plan(std::move(profile), options, {});
+std::unique_ptr<const Plan> plan_for(const Request& request, Profile profile) {
+    return pysandbox::make_plan(std::move(profile), request, {});
+}
+
+std::string sitecustomize_for(const Profile& profile) {
+    return policy::sitecustomize_source(profile.policy, profile.name,
+                                        {pysandbox::kSandboxPythonDir, pysandbox::kPolicyFd});
+}
+
+std::string_view module_source(std::string_view name) {
+    return std::ranges::find(pysandbox::python::kModules, name, &pysandbox::python::Module::name)
+        ->source;
 }
 
 }  // namespace
@@ -111,16 +123,16 @@ TEST_SUITE("policy") {
 
     TEST_CASE("shipped policies: default denies calls only, strict imports too, network no sockets") {
         const Profile normal = shipped("default");
-        CHECK(normal.deny_imports.empty());
-        CHECK(has(normal.deny_calls, "os.system"));
-        CHECK(has(normal.deny_calls, "subprocess.Popen"));
+        CHECK(normal.policy.deny_imports.empty());
+        CHECK(has(normal.policy.deny_calls, "os.system"));
+        CHECK(has(normal.policy.deny_calls, "subprocess.Popen"));
         const Profile strict = shipped("strict");
-        CHECK(has(strict.deny_imports, "ctypes"));
-        CHECK(has(strict.deny_calls, "open-write-outside-tmp"));
-        CHECK_FALSE(has(shipped("datascience").deny_calls, "os.fork"));
-        CHECK_FALSE(has(shipped("network").deny_calls, "socket.connect"));
-        for (const auto& profile : {normal, strict}) CHECK(policy::wants_hook(profile));
-        CHECK_FALSE(policy::wants_hook(from_text("[policy]\ndeny_calls = []\n")));
+        CHECK(has(strict.policy.deny_imports, "ctypes"));
+        CHECK(has(strict.policy.deny_calls, "open-write-outside-tmp"));
+        CHECK_FALSE(has(shipped("datascience").policy.deny_calls, "os.fork"));
+        CHECK_FALSE(has(shipped("network").policy.deny_calls, "socket.connect"));
+        for (const auto& profile : {normal, strict}) CHECK(profile.policy.wants_hook());
+        CHECK_FALSE(from_text("[policy]\ndeny_calls = []\n").policy.wants_hook());
     }
 
     TEST_CASE("a bad entry is named at its own line and column") {
@@ -139,20 +151,22 @@ TEST_SUITE("policy") {
     TEST_CASE("the generated hook and analyzer carry the profile's policy as data") {
         Profile profile = from_text(
             "[policy]\ndeny_imports = [\"ctypes\"]\ndeny_calls = [\"os.exec\", \"os.system\"]\n");
-        const std::string hook = policy::sitecustomize_source(profile);
-        // install(profile, imports, calls, {audit event: rule}), with nothing at module level
+        const std::string hook = sitecustomize_for(profile);
+        // install(profile, imports, calls, {audit event: rule}, channel fd, own directory), with
+        // nothing at module level
         CHECK(contains(hook, "\nfrom pysandbox_hook import install\n"));
         CHECK(contains(hook, "install(*[\"inline\",[\"ctypes\"],[\"os.exec\",\"os.system\"],"
-                             "{\"os.exec\":\"os.exec\",\"os.system\":\"os.system\"}])"));
+                             "{\"os.exec\":\"os.exec\",\"os.system\":\"os.system\"},4,"
+                             "\"/sandbox/.pysandbox/\"])"));
         CHECK(contains(hook, "\ndel install\n"));
-        CHECK(contains(policy::hook_module_source(), "sys.addaudithook(hook)"));
+        CHECK(contains(module_source("pysandbox_hook"), "sys.addaudithook(hook)"));
         Profile kill = from_text("[policy]\ndeny_calls = [\"os.kill\", \"os.fork\"]\n");
-        const std::string both = policy::sitecustomize_source(kill);  // os.killpg, os.forkpty too
+        const std::string both = sitecustomize_for(kill);  // os.killpg, os.forkpty too
         CHECK(contains(both, "\"os.kill\":\"os.kill\",\"os.killpg\":\"os.kill\""));
         CHECK(contains(both, "\"os.fork\":\"os.fork\",\"os.forkpty\":\"os.fork\""));
-        CHECK_FALSE(contains(policy::sitecustomize_source(from_text("[policy]\ndeny_calls = []\n")),
+        CHECK_FALSE(contains(sitecustomize_for(from_text("[policy]\ndeny_calls = []\n")),
                              "addaudithook"));
-        const std::string analyzer = policy::analyzer_source(profile);
+        const std::string analyzer = policy::analyzer_argument(profile.policy, profile.name);
         CHECK(contains(analyzer, "\"os.spawnv\":\"os.exec\""));  // os.spawn* reported as os.exec
         CHECK(contains(analyzer, "\"os.system\":\"os.system\""));
         CHECK_FALSE(contains(analyzer, "subprocess.Popen"));  // not denied by this profile
@@ -160,15 +174,16 @@ TEST_SUITE("policy") {
 
     TEST_CASE("the socket rules apply only without a network") {
         const Profile strict = shipped("strict");
-        RunOptions options = code_options();
-        auto offline = plan_for(options, strict);
-        CHECK(has(offline->profile.deny_calls, "socket.connect"));
-        CHECK(has(offline->profile.deny_imports, "socket"));
-        options.net = "loopback";
-        auto online = plan_for(options, strict);
-        for (const auto& name : online->profile.deny_calls) CHECK_FALSE(name.starts_with("socket"));
-        CHECK_FALSE(has(online->profile.deny_imports, "socket"));
-        CHECK(has(online->profile.deny_imports, "ctypes"));  // the rest stays
+        Request request = code_request();
+        auto offline = plan_for(request, strict);
+        CHECK(has(offline->profile.policy.deny_calls, "socket.connect"));
+        CHECK(has(offline->profile.policy.deny_imports, "socket"));
+        request.overrides.net = pysandbox::NetMode::loopback;
+        auto online = plan_for(request, strict);
+        for (const auto& name : online->profile.policy.deny_calls)
+            CHECK_FALSE(name.starts_with("socket"));
+        CHECK_FALSE(has(online->profile.policy.deny_imports, "socket"));
+        CHECK(has(online->profile.policy.deny_imports, "ctypes"));  // the rest stays
     }
 
     TEST_CASE("interpreter flags that would skip the hook are refused while there is a [policy]") {
@@ -176,44 +191,43 @@ TEST_SUITE("policy") {
             Profile profile = shipped("default");
             profile.interpreter_args = {flag};
             const std::string message =
-                message_of<UsageError>([&] { plan_for(code_options(), profile); });
+                message_of<UsageError>([&] { plan_for(code_request(), profile); });
             CHECK_MESSAGE(contains(message, "python.args \"" + std::string(flag) + "\""), message);
         }
         Profile quiet = from_text("[python]\nargs = [\"-I\"]\n[policy]\ndeny_calls = []\n");
-        CHECK_NOTHROW(plan_for(code_options(), quiet));  // no hook asked for: nothing to skip
+        CHECK_NOTHROW(plan_for(code_request(), quiet));  // no hook asked for: nothing to skip
         Profile fine = shipped("default");
         fine.interpreter_args = {"-s", "-X", "utf8", "-Wdefault"};
-        CHECK_NOTHROW(plan_for(code_options(), fine));
+        CHECK_NOTHROW(plan_for(code_request(), fine));
     }
 
     TEST_CASE("the incident log is opened for appending, never through a link") {
         TempDir dir;
-        RunOptions options = code_options("print(1)");
-        options.incident_log = (dir / "incidents.jsonl").string();
-        auto plan = plan_for(options, shipped("default"));
+        Request request = code_request("print(1)");
+        request.overrides.incident_log = (dir / "incidents.jsonl").string();
+        auto plan = plan_for(request, shipped("default"));
         CHECK(plan->incident_log);
         struct stat st {};
-        REQUIRE(::stat(options.incident_log->c_str(), &st) == 0);
+        REQUIRE(::stat(request.overrides.incident_log->c_str(), &st) == 0);
         CHECK((st.st_mode & 0777) == 0600);
 
         fs::create_symlink(dir / "elsewhere", dir / "link.jsonl");
-        options.incident_log = (dir / "link.jsonl").string();
-        const std::string message = message_of<UsageError>([&] { plan_for(options, shipped("default")); });
+        request.overrides.incident_log = (dir / "link.jsonl").string();
+        const std::string message =
+            message_of<UsageError>([&] { plan_for(request, shipped("default")); });
         CHECK_MESSAGE(contains(message, "--incident-log: cannot open"), message);
         CHECK_FALSE(fs::exists(dir / "elsewhere"));
 
-        options.incident_log.reset();
-        options.script = (dir / "missing.py").string();
-        options.code.reset();
+        request.overrides.incident_log.reset();
+        request.program = {Program::Kind::script_file, (dir / "missing.py").string(), {}};
         Profile logging = from_text("[policy]\nincident_log = \"" + (dir / "p.jsonl").string() +
                                     "\"\ndeny_calls = [\"os.system\"]\n");
-        CHECK_THROWS_AS(plan_for(options, logging), UsageError);
+        CHECK_THROWS_AS(plan_for(request, logging), UsageError);
         CHECK_MESSAGE(!fs::exists(dir / "p.jsonl"), "bad input created the log");
     }
 
     TEST_CASE("an incident entry starts with when, what and which script") {
-        RunOptions options = code_options("print(1)");
-        auto plan = plan_for(options, shipped("default"));
+        auto plan = plan_for(code_request("print(1)"), shipped("default"));
         const auto head = pysandbox::incident::head(*plan, "run");
         CHECK(head["schema"] == "pysandbox.incident/v1");
         CHECK(head["command"] == "run");

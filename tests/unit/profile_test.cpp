@@ -56,8 +56,8 @@ void check_same_settings(const Profile& a, const Profile& b) {
     CHECK(a.limits.file_size == b.limits.file_size);
     CHECK(a.limits.tmp_size == b.limits.tmp_size);
     CHECK(a.limits.output_limit == b.limits.output_limit);
-    CHECK(a.net_mode == b.net_mode);
-    CHECK(a.net_allow == b.net_allow);
+    CHECK(a.network.mode == b.network.mode);
+    CHECK(a.network.allow.rules() == b.network.allow.rules());
     CHECK(a.ro_paths == b.ro_paths);
     CHECK(a.interpreter == b.interpreter);
     CHECK(a.interpreter_args == b.interpreter_args);
@@ -100,8 +100,8 @@ TEST_SUITE("profile") {
         CHECK(p.limits.wall_time == 5000ms);
         CHECK(p.limits.cpu_time == 5000ms);
         CHECK(p.limits.memory == 256 * kMiB);
-        CHECK(p.net_mode == NetMode::none);
-        CHECK(p.net_allow.empty());
+        CHECK(p.network.mode == NetMode::none);
+        CHECK(p.network.allow.empty());
         CHECK(p.limits.tmp_size == 64 * kMiB);
         CHECK(p.interpreter == "/usr/bin/python3");
         CHECK(p.interpreter_args == Strings{"-s"});

@@ -1,0 +1,62 @@
+#pragma once
+// What happened in one run, as facts: how the sandbox ended, what it printed, what it used, what
+// was blocked and what it left. The supervisor fills what it saw while the sandbox ran, collection
+// (collect.hpp) what the run left behind; result, incident and exit codes are read from it.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "artifacts.hpp"
+#include "policy.hpp"
+
+namespace pysandbox {
+
+struct Outcome {
+    enum class Kind {
+        exited,            // the script exited: exit_code
+        signaled,          // the script was killed by `signal` (CPU limit included)
+        timeout,           // the wall-clock deadline passed; the sandbox was killed
+        interrupted,       // pysandbox got `signal` (SIGINT, SIGTERM, SIGHUP) and ended the sandbox
+        setup_failed,      // a child step failed: step, error, detail
+        exec_failed,       // the interpreter could not be executed: error, detail
+        lost,              // the sandbox's init died without a report (killed from outside)
+        policy_violation,  // a denied system call ended the sandbox (seccomp action "kill")
+    };
+    Kind kind = Kind::lost;
+    int exit_code = 0;
+    int signal = 0;
+    int error = 0;
+    std::string step;
+    std::string detail;
+    std::chrono::milliseconds setup{0};  // clone to execve of the interpreter
+    std::chrono::milliseconds wall{0};   // execve to the end of the script
+    std::int64_t cpu_ms = 0;
+    std::int64_t max_rss_kib = 0;
+    std::uint64_t stdout_bytes = 0;
+    std::uint64_t stderr_bytes = 0;
+    std::uint64_t stdout_omitted = 0;  // cut from the middle by the output limit
+    std::uint64_t stderr_omitted = 0;
+    std::map<std::string, std::uint64_t> blocked_syscalls;  // name -> times denied
+    std::string killing_syscall;                            // for policy_violation
+    std::uint64_t oom_kills = 0;  // from the cgroup's memory.events, when one was used
+
+    // With --json the script's output is kept here (capped) instead of passed through.
+    struct Captured {
+        std::string stdout_text;
+        std::string stderr_text;
+        std::string interleaved;  // both, in the order they arrived
+    };
+    std::optional<Captured> captured;
+    std::map<std::string, std::uint64_t> blocked_connections;  // "host:port" -> times denied
+    std::vector<artifacts::Artifact> files;                    // what the run left in /tmp/work
+    policy::Records policy;  // what the audit hook reported (the script's own word)
+};
+
+// "SIGKILL" for 9.
+std::string signal_name(int sig);
+
+}  // namespace pysandbox

@@ -1,0 +1,25 @@
+"""pysandbox's matplotlib backend: plt.show() has no screen to go to, so it saves each open
+figure as figure-N.png in the run's work directory (an artifact) and closes it. Everything else
+is matplotlib's own Agg backend. MPLBACKEND=module://pysandbox_figures selects it; the work
+directory comes from PYSANDBOX_WORK_DIR, set by pysandbox (plan.cpp).
+"""
+import os
+
+from matplotlib._pylab_helpers import Gcf
+from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas  # noqa: F401
+from matplotlib.backends.backend_agg import FigureManager  # noqa: F401
+
+_WORK = os.environ.get("PYSANDBOX_WORK_DIR") or os.getcwd()
+
+
+def _next_path():
+    n = 1
+    while os.path.exists(os.path.join(_WORK, "figure-%d.png" % n)):
+        n += 1
+    return os.path.join(_WORK, "figure-%d.png" % n)
+
+
+def show(*args, **kwargs):
+    for manager in Gcf.get_all_fig_managers():
+        manager.canvas.figure.savefig(_next_path())
+    Gcf.destroy_all()
