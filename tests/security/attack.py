@@ -297,19 +297,19 @@ def hold(tag="end"):
 '''
 
 
-_KERNEL_ONLY: Path | None = None
+_KERNEL_ONLY: dict[str, Path] = {}
 
 
-def kernel_only_profile() -> Path:
-    """The default profile without its [policy] audit hook. The hook lives in the interpreter
-    the script controls (a script can remove it), so the attacks are judged against the layers
-    underneath it: kernel isolation, seccomp, Landlock and the limits."""
-    global _KERNEL_ONLY
-    if _KERNEL_ONLY is None:
-        _KERNEL_ONLY = write_file(shared_dir() / "kernel-only.toml",
-                                  'extends = "default"\n\n[policy]\ndeny_imports = []\n'
-                                  "deny_calls = []\n")
-    return _KERNEL_ONLY
+def kernel_only_profile(base: str = "default") -> Path:
+    """The profile ``base`` (default: the default profile) without its [policy] audit hook. The
+    hook lives in the interpreter the script controls (a script can remove it), so the attacks
+    are judged against the layers underneath it: kernel isolation, seccomp, Landlock and the
+    limits."""
+    if base not in _KERNEL_ONLY:
+        _KERNEL_ONLY[base] = write_file(shared_dir() / f"kernel-only-{base}.toml",
+                                        f'extends = "{base}"\n\n[policy]\ndeny_imports = []\n'
+                                        "deny_calls = []\n")
+    return _KERNEL_ONLY[base]
 
 
 def script_file(body: str, name: str = "attack.py", directory: Path | None = None) -> Path:
