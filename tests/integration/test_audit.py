@@ -284,6 +284,8 @@ class StrictTest(SandboxTestCase):
 
 
 class DatascienceTest(SandboxTestCase):
+    NEEDS_MODULES = ("numpy", "pandas", "matplotlib")
+
     def test_numpy_pandas_matplotlib_with_the_hook(self):
         wd = temp_dir(0o777)
         r = self.run_script("""
@@ -321,6 +323,8 @@ class DatascienceTest(SandboxTestCase):
 
 
 class LibraryAttributionTest(SandboxTestCase):
+    NEEDS_MODULES = ("numpy",)
+
     def test_strict_lets_numpy_use_ctypes_but_not_the_script(self):
         # numpy imports ctypes and loads libraries with it: the package's own doing. The
         # script's `import ctypes` then finds it loaded (Python raises no import event for a
