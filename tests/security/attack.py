@@ -432,6 +432,34 @@ def socket_families(pid: int) -> dict[int, str]:
     return out
 
 
+def readable_sockets(pid: int) -> list[int]:
+    """The fds of ``pid``'s sockets that have something waiting (a queued connection on a
+    listener, a datagram, bytes), asked of the sockets themselves: the host duplicates each with
+    pidfd_getfd() and polls it, reading nothing."""
+    import select as _select
+    targets = [fd for fd, t in fd_targets(pid).items() if t.startswith("socket:")]
+    if not targets:
+        return []
+    pidfd = _libc.syscall(ctypes.c_long(434), ctypes.c_long(pid), ctypes.c_long(0))
+    if pidfd < 0:
+        raise Verdict(f"pidfd_open({pid}) failed: errno {ctypes.get_errno()}")
+    out = []
+    try:
+        for fd in targets:
+            dup = _libc.syscall(ctypes.c_long(438), ctypes.c_long(pidfd), ctypes.c_long(fd),
+                                ctypes.c_long(0))
+            if dup < 0:
+                continue  # closed meanwhile
+            try:
+                if _select.select([dup], [], [], 0)[0]:
+                    out.append(fd)
+            finally:
+                os.close(dup)
+    finally:
+        os.close(pidfd)
+    return out
+
+
 def mountinfo(pid: int) -> list[str]:
     data = read_bytes(f"/proc/{pid}/mountinfo")
     return (data or b"").decode(errors="replace").splitlines()
