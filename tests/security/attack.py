@@ -1141,6 +1141,24 @@ def check_behaved(judge: Judge, sb: Sandbox, allowed=(0,), *, grace: float = 2.0
     return o
 
 
+def check_bomb_went_off(judge: Judge, o: Outcome, reached_hold: bool, measured_mib: int,
+                        limit_mib: int, refused_call: str | None) -> None:
+    """A memory bomb's measurement proves containment only if the bomb went off: the script held
+    (or the run was killed, as the memory limit may do), and either it filled at least half the
+    limit, or pysandbox reports on stderr that the kernel refused ``refused_call`` (the bomb's
+    first step; None: nothing refuses it). Otherwise the small number measured means nothing
+    was tested."""
+    if not reached_hold and o.rc != signalled(9):
+        judge.misbehaved("the script never reached the hold point, and was not killed")
+    refused = refused_call is not None and re.search(
+        rb"pysandbox: the sandbox policy denied \d+ system calls?: .*\b"
+        + re.escape(refused_call.encode()) + rb"\b", o.stderr)
+    if reached_hold and measured_mib < limit_mib // 2 and not refused:
+        judge.misbehaved(f"only {measured_mib} MiB measured" + (
+            f" and no refused {refused_call} reported" if refused_call else "")
+            + ": the bomb never went off, nothing was tested")
+
+
 def check_secrets(judge: Judge, o: Outcome, secrets: dict[str, str]) -> None:
     """Each secret (name -> value) must be absent from everything the run printed."""
     for name, value in secrets.items():
