@@ -79,6 +79,8 @@ def require_modules(*names: str) -> None:
     """Raise AssertionError (never skip) unless the sandbox's interpreter can import every
     module in ``names``. A test that needs numpy, pandas or matplotlib must fail where they are
     missing, saying so, instead of passing without having tested anything."""
+    if not names:
+        return
     code = ("import importlib.util, sys\n"
             "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
     proc = subprocess.run([SANDBOX_PYTHON, "-c", code, *names], capture_output=True, text=True,
