@@ -69,6 +69,30 @@ def expected_host_uid() -> int:
     return NOBODY_UID if euid == 0 else euid
 
 
+# The Debian package of each Python module the data-science tests need.
+DEBIAN_PACKAGE = {"numpy": "python3-numpy", "pandas": "python3-pandas",
+                  "matplotlib": "python3-matplotlib"}
+SANDBOX_PYTHON = "/usr/bin/python3"  # the shipped profiles' [python] interpreter
+
+
+def require_modules(*names: str) -> None:
+    """Raise AssertionError (never skip) unless the sandbox's interpreter can import every
+    module in ``names``. A test that needs numpy, pandas or matplotlib must fail where they are
+    missing, saying so, instead of passing without having tested anything."""
+    if not names:
+        return
+    code = ("import importlib.util, sys\n"
+            "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
+    proc = subprocess.run([SANDBOX_PYTHON, "-c", code, *names], capture_output=True, text=True,
+                          timeout=60)
+    missing = proc.stdout.split() if proc.returncode == 0 else list(names)
+    if missing:
+        packages = " ".join(DEBIAN_PACKAGE.get(m, m) for m in missing)
+        raise AssertionError(f"{SANDBOX_PYTHON} cannot import {', '.join(missing)}: this test "
+                             f"needs them and fails without them (apt-get install {packages})"
+                             + (f"; {proc.stderr.strip()}" if proc.returncode else ""))
+
+
 def check_environment() -> None:
     """Raise AssertionError (never skip) when the suite cannot be run meaningfully."""
     command_prefix()  # validates PYSANDBOX_AS
@@ -427,11 +451,14 @@ class SandboxTestCase(unittest.TestCase):
     """Fails (never skips) when the binary or the requested mode is unavailable."""
 
     maxDiff = None
+    # Python modules every test of the class needs inside the sandbox (see require_modules).
+    NEEDS_MODULES: tuple[str, ...] = ()
 
     @classmethod
     def setUpClass(cls) -> None:
         super().setUpClass()
         check_environment()
+        require_modules(*cls.NEEDS_MODULES)
 
     def setUp(self) -> None:
         self.marker = new_marker()

@@ -22,6 +22,8 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 
 class DataScienceTest(SandboxTestCase):
+    NEEDS_MODULES = ("numpy", "pandas", "matplotlib")
+
     def run_json(self, body, options=()):
         r = self.run_script(body, options=["-p", "datascience", "--json", *options], timeout=90)
         lines = r.stdout.splitlines()
@@ -93,6 +95,8 @@ plt.savefig("plot.png")
 class FontListTest(SandboxTestCase):
     """The list comes from the build tree (or the install) next to the binary, read-only; each
     run gets its own copy, so nothing a run does to it reaches the next one."""
+
+    NEEDS_MODULES = ("matplotlib",)
 
     def run_json(self, *parts):
         body = MATPLOTLIB_LOG + "".join(textwrap.dedent(part) for part in parts)

@@ -3,7 +3,7 @@
 import json
 import unittest
 
-from harness import REPO, SandboxTestCase, run
+from harness import REPO, SandboxTestCase, require_modules, run
 
 EXAMPLES = REPO / "examples"
 
@@ -34,6 +34,7 @@ class ExamplesTest(SandboxTestCase):
         self.assertIn("cwd /tmp", lines[1])
 
     def test_plot_csv_cleans_the_input_and_saves_a_plot(self):
+        require_modules("pandas", "matplotlib")
         result = run(["run", "-p", "datascience", "--input", EXAMPLES / "data.csv", "--json",
                       EXAMPLES / "plot_csv.py", "--", self.marker], timeout=90)
         obj = json.loads(result.stdout)

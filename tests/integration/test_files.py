@@ -159,6 +159,8 @@ class ArtifactAttackTest(FilesTestCase):
                 print(type(e).__name__)
             """)
         self.assertEqual(obj["files"], [], r.describe())
+        self.assertEqual(os.stat(secret).st_nlink, 1, "the host file got a second name")
+        self.assertEqual(secret.read_text(), "host secret")
 
     def test_files_over_the_caps_are_listed_not_copied(self):
         small = profile('extends = "default"\n[limits]\nartifact_size = "1KiB"\n'

@@ -250,14 +250,21 @@ class NetworkTest(SandboxTestCase):
         listeners["abstract unix"] = self.listen(socket.AF_UNIX, "\0" + abstract)
         targets.append(["abstract unix", "unix", abstract])
 
-        result = self.run_script(self.PROBE, json.dumps(targets))
+        result = self.run_script(self.PROBE, json.dumps(targets), options=["--json"])
         self.assertExit(result, 0)
-        report = parse_report(result.stdout)
+        obj = json.loads(result.stdout)
+        report = parse_report(obj["stdout"].encode())
         for label, sock in listeners.items():
             with self.subTest(listener=label):
                 readable, _, _ = select.select([sock], [], [], 0.2)
                 self.assertFalse(readable, f"host listener {label} got a connection")
                 self.assertNotEqual(report[label], "CONNECTED")
+        # Each attempt was refused by the sandbox, as its supervisor recorded: seccomp denied
+        # every inet socket() (--net none), the [policy] hook the abstract unix connect().
+        inet = sum(1 for _, family, _ in targets if family != "unix")
+        self.assertEqual(sorted(obj["violations"], key=lambda v: v["kind"]), [
+            {"kind": "call", "what": "socket.connect", "count": 1, "action": "denied"},
+            {"kind": "syscall", "what": "socket", "count": inet, "action": "denied"}])
 
 
 def unix_socket_type(inode: str) -> str | None:

@@ -6,15 +6,27 @@ requests, not from what the script prints. Name resolution happens in the proxy,
 names in these tests are ones the host resolves (localhost) or that it cannot (then the proxy
 answers 502, which proves the allowlist let the request through; 403 would mean it did not).
 Matching of real wildcard subdomains is covered by tests/unit/proxy_test.cpp.
+
+HTTPS is verified against certificates made for the run with the openssl command: a TLS server
+on 127.0.0.1 whose certificate a test CA signed (the script trusts that CA, given with --input)
+and one signed by a CA the script does not know; the servers log completed and refused
+handshakes.
 """
 
 import http.server
 import json
+import os
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
+import time
 import unittest
+from pathlib import Path
 
-from harness import SandboxTestCase, leftovers, parse_report, profile, run
+from harness import (SANDBOX_PYTHON, SandboxTestCase, leftovers, parse_report, profile, run,
+                     temp_dir)
 
 SLACK = 1.0  # seconds after the wall-clock limit that pysandbox may take to end a proxied run
 
@@ -190,18 +202,52 @@ class ProxyTest(SandboxTestCase):
         self.assertNotIn(None, parse_report(result.stdout).values())
 
     def test_the_script_cannot_take_over_the_proxy_port(self):
+        # The script tries to bind the proxy's address (127.0.0.1:3128) every way a listener
+        # could share or steal connections to it (the address itself, the wildcard, the dual-stack
+        # IPv6 wildcard; with SO_REUSEADDR/SO_REUSEPORT), keeps whatever it got listening, then fetches an allowed URL through the proxy a
+        # few times. The proof is the host's server: it saw every request, so the proxy (not a
+        # socket of the script's, which would leave the connections unanswered or answer them
+        # itself) still served the port after the attack.
         body = """
-        import socket
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", 3128))
-            report("bound")
-        except OSError as e:
-            report(e.errno)
+        import os, socket, sys, urllib.request
+        held, errors = [], {}
+        for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET, "0.0.0.0"),
+                             (socket.AF_INET6, "::")):
+            for opts in ((), (socket.SO_REUSEADDR,), (socket.SO_REUSEPORT,),
+                         (socket.SO_REUSEADDR, socket.SO_REUSEPORT)):
+                s = socket.socket(family)
+                for opt in opts:
+                    s.setsockopt(socket.SOL_SOCKET, opt, 1)
+                key = "%s %s" % (host, "+".join(map(str, opts)) or "-")
+                try:
+                    s.bind((host, 3128))
+                    s.listen(16)
+                    held.append(s)
+                    errors[key] = None
+                except OSError as e:
+                    errors[key] = e.errno
+        statuses = []
+        for path in sys.argv[3:]:
+            try:
+                with urllib.request.urlopen("http://%s%s" % (sys.argv[2], path), timeout=5) as r:
+                    statuses.append([r.status, r.read().decode()])
+            except OSError as e:
+                statuses.append([None, str(e)])
+        report({"bind": errors, "fetch": statuses})
         """
-        result = self.run_script(body, options=["--net", "proxy"])
+        paths = [f"/after-takeover-{i}-{self.marker}" for i in range(3)]
+        result = self.run_script(body, self.allowed.address, *paths,
+                                 options=["--net", "proxy", "--allow", self.allowed.address,
+                                          "--timeout", "20s"])
         self.assertExit(result, 0)
-        self.assertEqual(parse_report(result.stdout), 98)  # EADDRINUSE
+        self.assertEqual(self.allowed.requests, paths,
+                         "the allowed server did not see every request made through the proxy "
+                         "after the attack" + result.describe())
+        report = parse_report(result.stdout)
+        self.assertEqual(report["fetch"],
+                         [[200, f"hello from 127.0.0.2 {path}"] for path in paths])
+        # The script's own account, secondary: every bind was refused (EADDRINUSE).
+        self.assertEqual(set(report["bind"].values()), {98}, report["bind"])
 
     def test_a_wildcard_takes_subdomains_only(self):
         localhost = self.server("127.0.0.1")
@@ -240,6 +286,176 @@ class ProxyTest(SandboxTestCase):
         self.assertEqual(leftovers(self.marker), [])
 
 
+def openssl(*args: str, cwd: Path) -> None:
+    """Run the openssl CLI (Debian package openssl); fail the test if it is missing or fails."""
+    binary = shutil.which("openssl")
+    if binary is None:
+        raise AssertionError("the openssl command is needed to make the test certificates "
+                             "(apt-get install openssl)")
+    proc = subprocess.run([binary, *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise AssertionError(f"openssl {' '.join(args)} failed: {proc.stderr}")
+
+
+def make_ca(directory: Path, name: str) -> None:
+    """NAME.pem (certificate) and NAME.key: a self-signed CA made for this test run."""
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.pem", "-days", "2",
+            "-subj", f"/CN=pysandbox test {name}",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=directory)
+
+
+def make_server_cert(directory: Path, name: str, ca: str, ip: str) -> None:
+    """NAME.pem and NAME.key: a server certificate for IP, signed by CA (see make_ca)."""
+    (directory / f"{name}.ext").write_text(
+        f"subjectAltName=IP:{ip}\nbasicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
+        "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid,issuer\n")
+    openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={ip}",
+            cwd=directory)
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.pem", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext",
+            cwd=directory)
+
+
+class TlsServer:
+    """A TLS server on 127.0.0.1:random port with the given certificate. It logs each accepted
+    connection's outcome: ("request", path) once the handshake completed and a request line
+    came, or ("handshake failed", the reason) -- e.g. the client's alert "unknown ca"."""
+
+    def __init__(self, cert: Path, key: Path):
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(cert, key)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.log: list[tuple[str, str]] = []
+        self.logged = threading.Condition()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        conn.settimeout(10)
+        try:
+            with self.context.wrap_socket(conn, server_side=True) as tls:
+                line = tls.makefile("rb").readline().decode(errors="replace").split()
+                path = line[1] if len(line) > 1 else ""
+                body = f"hello over TLS {path}".encode()
+                tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n"
+                            b"\r\n%s" % (len(body), body))
+                entry = ("request", path)
+        except (OSError, ssl.SSLError) as e:
+            entry = ("handshake failed", str(e))
+        with self.logged:
+            self.log.append(entry)
+            self.logged.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 10) -> list[tuple[str, str]]:
+        """The log once it has ``count`` entries (or whatever it has after ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        with self.logged:
+            while len(self.log) < count and (left := deadline - time.monotonic()) > 0:
+                self.logged.wait(left)
+            return list(self.log)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+# HTTPS through the proxy's CONNECT tunnel, trusting only the CA file given (--input ca.pem).
+HTTPS = """
+import http.client, ssl, sys
+context = ssl.create_default_context(cafile="ca.pem")
+outcome = {}
+for target, path in zip(sys.argv[2::2], sys.argv[3::2]):
+    host, port = target.rsplit(":", 1)
+    conn = http.client.HTTPSConnection("127.0.0.1", 3128, timeout=20, context=context)
+    conn.set_tunnel(host, int(port))
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        outcome[target] = {"status": response.status, "body": response.read().decode()}
+    except ssl.SSLCertVerificationError as e:
+        outcome[target] = {"verify_error": e.verify_code, "message": e.verify_message}
+    except OSError as e:
+        outcome[target] = {"error": repr(e)}
+    finally:
+        conn.close()
+report(outcome)
+"""
+
+
+class HttpsTest(SandboxTestCase):
+    """Certificates made for the run: a test CA and a server certificate it signed, and a
+    rogue CA (not given to the script) with a server certificate of its own."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.keys = temp_dir(0o700)  # private keys stay root's
+        make_ca(cls.keys, "ca")
+        make_ca(cls.keys, "rogue-ca")
+        make_server_cert(cls.keys, "server", "ca", "127.0.0.1")
+        make_server_cert(cls.keys, "rogue-server", "rogue-ca", "127.0.0.1")
+        cls.public = temp_dir()
+        cls.ca = cls.public / "ca.pem"
+        shutil.copy(cls.keys / "ca.pem", cls.ca)
+        os.chmod(cls.ca, 0o644)
+
+    def tls_server(self, name: str) -> TlsServer:
+        server = TlsServer(self.keys / f"{name}.pem", self.keys / f"{name}.key")
+        self.addCleanup(server.close)
+        return server
+
+    def test_the_network_profile_runs_in_proxy_mode_and_can_verify_https(self):
+        good = self.tls_server("server")
+        rogue = self.tls_server("rogue-server")
+        good_path, rogue_path = f"/verified-{self.marker}", f"/rogue-{self.marker}"
+        result = self.run_script(
+            HTTPS + "import os\nreport({'proxy': os.environ['HTTPS_PROXY'], 'system_cas': "
+                    "len(ssl.create_default_context().get_ca_certs())})\n",
+            good.address, good_path, rogue.address, rogue_path,
+            options=["-p", "network", "--input", str(self.ca), "--allow", good.address,
+                     "--allow", rogue.address])
+        self.assertExit(result, 0)
+        # The certificate the test CA signed verified: the handshake completed and the request
+        # reached the host's server, which logged it.
+        self.assertEqual(good.wait_for(1), [("request", good_path)], result.describe())
+        # The rogue certificate did not: the proxy let the tunnel through (the rogue server
+        # accepted a connection), and the client broke the handshake off, refusing the chain.
+        rogue_log = rogue.wait_for(1)
+        self.assertEqual(len(rogue_log), 1, result.describe())
+        self.assertEqual(rogue_log[0][0], "handshake failed", rogue_log)
+        self.assertIn("unknown ca", rogue_log[0][1].lower(), rogue_log)
+        lines = [line for line in result.stdout.splitlines() if line.startswith(b"REPORT ")]
+        outcome = parse_report(lines[0])
+        self.assertEqual(outcome[good.address],
+                         {"status": 200, "body": f"hello over TLS {good_path}"})
+        self.assertEqual(outcome[rogue.address]["verify_error"], 20,  # unable to get issuer
+                         outcome[rogue.address])
+        # The system's CA store is the host's, so real destinations verify too.
+        env = parse_report(lines[1])
+        self.assertEqual(env["proxy"], "http://127.0.0.1:3128")
+        host_cas = subprocess.run(
+            [SANDBOX_PYTHON, "-c", "import ssl; print(len(ssl.create_default_context()"
+             ".get_ca_certs()))"], capture_output=True, text=True, check=True).stdout
+        self.assertGreater(int(host_cas), 0, "the host has no CA certificates (ca-certificates)")
+        self.assertEqual(env["system_cas"], int(host_cas))
+
+
 class AllowlistErrorTest(SandboxTestCase):
     def test_a_bad_allow_flag_is_a_usage_error_naming_the_flag(self):
         result = run(["run", "--allow", "example.org", "-c", "pass"])
@@ -257,13 +473,6 @@ class AllowlistErrorTest(SandboxTestCase):
         self.assertExit(result, 125)
         self.assertIn(f'{path}:3:23: network.allow[1]: "*.b.org": expected HOST:PORT'.encode(),
                       result.stderr)
-
-    def test_the_network_profile_runs_in_proxy_mode_and_can_verify_https(self):
-        code = ("import os, ssl; print(os.environ['HTTPS_PROXY']); "
-                "print(len(ssl.create_default_context().get_ca_certs()) > 0)")
-        result = run(["run", "-p", "network", "-c", code])
-        self.assertExit(result, 0)
-        self.assertEqual(result.stdout, b"http://127.0.0.1:3128\nTrue\n")
 
 
 if __name__ == "__main__":

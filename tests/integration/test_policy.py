@@ -2,12 +2,13 @@
 profile can deny more or allow back; action = "kill" ends the sandbox; doctor and user-namespace
 refusal."""
 
+import json
 import os
 import shutil
 import subprocess
 import unittest
 
-from harness import PYSANDBOX, SandboxTestCase, command_prefix, profile, run
+from harness import PYSANDBOX, SandboxTestCase, command_prefix, profile, run, temp_dir
 
 
 # These tests are about the seccomp layer. The [policy] audit hook would refuse some of these
@@ -24,27 +25,70 @@ def kernel_only():
     return ["-p", str(policy_profile(""))]
 
 
+# The system calls a process-creating call reaches the kernel with (glibc's fork is clone;
+# posix_spawn and subprocess use vfork or clone(CLONE_VM|CLONE_VFORK), or clone3).
+PROCESS_CALLS = {"clone", "clone3", "fork", "vfork"}
+
+
+def run_json(args, **kwargs):
+    """Run ``pysandbox run --json ARGS``; return (result, the parsed result object)."""
+    r = run(["run", "--json", *args], **kwargs)
+    try:
+        return r, json.loads(r.stdout)
+    except ValueError:
+        raise AssertionError("--json printed no JSON" + r.describe()) from None
+
+
+def denied(what, count=1, action="denied"):
+    """A seccomp denial as the result's violations list it."""
+    return {"kind": "syscall", "what": what, "count": count, "action": action}
+
+
 class DeniedCallsTest(SandboxTestCase):
+    # What the script prints about a refusal is its own word. Each test also reads the result's
+    # violations, which pysandbox's supervisor fills from the kernel's seccomp notifications on
+    # the host side: the denial must be there, under the system call's name.
+
+    def assertProcessCallsDenied(self, obj):
+        """violations: only seccomp denials of process-creating calls, at least one."""
+        self.assertTrue(obj["violations"], "no system call was denied")
+        for v in obj["violations"]:
+            self.assertEqual((v["kind"], v["action"]), ("syscall", "denied"), obj["violations"])
+            self.assertIn(v["what"], PROCESS_CALLS, obj["violations"])
+            self.assertGreaterEqual(v["count"], 1)
+
     def test_fork_is_eperm_and_named_on_stderr(self):
-        r = run(["run", *kernel_only(), "-c",
-                 "import os\ntry:\n    os.fork()\nexcept PermissionError as e:\n    print('denied', e.errno)\n"])
+        code = "import os\ntry:\n    os.fork()\nexcept PermissionError as e:\n    print('denied', e.errno)\n"
+        r = run(["run", *kernel_only(), "-c", code])
         self.assertEqual(r.returncode, 0, r.describe())
         self.assertEqual(r.stdout, b"denied 1\n")
         self.assertIn(b"pysandbox: the sandbox policy denied 1 system call: ", r.stderr)
         self.assertRegex(r.stderr, rb"clone|fork")
+        r, obj = run_json([*kernel_only(), "-c", code])
+        self.assertEqual((obj["status"], obj["stdout"]), ("ok", "denied 1\n"), r.describe())
+        self.assertEqual(len(obj["violations"]), 1, obj["violations"])
+        self.assertProcessCallsDenied(obj)
+        self.assertEqual(obj["violations"][0]["count"], 1)
 
     def test_subprocess_is_refused_not_hung(self):
-        r = run(["run", *kernel_only(), "--timeout", "5s", "-c",
-                 "import subprocess\ntry:\n    subprocess.run(['/bin/true'])\n"
-                 "except PermissionError:\n    print('refused')\n"], timeout=15)
-        self.assertEqual((r.returncode, r.stdout), (0, b"refused\n"), r.describe())
+        # The program would leave a file in the workdir: the host sees whether it ran.
+        wd = temp_dir(0o777)
+        r, obj = run_json([*kernel_only(), "--workdir", wd, "--timeout", "5s", "-c",
+                           "import subprocess\ntry:\n"
+                           "    subprocess.run(['/bin/sh', '-c', 'echo > /tmp/work/ran'])\n"
+                           "except PermissionError:\n    print('refused')\n"], timeout=15)
+        self.assertEqual((r.returncode, obj["stdout"]), (0, "refused\n"), r.describe())
         self.assertLess(r.elapsed, 4)
+        self.assertEqual(os.listdir(wd), [], "the program ran")
+        self.assertProcessCallsDenied(obj)
 
     def test_inet_socket_denied_unix_socket_allowed(self):
-        r = run(["run", *kernel_only(), "-c",
-                 "import socket\ns = socket.socketpair(); print('unix ok')\n"
-                 "try:\n    socket.socket(socket.AF_INET6)\nexcept PermissionError:\n    print('inet6 denied')\n"])
-        self.assertEqual(r.stdout, b"unix ok\ninet6 denied\n", r.describe())
+        code = ("import socket\ns = socket.socketpair(); print('unix ok')\n"
+                "try:\n    socket.socket(socket.AF_INET6)\nexcept PermissionError:\n    print('inet6 denied')\n")
+        r, obj = run_json([*kernel_only(), "-c", code])
+        self.assertEqual(obj["stdout"], "unix ok\ninet6 denied\n", r.describe())
+        # One denial, the inet6 socket(); the unix socketpair() went through.
+        self.assertEqual(obj["violations"], [denied("socket")])
 
     def test_verbose_lists_each_denied_call(self):
         r = run(["run", *kernel_only(), "-v", "-c",
@@ -63,6 +107,8 @@ class DeniedCallsTest(SandboxTestCase):
 
 
 class RealWorkTest(SandboxTestCase):
+    NEEDS_MODULES = ("numpy", "pandas", "matplotlib")
+
     def test_numpy_multithreaded_arithmetic_runs_clean(self):
         code = ("import numpy as np\n"
                 "from concurrent.futures import ThreadPoolExecutor\n"
@@ -76,14 +122,16 @@ class RealWorkTest(SandboxTestCase):
         self.assertEqual(r.stdout, expected)
         self.assertEqual(r.stderr, b"", "the default policy must not deny anything numpy does")
 
-    def test_pandas_and_matplotlib_where_installed(self):
-        code = ("import importlib.util as u\nmods = [m for m in ('pandas', 'matplotlib') if u.find_spec(m)]\n"
-                "for m in mods: __import__(m)\n"
-                "if 'matplotlib' in mods:\n    import matplotlib.pyplot as plt\n"
-                "    plt.plot([1, 2, 3]); plt.savefig('/tmp/work/p.png')\nprint('ok', mods)\n")
-        r = run(["run", "-p", "datascience", "-c", code], timeout=60)
-        self.assertEqual(r.returncode, 0, r.describe())
-        self.assertTrue(r.stdout.startswith(b"ok"), r.describe())
+    def test_pandas_and_matplotlib_run_clean(self):
+        # Both are required (NEEDS_MODULES): where one is missing the test fails, it does not
+        # quietly test less. The plot lands in the workdir, where the host reads it.
+        wd = temp_dir(0o777)
+        code = ("import pandas as pd\nimport matplotlib.pyplot as plt\n"
+                "df = pd.DataFrame({'x': [1, 2, 3], 'y': [3, 1, 2]})\n"
+                "plt.plot(df['x'], df['y']); plt.savefig('/tmp/work/p.png')\nprint('ok', len(df))\n")
+        r = run(["run", "-p", "datascience", "--workdir", wd, "-c", code], timeout=60)
+        self.assertEqual((r.returncode, r.stdout), (0, b"ok 3\n"), r.describe())
+        self.assertTrue((wd / "p.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n"))
         self.assertNotIn(b"denied", r.stderr)
 
     def test_datascience_allows_multiprocessing(self):
@@ -97,15 +145,21 @@ class RealWorkTest(SandboxTestCase):
 class ProfilePolicyTest(SandboxTestCase):
     def test_profile_denies_more(self):
         p = policy_profile('[seccomp]\ndeny = ["getcwd"]\n')
-        r = run(["run", "-p", str(p), "-c",
-                 "import os\ntry:\n    os.getcwd()\nexcept PermissionError:\n    print('getcwd denied')\n"])
-        self.assertEqual(r.stdout, b"getcwd denied\n", r.describe())
+        r, obj = run_json(["-p", str(p), "-c",
+                           "import os\ntry:\n    os.getcwd()\nexcept PermissionError:\n    print('getcwd denied')\n"])
+        self.assertEqual(obj["stdout"], "getcwd denied\n", r.describe())
+        self.assertEqual(obj["violations"], [denied("getcwd")])
 
     def test_profile_allows_a_default_denial_back(self):
         p = policy_profile('[seccomp]\nallow = ["memfd_create"]\n')
         code = "import os\nos.close(os.memfd_create('x'))\nprint('memfd ok')\n"
-        self.assertEqual(run(["run", "-p", str(p), "-c", code]).stdout, b"memfd ok\n")
-        self.assertNotEqual(run(["run", "-c", code]).returncode, 0)
+        r, obj = run_json(["-p", str(p), "-c", code])
+        self.assertEqual((obj["status"], obj["stdout"]), ("ok", "memfd ok\n"), r.describe())
+        self.assertEqual(obj["violations"], [])
+        # The control: the default profile denies it, and says so (not just any failure).
+        r, obj = run_json(["-c", code])
+        self.assertEqual(obj["status"], "exception", r.describe())
+        self.assertEqual(obj["violations"], [denied("memfd_create")])
 
     def test_unknown_syscall_name_is_a_profile_error(self):
         p = policy_profile('[seccomp]\ndeny = ["getcwd", "no_such_call"]\n')
@@ -122,6 +176,12 @@ class ProfilePolicyTest(SandboxTestCase):
         self.assertEqual(r.returncode, 128 + 31, r.describe())
         self.assertEqual(r.stdout, b"before\n")
         self.assertIn(b"is denied by the sandbox policy; the sandbox was killed", r.stderr)
+        r, obj = run_json(["-p", str(p), "-c", "import os\nos.fork()\nprint('after')\n"])
+        self.assertEqual((obj["status"], obj["stdout"]), ("policy_violation", ""), r.describe())
+        self.assertEqual(len(obj["violations"]), 1, obj["violations"])
+        v = obj["violations"][0]
+        self.assertEqual((v["kind"], v["count"], v["action"]), ("syscall", 1, "killed"))
+        self.assertIn(v["what"], PROCESS_CALLS)
 
 
 class HostSupportTest(SandboxTestCase):

@@ -2,8 +2,11 @@
 """Talk between two concurrent sandboxes over an abstract unix socket.
 
 Run A binds abstract stream and datagram sockets under a fixed name and waits for a message;
-while A is held open, run B connects and sends a secret. Contained when A never received it
-(B's secret absent from A's output) and neither run misbehaved.
+while A is held open, run B connects and sends a secret. Contained when, after B's run and
+before A looks, the host sees nothing waiting on any of A's sockets (no queued connection, no
+datagram: it duplicates them with pidfd_getfd and polls), A's output does not carry B's secret,
+and neither run misbehaved. A must really have bound both names (the host sees two sockets in
+A), else nothing was tested.
 """
 import os
 import sys
@@ -59,6 +62,17 @@ def test():
         b = A.Sandbox(SENDER, [name, secret[::-1]])
         ob = b.run()
         A.check_behaved(judge, b, allowed=(0,), expect_notes=["done"])
+        py = a.python()
+        sockets = [fd for fd, t in A.fd_targets(py.pid).items() if t.startswith("socket:")]
+        so_far = A.Outcome(0, a.stdout_so_far(), b"", 0.0, False)
+        bound = [w for w in ("bind stream", "listen", "bind dgram")
+                 if str(so_far.note(w)).startswith("ok")]
+        if len(sockets) < 2 or len(bound) < 3:
+            judge.misbehaved(f"run A does not hold its bound sockets (fds {sockets}, {bound}): "
+                             f"nothing was tested")
+        waiting = A.readable_sockets(py.pid)
+        if waiting:
+            judge.escape(f"run B reached run A: something waits on A's socket fd(s) {waiting}")
         a.go()
     oa = A.check_behaved(judge, a, allowed=(0,), expect_notes=["done"])
     A.check_secrets(judge, oa, {"run B's message in run A": secret})

@@ -297,19 +297,19 @@ def hold(tag="end"):
 '''
 
 
-_KERNEL_ONLY: Path | None = None
+_KERNEL_ONLY: dict[str, Path] = {}
 
 
-def kernel_only_profile() -> Path:
-    """The default profile without its [policy] audit hook. The hook lives in the interpreter
-    the script controls (a script can remove it), so the attacks are judged against the layers
-    underneath it: kernel isolation, seccomp, Landlock and the limits."""
-    global _KERNEL_ONLY
-    if _KERNEL_ONLY is None:
-        _KERNEL_ONLY = write_file(shared_dir() / "kernel-only.toml",
-                                  'extends = "default"\n\n[policy]\ndeny_imports = []\n'
-                                  "deny_calls = []\n")
-    return _KERNEL_ONLY
+def kernel_only_profile(base: str = "default") -> Path:
+    """The profile ``base`` (default: the default profile) without its [policy] audit hook. The
+    hook lives in the interpreter the script controls (a script can remove it), so the attacks
+    are judged against the layers underneath it: kernel isolation, seccomp, Landlock and the
+    limits."""
+    if base not in _KERNEL_ONLY:
+        _KERNEL_ONLY[base] = write_file(shared_dir() / f"kernel-only-{base}.toml",
+                                        f'extends = "{base}"\n\n[policy]\ndeny_imports = []\n'
+                                        "deny_calls = []\n")
+    return _KERNEL_ONLY[base]
 
 
 def script_file(body: str, name: str = "attack.py", directory: Path | None = None) -> Path:
@@ -427,6 +427,34 @@ def socket_families(pid: int) -> dict[int, str]:
             finally:
                 os.close(dup)
             out[fd] = names.get(fam, str(fam))
+    finally:
+        os.close(pidfd)
+    return out
+
+
+def readable_sockets(pid: int) -> list[int]:
+    """The fds of ``pid``'s sockets that have something waiting (a queued connection on a
+    listener, a datagram, bytes), asked of the sockets themselves: the host duplicates each with
+    pidfd_getfd() and polls it, reading nothing."""
+    import select as _select
+    targets = [fd for fd, t in fd_targets(pid).items() if t.startswith("socket:")]
+    if not targets:
+        return []
+    pidfd = _libc.syscall(ctypes.c_long(434), ctypes.c_long(pid), ctypes.c_long(0))
+    if pidfd < 0:
+        raise Verdict(f"pidfd_open({pid}) failed: errno {ctypes.get_errno()}")
+    out = []
+    try:
+        for fd in targets:
+            dup = _libc.syscall(ctypes.c_long(438), ctypes.c_long(pidfd), ctypes.c_long(fd),
+                                ctypes.c_long(0))
+            if dup < 0:
+                continue  # closed meanwhile
+            try:
+                if _select.select([dup], [], [], 0)[0]:
+                    out.append(fd)
+            finally:
+                os.close(dup)
     finally:
         os.close(pidfd)
     return out
@@ -1111,6 +1139,24 @@ def check_behaved(judge: Judge, sb: Sandbox, allowed=(0,), *, grace: float = 2.0
     if sb.sampler:
         sb.sampler.release()
     return o
+
+
+def check_bomb_went_off(judge: Judge, o: Outcome, reached_hold: bool, measured_mib: int,
+                        limit_mib: int, refused_call: str | None) -> None:
+    """A memory bomb's measurement proves containment only if the bomb went off: the script held
+    (or the run was killed, as the memory limit may do), and either it filled at least half the
+    limit, or pysandbox reports on stderr that the kernel refused ``refused_call`` (the bomb's
+    first step; None: nothing refuses it). Otherwise the small number measured means nothing
+    was tested."""
+    if not reached_hold and o.rc != signalled(9):
+        judge.misbehaved("the script never reached the hold point, and was not killed")
+    refused = refused_call is not None and re.search(
+        rb"pysandbox: the sandbox policy denied \d+ system calls?: .*\b"
+        + re.escape(refused_call.encode()) + rb"\b", o.stderr)
+    if reached_hold and measured_mib < limit_mib // 2 and not refused:
+        judge.misbehaved(f"only {measured_mib} MiB measured" + (
+            f" and no refused {refused_call} reported" if refused_call else "")
+            + ": the bomb never went off, nothing was tested")
 
 
 def check_secrets(judge: Judge, o: Outcome, secrets: dict[str, str]) -> None:

@@ -5,7 +5,10 @@ Run with --memory 128MiB. The script creates memfds and write()s 1 GiB into them
 mapping them (so the address-space limit never counts them), then holds. Judged from the
 host while the run is held: the shmem the run's processes hold through memfd descriptors
 (st_blocks of each memfd, read through /proc/PID/fd) stays within the memory limit plus slack.
-Only a memory cgroup (memory.max) charges these pages; rlimits cannot.
+Only a memory cgroup (memory.max) charges these pages; rlimits cannot, so without a cgroup the
+default profile's seccomp filter refusing memfd_create is the containment, and pysandbox's report
+of that refusal (stderr) must be there. A bomb that neither filled half the limit nor was refused
+tested nothing, and fails (attack.check_bomb_went_off).
 """
 import os
 import re
@@ -42,7 +45,8 @@ def test():
     judge = A.Judge(f"memfd (shmem) memory bomb under --memory {LIMIT_MIB}MiB")
     held_mib = 0
     with A.Sandbox(SCRIPT, options=["--memory", f"{LIMIT_MIB}MiB"], timeout="8s") as sb:
-        if sb.wait_ready():
+        reached = sb.wait_ready()
+        if reached:
             for p in sb.inside():
                 for fd, target in A.fd_targets(p.pid).items():
                     if target.startswith("/memfd:"):
@@ -51,6 +55,9 @@ def test():
                         except OSError:
                             pass
     o = A.check_behaved(judge, sb, allowed=(0, 1, A.signalled(9)))
+    # Where seccomp refuses memfd_create (the default, without a memory cgroup) that is the
+    # containment, and pysandbox says so; otherwise the bomb must have filled memfds.
+    A.check_bomb_went_off(judge, o, reached, held_mib, LIMIT_MIB, "memfd_create")
     judge.check(held_mib <= LIMIT_MIB + SLACK_MIB,
                 f"the run held {held_mib} MiB of memfd memory under --memory {LIMIT_MIB}MiB")
     judge.done(o.describe() + f"\nmemfd memory held: {held_mib} MiB")

@@ -5,7 +5,8 @@ Run with --memory 128MiB. The script appends 16 MiB blocks of touched memory (up
 then maps and touches 512 MiB anonymous memory with mmap, then holds what it got. Judged from
 the host: the run's resident memory (sampled every 20 ms, plus the kernel's high-water mark
 VmHWM while held) stays within the limit plus a small slack, and the script either got an
-error (MemoryError) or was killed for it, never hung.
+error (MemoryError) or was killed for it, never hung. The peak must also reach half the limit
+at least: a bomb that did not push tested nothing, and fails.
 """
 import os
 import sys
@@ -44,7 +45,8 @@ hold()
 def test():
     judge = A.Judge(f"memory bomb under --memory {LIMIT_MIB}MiB")
     with A.Sandbox(SCRIPT, options=["--memory", f"{LIMIT_MIB}MiB"]) as sb:
-        if sb.wait_ready():
+        reached = sb.wait_ready()
+        if reached:
             sb.sampler.sample()
             py = sb.python()
             hwm = int(py.status.get("VmHWM", "0 kB").split()[0])
@@ -53,6 +55,8 @@ def test():
     peak = max(sb.sampler.peak_rss_kib, sb.sampler.peak_hwm_kib) // 1024
     judge.check(peak <= LIMIT_MIB + SLACK_MIB,
                 f"the run's resident memory reached {peak} MiB under --memory {LIMIT_MIB}MiB")
+    # Nothing refuses plain allocation: the bomb must have pushed to at least half the limit.
+    A.check_bomb_went_off(judge, o, reached, peak, LIMIT_MIB, None)
     judge.done(o.describe() + f"\npeak resident {peak} MiB")
 
 

@@ -3,9 +3,12 @@
 
 Run with --output-limit 1MiB. Judged from the host by counting every byte that reaches the
 caller's pipes: no more than the limit (head and tail kept, with a marker) plus slack; the run
-ends (the script's exit, a signal, or the wall-clock limit), never hangs the caller.
+ends (the script's exit, a signal, or the wall-clock limit), never hangs the caller. And the
+flood happened: pysandbox reports at least 64 MiB omitted (a script that wrote nothing would
+pass the count).
 """
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -34,6 +37,12 @@ def test():
     total = sum(r.total for r in sb._readers)
     judge.check(total <= LIMIT + SLACK,
                 f"{total >> 20} MiB reached the caller under --output-limit 1MiB")
+    # The flood must have happened, or the small total means nothing: pysandbox's own account
+    # of what it dropped.
+    omitted = re.search(rb"output limit of 1MiB reached; (\d+) bytes omitted", o.stderr)
+    if not omitted or int(omitted.group(1)) < (64 << 20):
+        judge.misbehaved("pysandbox reports no flood (output limit reached, at least 64 MiB "
+                         f"omitted): nothing was tested; it said {omitted and omitted.group(0)}")
     judge.done(f"exit {o.rc}, {total} bytes delivered, {o.elapsed:.2f}s")
 
 

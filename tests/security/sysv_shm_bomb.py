@@ -7,7 +7,9 @@ attached and detaches it, then holds. Judged from the host while the run is held
 /proc/sysvipc/shm read by a host helper that joined the sandbox's IPC namespace (it lists the
 segments with their resident size): the segments' resident memory stays within the memory
 limit plus slack. Only a memory cgroup, or small shmmax/shmall in the sandbox's IPC namespace,
-bounds it.
+bounds it; without them the seccomp filter refusing shmget is the containment, and pysandbox's
+report of that refusal (stderr) must be there. A bomb that neither filled half the limit nor was
+refused tested nothing, and fails (attack.check_bomb_went_off).
 """
 import os
 import sys
@@ -67,6 +69,7 @@ def sysvipc_shm_of(pid: int) -> str:
 def test():
     judge = A.Judge(f"SysV shm memory bomb under --memory {LIMIT_MIB}MiB")
     rss_mib = 0
+    lines = []
     with A.Sandbox(SCRIPT, options=["--memory", f"{LIMIT_MIB}MiB"], timeout="8s") as sb:
         if sb.wait_ready():
             lines = sysvipc_shm_of(sb.python().pid).splitlines()
@@ -76,6 +79,7 @@ def test():
         else:
             judge.misbehaved("the script never reached the hold point")
     o = A.check_behaved(judge, sb, allowed=(0, 1, A.signalled(9)), expect_notes=["done"])
+    A.check_bomb_went_off(judge, o, bool(lines), rss_mib, LIMIT_MIB, "shmget")
     judge.check(rss_mib <= LIMIT_MIB + SLACK_MIB,
                 f"the run's SysV segments hold {rss_mib} MiB under --memory {LIMIT_MIB}MiB")
     judge.done(o.describe() + f"\nSysV shm resident: {rss_mib} MiB")
