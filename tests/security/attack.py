@@ -28,7 +28,14 @@ host uses to find every process of the run), ARGS (argv[2:]), ``syscall(nr, ...)
 syscall through ctypes, returning the result or -errno), ``attempt(what, fn, ...)`` and
 ``note(what, result)`` (one ``NOTE {json}`` line per action, for diagnostics), and
 ``hold(tag)``: print ``READY <tag>`` and block until the host sends a line (or closes stdin), so
-the host can inspect the live sandbox at that point.
+the host can inspect the live sandbox at that point (``hold_quiet(tag)`` does the same for a
+--json run, whose output the host sees only at the end: it signals with a file in /tmp).
+
+For attacks that need host fixtures there are: ``host_lock`` (serializes tests that change
+host-wide network state), ``host_interface`` (a test interface with addresses), ``Listeners``
+(logging TCP servers), ``hosts_file_prefix`` (pysandbox in a mount namespace with another
+/etc/hosts), ``mount_tmpfs`` (a filesystem of known size), and ``proxy_resolution_attack``, the
+shape shared by the attacks on where an allowlisted proxy name may lead.
 """
 
 from __future__ import annotations
@@ -61,6 +68,10 @@ RUN_AS = os.environ.get("PYSANDBOX_AS", "root") or "root"
 NOBODY = 65534            # the host uid/gid of every sandboxed script, in both modes
 SANDBOX_UID = 1000        # what getuid() says inside
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
+
+# A sanitizer build (ctest sets PYSANDBOX_SANITIZED) starts, runs and exits several times slower:
+# time bounds of the tests are multiplied by this (as tests/integration/harness.py does).
+TIME_SLACK_SCALE = 4.0 if os.environ.get("PYSANDBOX_SANITIZED") else 1.0
 
 # Exit codes (DESIGN.md).
 TIMEOUT = 124
@@ -293,6 +304,12 @@ def attempt(what, fn, *args, **kwargs):
 def hold(tag="end"):
     """Tell the host to look now, and wait until it says go on (or closes stdin)."""
     print("READY " + tag, flush=True)
+    sys.stdin.readline()
+
+def hold_quiet(tag="end"):
+    """hold() for a run whose output reaches the host only at the end (--json): the sign is a
+    file /tmp/.hold-<tag>, which the host sees through /proc/PID/root (Sandbox.wait_quiet)."""
+    open("/tmp/.hold-" + tag, "w").close()
     sys.stdin.readline()
 '''
 
@@ -729,9 +746,39 @@ class Outcome:
     def output(self) -> bytes:
         return self.stdout + b"\n" + self.stderr
 
+    def result(self) -> dict | None:
+        """The --json result pysandbox printed (one JSON object), or None if there is none."""
+        if not hasattr(self, "_result"):
+            self._result = None
+            text = self.stdout.strip()
+            if text.startswith(b"{") and len(text) < (256 << 20):
+                try:
+                    value = json.loads(text)
+                    if isinstance(value, dict) and \
+                            str(value.get("schema", "")).startswith("pysandbox.result"):
+                        self._result = value
+                except ValueError:
+                    pass
+        return self._result
+
+    def script_stdout(self) -> bytes:
+        """What the script wrote to stdout: pysandbox's stdout, or the result's ``stdout`` with
+        --json (decoded when the result says it is base64)."""
+        r = self.result()
+        if r is None or not isinstance(r.get("stdout"), str):
+            return self.stdout
+        encoding = r.get("encoding")
+        if isinstance(encoding, dict) and encoding.get("stdout") == "base64":
+            import base64
+            try:
+                return base64.b64decode(r["stdout"])
+            except ValueError:
+                return b""
+        return r["stdout"].encode("utf-8", "surrogateescape")
+
     def notes(self) -> list[dict]:
         out = []
-        for line in self.stdout.splitlines():
+        for line in self.script_stdout().splitlines():
             if line.startswith(b"NOTE "):
                 try:
                     out.append(json.loads(line[5:]))
@@ -915,7 +962,7 @@ class Sandbox:
                  host_timeout: float | None = None, env: dict | None = None, pass_fds=(),
                  stdin=None, stdout=None, stderr=None, preexec_fn=None, binary: str | None = None,
                  script: Path | None = None, keep: int = 64 << 20, marker: str | None = None,
-                 as_nobody: bool | None = None, sample: bool = True):
+                 as_nobody: bool | None = None, sample: bool = True, prefix=()):
         self.marker = marker or new_marker()
         self.script = script if script is not None else script_file(body or "")
         self.binary = binary or PYSANDBOX
@@ -925,7 +972,9 @@ class Sandbox:
         chosen = any(o in ("-p", "--profile") or str(o).startswith("--profile=") for o in options)
         profile = [] if chosen else ["-p", str(kernel_only_profile())]
         run_opts = profile + list(options) + (["--timeout", timeout] if timeout else [])
-        self.argv = (AS_NOBODY if nobody else []) + [
+        # ``prefix``: a command that runs first (as root) and execs the rest, e.g. to give
+        # pysandbox a private mount namespace with another /etc/hosts (hosts_file_prefix).
+        self.argv = list(prefix) + (AS_NOBODY if nobody else []) + [
             self.binary, "run", *run_opts, str(self.script), "--", self.marker, *map(str, args)]
         self.env = env
         self.pass_fds = tuple(pass_fds)
@@ -993,6 +1042,28 @@ class Sandbox:
                     return False
                 reader.lock.wait(min(remaining, 0.1))
         return True
+
+    def wait_quiet(self, tag: str = "end", timeout: float | None = None) -> bool:
+        """Wait for the script's ``hold_quiet(tag)`` (its /tmp/.hold-<tag>, seen from the host
+        through /proc/PID/root). False if pysandbox exited or it took too long."""
+        deadline = self.start_time + self.host_timeout if timeout is None \
+            else time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            for p in self.inside():
+                if p.is_python and os.path.exists(f"/proc/{p.pid}/root/tmp/.hold-{tag}"):
+                    return True
+            time.sleep(0.05)
+        return False
+
+    def supervisor(self) -> Proc | None:
+        """pysandbox itself, on the host side (not in the sandbox's PID namespace)."""
+        binary = os.path.realpath(self.binary)
+        for p in self.procs():
+            if not p.inside and os.path.realpath(p.exe) == binary:
+                return p
+        return None
 
     def go(self) -> None:
         try:
@@ -1244,3 +1315,412 @@ def syscall_attack(what: str, script: str, *, filter_cases=(), fd_patterns=None,
     if after:
         after(judge, sb, o)
     judge.done(o.describe())
+
+
+def check_result(judge: Judge, o: Outcome) -> dict:
+    """The --json result of the run; a run that printed none misbehaved (an empty dict then)."""
+    r = o.result()
+    if r is None:
+        judge.misbehaved(f"no JSON result on stdout ({len(o.stdout)} bytes: "
+                         f"{o.stdout[:200]!r})")
+        return {}
+    return r
+
+
+# --------------------------------------------------------------------------- host fixtures
+#
+# Some attacks need host-wide state: an interface with addresses, a listening server, a
+# filesystem of known size, another /etc/hosts for pysandbox. Everything is removed at exit.
+
+_held_locks: list = []
+
+
+def host_lock(name: str, timeout: float = 90.0) -> None:
+    """Serialize the tests that change host-wide state (addresses, routes) with every other run
+    of them on this machine, from any worktree, until this test exits: the lock is the abstract
+    unix socket @pysandbox-attack-lock-NAME (freed by the kernel when the test dies; no file)."""
+    import errno as _errno
+    import socket as _socket
+    s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM | _socket.SOCK_CLOEXEC)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            s.bind(b"\0pysandbox-attack-lock-" + name.encode())
+            break
+        except OSError as e:
+            if e.errno != _errno.EADDRINUSE:
+                raise
+            if time.monotonic() > deadline:
+                s.close()
+                raise Verdict(f"another test held the host lock {name!r} for {timeout:.0f}s")
+            time.sleep(0.1)
+    _held_locks.append(s)
+    at_cleanup(s.close)
+
+
+def _ip(*args: str) -> None:
+    r = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Verdict(f"ip {' '.join(args)}: {r.stderr.strip()}")
+
+
+def host_interface(addresses, routes=()) -> str:
+    """A fresh host network interface carrying ``addresses`` (CIDR strings; IPv6 ones added
+    without duplicate address detection, so they are usable at once) and ``routes`` (prefixes
+    sent to it: what goes there goes nowhere), up; deleted at exit, and its routes with it. A
+    dummy interface, or an ifb (also link-less) on a kernel without the dummy driver."""
+    name = "pysbt" + uuid.uuid4().hex[:8]
+    errors = []
+    for kind in ("dummy", "ifb"):
+        r = subprocess.run(["ip", "link", "add", name, "type", kind], capture_output=True,
+                           text=True)
+        if r.returncode == 0:
+            break
+        errors.append(f"{kind}: {r.stderr.strip()}")
+    else:
+        raise Verdict(f"cannot create a test interface: {'; '.join(errors)}")
+    at_cleanup(lambda: subprocess.run(["ip", "link", "del", name], capture_output=True))
+    _ip("link", "set", name, "up")
+    for a in addresses:
+        if ":" in a:
+            _ip("-6", "addr", "add", a, "dev", name, "nodad")
+        else:
+            _ip("addr", "add", a, "dev", name)
+    for route in routes:
+        _ip("-6" if ":" in route else "-4", "route", "add", route, "dev", name)
+    return name
+
+
+def host_addresses() -> list[str]:
+    """Every address of every host interface (global and host scope; link-local ones need a
+    scope id to be reached and are left out), but those of the tests' own interfaces, which
+    come and go with other tests."""
+    r = subprocess.run(["ip", "-j", "addr", "show"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Verdict(f"ip -j addr show: {r.stderr.strip()}")
+    out = []
+    for link in json.loads(r.stdout or "[]"):
+        if str(link.get("ifname", "")).startswith("pysbt"):
+            continue
+        for a in link.get("addr_info", []):
+            if a.get("scope") in ("global", "host") and not a.get("tentative"):
+                out.append(a["local"])
+    return out
+
+
+def hosts_file_prefix(entries) -> list[str]:
+    """A ``Sandbox(prefix=...)`` that runs pysandbox in a private mount namespace whose
+    /etc/hosts is the host's plus ``entries`` ((address, name) pairs): the names the proxy
+    resolves in the supervisor, without DNS. Root does the unshare and the bind; setpriv (as
+    nobody) comes after it."""
+    base = read_bytes("/etc/hosts") or b"127.0.0.1 localhost\n::1 localhost\n"
+    lines = "".join(f"{address} {name}\n" for address, name in entries)
+    path = write_file(shared_dir() / "hosts", base + b"\n" + lines.encode())
+    return ["unshare", "-m", "--propagation", "private", "--", "sh", "-c",
+            'mount --bind "$0" /etc/hosts && exec "$@"', str(path)]
+
+
+def mount_tmpfs(size: str, mode: int = 0o755) -> Path:
+    """A fresh tmpfs of ``size`` (e.g. "512m") mounted on a new directory; unmounted and
+    removed at exit."""
+    path = tempfile.mkdtemp(prefix="pysandbox-attack-fs-", dir="/tmp")
+
+    def undo() -> None:
+        subprocess.run(["umount", "-l", path], capture_output=True)
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+    at_cleanup(undo)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode={mode:o}",
+                        "pysandbox-attack", path], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Verdict(f"mount -t tmpfs on {path}: {r.stderr.strip()}")
+    return Path(path)
+
+
+def used_bytes(path: Path | str) -> int:
+    vfs = os.statvfs(path)
+    return (vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize
+
+
+class Listeners:
+    """TCP listeners on the host, one per address, all on one port, each connection logged:
+    ``log`` holds dicts with ``local`` (the address it was made to), ``peer`` and ``data``
+    (everything it sent). It is answered like a tiny HTTP server would: once the first request
+    (head, and a Content-Length body) is in, "200 hello from ADDRESS", then this side shuts
+    down its writing and goes on reading (and logging) until the peer closes, or for ``linger``
+    seconds of silence, so bytes sent after the first request are seen too."""
+
+    def __init__(self, addresses, linger: float = 0.5):
+        import socket as _socket
+        self._socket = _socket
+        self.linger = linger
+        self.lock = threading.Lock()
+        self.log: list[dict] = []
+        self.handlers: list[threading.Thread] = []
+        self.stop = threading.Event()
+        self.socks: list = []
+        self.port = self._bind_all(list(addresses))
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+        at_cleanup(self.close)
+
+    def _bind_all(self, addresses) -> int:
+        sk = self._socket
+        last = None
+        for _ in range(50):
+            socks, port = [], 0
+            try:
+                for a in addresses:
+                    fam = sk.AF_INET6 if ":" in a else sk.AF_INET
+                    s = sk.socket(fam, sk.SOCK_STREAM)
+                    socks.append(s)
+                    if fam == sk.AF_INET6:
+                        s.setsockopt(sk.IPPROTO_IPV6, sk.IPV6_V6ONLY, 1)
+                    s.bind((a, port))
+                    port = port or s.getsockname()[1]
+            except OSError as e:
+                for s in socks:
+                    s.close()
+                last = e
+                if e.errno == 98:  # EADDRINUSE: that port is taken on one of them, try another
+                    continue
+                raise Verdict(f"cannot listen on {a}: {e}")
+            for s in socks:
+                s.listen(128)
+                s.setblocking(False)
+            self.socks = list(zip(addresses, socks))
+            return port
+        raise Verdict(f"cannot find one free port on all of {addresses}: {last}")
+
+    def _serve(self) -> None:
+        import select
+        while not self.stop.is_set():
+            ready, _, _ = select.select([s for _, s in self.socks], [], [], 0.05)
+            for s in ready:
+                try:
+                    conn, peer = s.accept()
+                except OSError:
+                    continue
+                local = conn.getsockname()[0]
+                entry = {"local": local, "peer": peer, "data": bytearray(), "time": time.time()}
+                with self.lock:
+                    self.log.append(entry)
+                t = threading.Thread(target=self._handle, args=(conn, entry), daemon=True)
+                t.start()
+                self.handlers.append(t)
+
+    @staticmethod
+    def _request_complete(data: bytes) -> bool:
+        end = data.find(b"\r\n\r\n")
+        size = 4
+        lf = data.find(b"\n\n")
+        if lf >= 0 and (end < 0 or lf < end):
+            end, size = lf, 2
+        if end < 0:
+            return False
+        m = re.search(rb"(?im)^content-length:[ \t]*(\d+)", bytes(data[:end]))
+        body = int(m.group(1)) if m else 0
+        return len(data) >= end + size + body
+
+    def _handle(self, conn, entry: dict) -> None:
+        sk = self._socket
+        answered = False
+        deadline = time.monotonic() + 10
+        conn.settimeout(self.linger)
+        try:
+            while time.monotonic() < deadline and not self.stop.is_set():
+                try:
+                    chunk = conn.recv(65536)
+                except sk.timeout:
+                    if answered:
+                        break
+                    continue
+                if not chunk:
+                    break
+                with self.lock:
+                    entry["data"] += chunk
+                if not answered and self._request_complete(entry["data"]):
+                    body = f"hello from {entry['local']}\n".encode()
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                                 b"Content-Length: " + str(len(body)).encode() +
+                                 b"\r\nConnection: close\r\n\r\n" + body)
+                    conn.shutdown(sk.SHUT_WR)
+                    answered = True
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def settle(self, timeout: float = 5.0) -> list[dict]:
+        """Wait for the connections made so far to end; the log (copies of its entries)."""
+        deadline = time.monotonic() + timeout
+        for t in list(self.handlers):
+            t.join(max(0.0, deadline - time.monotonic()))
+        with self.lock:
+            return [dict(e, data=bytes(e["data"])) for e in self.log]
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(2)
+        for _, s in self.socks:
+            s.close()
+
+
+# --------------------------------------------------------------------------- the proxy
+
+# Prepended (after PRELUDE) to scripts that talk to the --net proxy at 127.0.0.1:3128.
+PROXY_CLIENT = r'''
+import socket as _socket, threading as _threading, time as _time
+
+def proxy_exchange(raw, tunnel=None, timeout=15.0):
+    """Send ``raw`` to the proxy and read its answer until it closes. If a CONNECT is answered
+    200, send ``tunnel`` through the tunnel and read on. (status line, body, all bytes read)."""
+    data = b""
+    s = _socket.create_connection(("127.0.0.1", 3128), timeout=timeout)
+    deadline = _time.monotonic() + timeout
+    sent = False
+    try:
+        s.sendall(raw)
+        while _time.monotonic() < deadline:
+            if tunnel is not None and not sent and b"\r\n\r\n" in data:
+                sent = True
+                if data.split(b" ", 2)[1:2] == [b"200"]:
+                    s.sendall(tunnel)
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0].decode(errors="replace"), body, data
+
+def in_parallel(jobs, width=12):
+    """Run (label, fn) jobs on ``width`` worker threads; {label: result or 'EXC: ...'}."""
+    _threading.stack_size(256 << 10)  # the address-space limit would not fit many 8 MiB stacks
+    results = {}
+    queue = list(jobs)
+    lock = _threading.Lock()
+    def worker():
+        while True:
+            with lock:
+                if not queue:
+                    return
+                label, fn = queue.pop(0)
+            try:
+                results[label] = fn()
+            except Exception as e:
+                results[label] = "EXC: %s: %s" % (type(e).__name__, e)
+    threads = [_threading.Thread(target=worker) for _ in range(min(width, len(jobs)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+'''
+
+_RESOLUTION_SCRIPT = r'''
+import json
+cases = json.loads(ARGS[0])
+
+def one(case):
+    label, method, host, port = case
+    authority = "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+    request = ("GET /case-%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+               % (label, authority)).encode()
+    if method == "CONNECT":
+        raw = ("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (authority, authority)).encode()
+        status, body, _ = proxy_exchange(raw, tunnel=request)
+    else:
+        raw = ("GET http://%s/case-%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+               % (authority, label, authority)).encode()
+        status, body, _ = proxy_exchange(raw)
+    return json.dumps({"status": status, "body": body[:300].decode(errors="replace")})
+
+results = in_parallel([(c[0], (lambda c=c: one(c))) for c in cases])
+for c in cases:
+    note(c[0], results[c[0]])
+note("done", 0)
+'''
+
+
+def proxy_resolution_attack(what: str, *, interface, listen, denied, allowed_literals=(),
+                            routes=(), timeout: str = "40s") -> None:
+    """The common shape of an attack on what the proxy lets an allowlisted NAME lead to.
+
+    The test puts ``interface`` (CIDRs) on a fresh host interface, sends ``routes`` to it (into
+    nothing), listens on every address of ``listen`` (one port P), and runs pysandbox with --net
+    proxy, --json, and a private mount namespace whose /etc/hosts maps a unique name per
+    ``denied`` entry ((tag, address)) to its address. Every such NAME:P is in the allowlist, and
+    so is every address of ``allowed_literals``, literally. The script asks for each through
+    the proxy, by CONNECT (then a GET through the tunnel) and by a plain http:// GET, all at
+    once.
+
+    Contained when, for every denied name and both ways, the proxy answered 502 with a body
+    that mentions pysandbox, the result's violations has a "network" entry naming it, and no
+    listener saw a connection for it (a connection is attributed by the /case-LABEL it asks
+    for; one that asks for nothing counts against the attack). The literal addresses are the
+    control: each must reach its listener both ways (the operator chose it), or the test proves
+    nothing about the path.
+    """
+    judge = Judge(what)
+    host_lock("net")
+    host_interface(interface, routes)
+    listeners = Listeners(listen)
+    port = listeners.port
+    token = uuid.uuid4().hex[:8]
+    names = {tag: f"{tag}-{token}.pysbt.test" for tag, _ in denied}
+    prefix = hosts_file_prefix([(address, names[tag]) for tag, address in denied])
+    allow, cases, control = [], [], []
+    for tag, _ in denied:
+        allow += ["--allow", f"{names[tag]}:{port}"]
+        cases += [[f"deny-{tag}-{m.lower()}", m, names[tag], port] for m in ("CONNECT", "GET")]
+    for i, address in enumerate(allowed_literals):
+        allow += ["--allow", f"[{address}]:{port}" if ":" in address else f"{address}:{port}"]
+        labels = [f"literal-{i}-{m.lower()}" for m in ("CONNECT", "GET")]
+        cases += [[label, m, address, port] for label, m in zip(labels, ("CONNECT", "GET"))]
+        control += labels
+    script = PROXY_CLIENT + "\n" + _RESOLUTION_SCRIPT
+    sb = Sandbox(script, [json.dumps(cases)], options=allow + ["--json"], timeout=timeout,
+                 prefix=prefix)
+    o = sb.run()
+    check_behaved(judge, sb, allowed=(0,), expect_notes=["done"])
+    r = check_result(judge, o)
+    network = [v for v in r.get("violations") or []
+               if isinstance(v, dict) and v.get("kind") == "network"]
+    for tag, address in denied:
+        for m in ("connect", "get"):
+            label = f"deny-{tag}-{m}"
+            try:
+                answer = json.loads(o.note(label) or "null")
+            except ValueError:
+                answer = None
+            if not isinstance(answer, dict):
+                judge.misbehaved(f"{label}: no answer noted ({o.note(label)!r})")
+                continue
+            status_line = answer.get("status", "")
+            if status_line.split(" ")[1:2] != ["502"] or "pysandbox" not in answer.get("body", ""):
+                judge.escape(f"{names[tag]} ({address}) by {m.upper()}: the proxy answered "
+                             f"{status_line!r}, not 502 from pysandbox")
+        if not any(names[tag] in str(v.get("what")) for v in network):
+            judge.escape(f"no 'network' violation names {names[tag]} ({address})")
+    log = listeners.settle()
+    seen_control = set()
+    for c in log:
+        m = re.search(rb"/case-([A-Za-z0-9_.-]+)", c["data"])
+        label = m.group(1).decode() if m else None
+        if label in control:
+            seen_control.add(label)
+            continue
+        asked = f"for {label}" if label else f"that asked for nothing ({c['data'][:80]!r})"
+        judge.escape(f"the listener on {c['local']} got a connection {asked}")
+    for label in control:
+        if label not in seen_control:
+            judge.misbehaved(f"control {label}: a literally allowed address was not reached, so "
+                             "the proxy's path to the listeners is broken")
+    judge.done(o.describe() + f"\nlisteners on port {port}: "
+               + "; ".join(f"{c['local']} {c['data'][:60]!r}" for c in log))
