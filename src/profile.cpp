@@ -128,7 +128,8 @@ KeySpec string_key(std::string_view path, std::string_view doc, Accessor<std::st
 
 // A host path that must be absolute (a profile is not tied to the caller's directory); empty
 // means none.
-KeySpec absolute_path_key(std::string_view path, std::string_view doc, Accessor<std::string> field) {
+KeySpec absolute_path_key(std::string_view path, std::string_view doc,
+                          Accessor<std::string> field) {
     return {path, "string", doc,
             [field](const toml::node& n, Profile& p) {
                 std::string value = expect_string(n);
@@ -145,7 +146,8 @@ KeySpec bool_key(std::string_view path, std::string_view doc, Accessor<bool> fie
     return {path, "boolean", doc,
             [field](const toml::node& n, Profile& p) {
                 auto value = n.value_exact<bool>();
-                if (!value) throw std::invalid_argument("expected true or false, found " + type_name(n));
+                if (!value)
+                    throw std::invalid_argument("expected true or false, found " + type_name(n));
                 field(p) = *value;
             },
             [field](Profile& p, toml::table& t, const std::string& leaf) {
@@ -222,138 +224,161 @@ NetMode parse_net_mode(const std::string& text) {
     throw std::invalid_argument("expected one of " + names + "; found \"" + text + "\"");
 }
 
+void add_top_keys(std::vector<KeySpec>& keys) {
+    keys.push_back({"extends",
+                    "string",
+                    "Profile this one builds on: a name, or a path relative to this file.",
+                    [](const toml::node& n, Profile&) { expect_string(n); },
+                    {}});
+    keys.push_back(string_key("description", "One line saying what the profile is for.",
+                              at<&Profile::description>));
+}
+
+void add_limit_keys(std::vector<KeySpec>& keys) {
+    keys.push_back(duration_key("limits.wall_time",
+                                "Wall-clock limit; the sandbox is killed and exits 124.",
+                                at<&Profile::limits, &Limits::wall_time>));
+    keys.push_back(duration_key("limits.cpu_time", "CPU time limit of the script.",
+                                at<&Profile::limits, &Limits::cpu_time>));
+    keys.push_back(size_key("limits.memory", "Memory limit (address space without cgroups).",
+                            at<&Profile::limits, &Limits::memory>, kMinMemory));
+    keys.push_back(count_key("limits.max_procs", "Processes and threads, together.",
+                             at<&Profile::limits, &Limits::max_procs>));
+    keys.push_back(count_key("limits.cpus",
+                             "CPUs the script may run on (affinity), and the thread count "
+                             "given to OpenMP, OpenBLAS, MKL and numexpr.",
+                             at<&Profile::limits, &Limits::cpus>));
+    keys.push_back(count_key("limits.open_files", "Open file descriptors per process.",
+                             at<&Profile::limits, &Limits::open_files>));
+    keys.push_back(size_key("limits.file_size", "Largest file the script may write.",
+                            at<&Profile::limits, &Limits::file_size>));
+    keys.push_back(size_key("limits.tmp_size", "Size of the writable /tmp.",
+                            at<&Profile::limits, &Limits::tmp_size>, kMinTmpSize));
+    keys.push_back(size_key("limits.output_limit", "Bytes of stdout and stderr kept.",
+                            at<&Profile::limits, &Limits::output_limit>));
+    keys.push_back(size_key("limits.artifact_size",
+                            "Largest artifact --output-dir copies to the host; bigger ones are "
+                            "listed with \"skipped\": \"too_large\".",
+                            at<&Profile::limits, &Limits::artifact_size>));
+    keys.push_back(size_key("limits.artifacts_total",
+                            "Bytes --output-dir copies in all; files past it are listed with "
+                            "\"skipped\": \"total_limit\".",
+                            at<&Profile::limits, &Limits::artifacts_total>));
+}
+
+void add_network_keys(std::vector<KeySpec>& keys) {
+    keys.push_back(
+        {"network.mode", "string",
+         "\"none\" (nothing reachable), \"loopback\" (lo up inside) or \"proxy\".",
+         [](const toml::node& n, Profile& p) { p.network.mode = parse_net_mode(expect_string(n)); },
+         [](Profile& p, toml::table& t, const std::string& leaf) {
+             t.insert_or_assign(leaf, std::string(to_string(p.network.mode)));
+         }});
+    keys.push_back({"network.allow", "array of HOST:PORT",
+                    "Destinations the proxy lets through: host:port, *.domain:port "
+                    "(subdomains only), 1.2.3.4:port, [::1]:port.",
+                    [](const toml::node& n, Profile& p) { p.network.allow = expect_allow_list(n); },
+                    [](Profile& p, toml::table& t, const std::string& leaf) {
+                        t.insert_or_assign(leaf, to_array(p.network.allow.entries()));
+                    }});
+}
+
+KeySpec env_set_key() {
+    return {
+        "env.set", "table of strings",
+        "Variables set inside the sandbox (the environment starts empty).",
+        [](const toml::node& n, Profile& p) {
+            const toml::table* table = n.as_table();
+            if (table == nullptr)
+                throw std::invalid_argument("expected a table of strings, found " + type_name(n));
+            for (auto&& [key, value] : *table) {
+                try {
+                    p.env_set[std::string(key.str())] = expect_string(value);
+                } catch (const std::invalid_argument& e) {
+                    throw NestedValueError("." + std::string(key.str()), value.source(), e.what());
+                }
+            }
+        },
+        [](Profile& p, toml::table& t, const std::string& leaf) {
+            toml::table vars;
+            for (const auto& [name, value] : p.env_set) vars.insert_or_assign(name, value);
+            t.insert_or_assign(leaf, std::move(vars));
+        }};
+}
+
+void add_program_keys(std::vector<KeySpec>& keys) {
+    keys.push_back(list_key("filesystem.ro",
+                            "Host paths bound read-only at the same place inside; missing "
+                            "ones are skipped.",
+                            at<&Profile::ro_paths>));
+    keys.push_back(string_key("python.interpreter", "Absolute path of the interpreter.",
+                              at<&Profile::interpreter>));
+    keys.push_back(list_key("python.args", "Interpreter options placed before the script.",
+                            at<&Profile::interpreter_args>));
+    keys.push_back(env_set_key());
+    keys.push_back(
+        list_key("env.pass", "Host variables copied in when set.", at<&Profile::env_pass>));
+}
+
+void add_seccomp_keys(std::vector<KeySpec>& keys) {
+    keys.push_back({"seccomp.action", "string",
+                    "What a denied system call does: \"errno\" (EPERM) or \"kill\" (the "
+                    "sandbox ends).",
+                    [](const toml::node& n, Profile& p) {
+                        const std::string& action = expect_string(n);
+                        if (action != "errno" && action != "kill")
+                            throw std::invalid_argument("expected \"errno\" or \"kill\"; found \"" +
+                                                        action + "\"");
+                        p.seccomp.kill = action == "kill";
+                    },
+                    [](Profile& p, toml::table& t, const std::string& leaf) {
+                        t.insert_or_assign(leaf, p.seccomp.kill ? "kill" : "errno");
+                    }});
+    keys.push_back(bool_key("seccomp.allow_processes",
+                            "Allow fork/vfork/clone of processes (up to limits.max_procs).",
+                            at<&Profile::seccomp, &seccomp::Settings::allow_processes>));
+    keys.push_back(syscall_list_key("seccomp.deny",
+                                    "System calls denied on top of the default policy.",
+                                    at<&Profile::seccomp, &seccomp::Settings::deny>));
+    keys.push_back(syscall_list_key("seccomp.allow",
+                                    "System calls taken out of the default denials.",
+                                    at<&Profile::seccomp, &seccomp::Settings::allow>));
+}
+
+void add_policy_keys(std::vector<KeySpec>& keys) {
+    keys.push_back(checked_list_key(
+        "policy.deny_imports",
+        "Modules the audit hook refuses to import (submodules too) and `check` reports; "
+        "socket only while network.mode is none.",
+        at<&Profile::policy, &policy::Rules::deny_imports>, [](const std::string& name) {
+            return policy::is_module_name(name) ? std::string() : std::string("not a module name");
+        }));
+    static const std::string kDenyCallsDoc =
+        "Operations the audit hook refuses and `check` reports: " + policy::known_calls() +
+        "; the socket ones only while network.mode is none.";
+    keys.push_back(checked_list_key(
+        "policy.deny_calls", kDenyCallsDoc, at<&Profile::policy, &policy::Rules::deny_calls>,
+        [](const std::string& name) {
+            return policy::is_known_call(name)
+                       ? std::string()
+                       : "unknown call name (known: " + policy::known_calls() + ")";
+        }));
+    keys.push_back(absolute_path_key(
+        "policy.incident_log",
+        "Host file (absolute path) to which every run or check that was blocked appends one "
+        "JSON line; --incident-log overrides it. Empty: no log.",
+        at<&Profile::policy, &policy::Rules::incident_log>));
+}
+
 const std::vector<KeySpec>& key_specs() {
     static const std::vector<KeySpec> kKeys = [] {
         std::vector<KeySpec> keys;
-        keys.push_back({"extends", "string",
-                        "Profile this one builds on: a name, or a path relative to this file.",
-                        [](const toml::node& n, Profile&) { expect_string(n); },
-                        {}});
-        keys.push_back(string_key("description", "One line saying what the profile is for.",
-                                  at<&Profile::description>));
-        keys.push_back(duration_key("limits.wall_time",
-                                    "Wall-clock limit; the sandbox is killed and exits 124.",
-                                    at<&Profile::limits, &Limits::wall_time>));
-        keys.push_back(duration_key("limits.cpu_time", "CPU time limit of the script.",
-                                    at<&Profile::limits, &Limits::cpu_time>));
-        keys.push_back(size_key("limits.memory", "Memory limit (address space without cgroups).",
-                                at<&Profile::limits, &Limits::memory>,
-                                kMinMemory));
-        keys.push_back(count_key("limits.max_procs", "Processes and threads, together.",
-                                 at<&Profile::limits, &Limits::max_procs>));
-        keys.push_back(count_key("limits.cpus",
-                                 "CPUs the script may run on (affinity), and the thread count "
-                                 "given to OpenMP, OpenBLAS, MKL and numexpr.",
-                                 at<&Profile::limits, &Limits::cpus>));
-        keys.push_back(count_key("limits.open_files", "Open file descriptors per process.",
-                                 at<&Profile::limits, &Limits::open_files>));
-        keys.push_back(size_key("limits.file_size", "Largest file the script may write.",
-                                at<&Profile::limits, &Limits::file_size>));
-        keys.push_back(size_key("limits.tmp_size", "Size of the writable /tmp.",
-                                at<&Profile::limits, &Limits::tmp_size>,
-                                kMinTmpSize));
-        keys.push_back(size_key("limits.output_limit", "Bytes of stdout and stderr kept.",
-                                at<&Profile::limits, &Limits::output_limit>));
-        keys.push_back(size_key("limits.artifact_size",
-                                "Largest artifact --output-dir copies to the host; bigger ones are "
-                                "listed with \"skipped\": \"too_large\".",
-                                at<&Profile::limits, &Limits::artifact_size>));
-        keys.push_back(size_key("limits.artifacts_total",
-                                "Bytes --output-dir copies in all; files past it are listed with "
-                                "\"skipped\": \"total_limit\".",
-                                at<&Profile::limits, &Limits::artifacts_total>));
-        keys.push_back({"network.mode", "string",
-                        "\"none\" (nothing reachable), \"loopback\" (lo up inside) or \"proxy\".",
-                        [](const toml::node& n, Profile& p) {
-                            p.network.mode = parse_net_mode(expect_string(n));
-                        },
-                        [](Profile& p, toml::table& t, const std::string& leaf) {
-                            t.insert_or_assign(leaf, std::string(to_string(p.network.mode)));
-                        }});
-        keys.push_back({"network.allow", "array of HOST:PORT",
-                        "Destinations the proxy lets through: host:port, *.domain:port "
-                        "(subdomains only), 1.2.3.4:port, [::1]:port.",
-                        [](const toml::node& n, Profile& p) {
-                            p.network.allow = expect_allow_list(n);
-                        },
-                        [](Profile& p, toml::table& t, const std::string& leaf) {
-                            t.insert_or_assign(leaf, to_array(p.network.allow.entries()));
-                        }});
-        keys.push_back(list_key("filesystem.ro",
-                                "Host paths bound read-only at the same place inside; missing "
-                                "ones are skipped.",
-                                at<&Profile::ro_paths>));
-        keys.push_back(string_key("python.interpreter", "Absolute path of the interpreter.",
-                                  at<&Profile::interpreter>));
-        keys.push_back(list_key("python.args", "Interpreter options placed before the script.",
-                                at<&Profile::interpreter_args>));
-        keys.push_back({"env.set", "table of strings",
-                        "Variables set inside the sandbox (the environment starts empty).",
-                        [](const toml::node& n, Profile& p) {
-                            const toml::table* table = n.as_table();
-                            if (table == nullptr)
-                                throw std::invalid_argument("expected a table of strings, found " +
-                                                            type_name(n));
-                            for (auto&& [key, value] : *table) {
-                                try {
-                                    p.env_set[std::string(key.str())] = expect_string(value);
-                                } catch (const std::invalid_argument& e) {
-                                    throw NestedValueError("." + std::string(key.str()), value.source(),
-                                                           e.what());
-                                }
-                            }
-                        },
-                        [](Profile& p, toml::table& t, const std::string& leaf) {
-                            toml::table vars;
-                            for (const auto& [name, value] : p.env_set)
-                                vars.insert_or_assign(name, value);
-                            t.insert_or_assign(leaf, std::move(vars));
-                        }});
-        keys.push_back(list_key("env.pass", "Host variables copied in when set.",
-                                at<&Profile::env_pass>));
-        keys.push_back({"seccomp.action", "string",
-                        "What a denied system call does: \"errno\" (EPERM) or \"kill\" (the "
-                        "sandbox ends).",
-                        [](const toml::node& n, Profile& p) {
-                            const std::string& action = expect_string(n);
-                            if (action != "errno" && action != "kill")
-                                throw std::invalid_argument(
-                                    "expected \"errno\" or \"kill\"; found \"" + action + "\"");
-                            p.seccomp.kill = action == "kill";
-                        },
-                        [](Profile& p, toml::table& t, const std::string& leaf) {
-                            t.insert_or_assign(leaf, p.seccomp.kill ? "kill" : "errno");
-                        }});
-        keys.push_back(bool_key("seccomp.allow_processes",
-                                "Allow fork/vfork/clone of processes (up to limits.max_procs).",
-                                at<&Profile::seccomp, &seccomp::Settings::allow_processes>));
-        keys.push_back(syscall_list_key("seccomp.deny", "System calls denied on top of the default policy.",
-                                        at<&Profile::seccomp, &seccomp::Settings::deny>));
-        keys.push_back(syscall_list_key("seccomp.allow", "System calls taken out of the default denials.",
-                                        at<&Profile::seccomp, &seccomp::Settings::allow>));
-        keys.push_back(checked_list_key(
-            "policy.deny_imports",
-            "Modules the audit hook refuses to import (submodules too) and `check` reports; "
-            "socket only while network.mode is none.",
-            at<&Profile::policy, &policy::Rules::deny_imports>, [](const std::string& name) {
-                return policy::is_module_name(name) ? std::string()
-                                                    : std::string("not a module name");
-            }));
-        static const std::string kDenyCallsDoc =
-            "Operations the audit hook refuses and `check` reports: " + policy::known_calls() +
-            "; the socket ones only while network.mode is none.";
-        keys.push_back(checked_list_key(
-            "policy.deny_calls", kDenyCallsDoc,
-            at<&Profile::policy, &policy::Rules::deny_calls>, [](const std::string& name) {
-                return policy::is_known_call(name)
-                           ? std::string()
-                           : "unknown call name (known: " + policy::known_calls() + ")";
-            }));
-        keys.push_back(absolute_path_key(
-            "policy.incident_log",
-            "Host file (absolute path) to which every run or check that was blocked appends one "
-            "JSON line; --incident-log overrides it. Empty: no log.",
-            at<&Profile::policy, &policy::Rules::incident_log>));
+        add_top_keys(keys);
+        add_limit_keys(keys);
+        add_network_keys(keys);
+        add_program_keys(keys);
+        add_seccomp_keys(keys);
+        add_policy_keys(keys);
         return keys;
     }();
     return kKeys;
@@ -398,7 +423,8 @@ std::string where(const fs::path& file, const toml::source_region& region) {
 void validate(const toml::table& table, const fs::path& file, const std::string& prefix) {
     Profile scratch;
     for (auto&& [key, node] : table) {
-        std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+        std::string path =
+            prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
         if (const KeySpec* spec = find_key(path)) {
             try {
                 spec->set(node, scratch);
@@ -433,7 +459,8 @@ void merge_into(toml::table& base, const toml::table& overlay) {
 
 void apply(const toml::table& table, const std::string& prefix, Profile& profile) {
     for (auto&& [key, node] : table) {
-        std::string path = prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
+        std::string path =
+            prefix.empty() ? std::string(key.str()) : prefix + "." + std::string(key.str());
         if (const KeySpec* spec = find_key(path))
             spec->set(node, profile);
         else if (node.is_table())
@@ -455,8 +482,7 @@ toml::table parse(std::string_view text, const fs::path& origin) {
 std::string read_profile_file(const fs::path& file) {
     std::error_code ec;
     if (fs::is_directory(file, ec)) throw ProfileError(file.string() + ": is a directory");
-    if (!fs::is_regular_file(file, ec))
-        throw ProfileError(file.string() + ": not a regular file");
+    if (!fs::is_regular_file(file, ec)) throw ProfileError(file.string() + ": not a regular file");
     constexpr std::uintmax_t kMaxProfileBytes = 1 << 20;
     const std::uintmax_t size = fs::file_size(file, ec);
     if (size > kMaxProfileBytes)

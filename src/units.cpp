@@ -25,8 +25,8 @@ std::string_view trim(std::string_view s) {
 std::pair<double, std::string_view> split_number(std::string_view text) {
     text = trim(text);
     std::size_t end = 0;
-    while (end < text.size() && (std::isdigit(static_cast<unsigned char>(text[end])) ||
-                                 text[end] == '.'))
+    while (end < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.'))
         ++end;
     double value = 0;
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + end, value);
@@ -43,6 +43,9 @@ double factor_of(std::string_view suffix, const std::array<Unit, N>& table) {
 }
 
 constexpr double kKi = 1024.0;
+constexpr double kMi = 1024.0 * kKi;
+constexpr double kGi = 1024.0 * kMi;
+constexpr double kTi = 1024.0 * kGi;
 constexpr std::array<Unit, 17> kSizeUnits{{
     {"", 1},
     {"B", 1},
@@ -50,17 +53,17 @@ constexpr std::array<Unit, 17> kSizeUnits{{
     {"K", kKi},
     {"KB", kKi},
     {"KiB", kKi},
-    {"M", kKi * kKi},
-    {"MB", kKi * kKi},
-    {"MiB", kKi * kKi},
-    {"m", kKi * kKi},
-    {"G", kKi * kKi * kKi},
-    {"GB", kKi * kKi * kKi},
-    {"GiB", kKi * kKi * kKi},
-    {"g", kKi * kKi * kKi},
-    {"T", kKi * kKi * kKi * kKi},
-    {"TB", kKi * kKi * kKi * kKi},
-    {"TiB", kKi * kKi * kKi * kKi},
+    {"M", kMi},
+    {"MB", kMi},
+    {"MiB", kMi},
+    {"m", kMi},
+    {"G", kGi},
+    {"GB", kGi},
+    {"GiB", kGi},
+    {"g", kGi},
+    {"T", kTi},
+    {"TB", kTi},
+    {"TiB", kTi},
 }};
 
 constexpr std::array<Unit, 5> kDurationUnits{{
@@ -96,8 +99,8 @@ std::chrono::milliseconds parse_duration(std::string_view text) {
         if (ms >= 1e12) throw std::invalid_argument("too large");
         return std::chrono::milliseconds(static_cast<std::int64_t>(ms));
     } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument("invalid duration \"" + std::string(text) + "\" (" +
-                                    e.what() + "; expected e.g. 5s, 250ms, 2m)");
+        throw std::invalid_argument("invalid duration \"" + std::string(text) + "\" (" + e.what() +
+                                    "; expected e.g. 5s, 250ms, 2m)");
     }
 }
 
