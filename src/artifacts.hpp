@@ -29,13 +29,13 @@ inline constexpr int kListOnly = -1;
 inline constexpr int kHostDirMissing = -2;
 
 struct Options {
-    std::vector<std::string> inputs;     // top-level names bound by --input: never artifacts
+    std::vector<std::string> inputs;  // top-level names bound by --input: never artifacts
     // CLOCK_REALTIME: a file whose mtime is not later is not an artifact; none: every file is.
     std::optional<std::int64_t> modified_after_ns;
-    int output_dir = kListOnly;          // an open host directory, or one of the above
-    std::string output_dir_path;         // for host_path
-    std::uint64_t max_file_size = 0;     // per file copied
-    std::uint64_t max_total_size = 0;    // all files copied
+    int output_dir = kListOnly;        // an open host directory, or one of the above
+    std::string output_dir_path;       // for host_path
+    std::uint64_t max_file_size = 0;   // per file copied
+    std::uint64_t max_total_size = 0;  // all files copied
 };
 
 // The media type a file's extension suggests; application/octet-stream when none does.

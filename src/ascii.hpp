@@ -22,7 +22,9 @@ inline bool iequals(std::string_view a, std::string_view b) {
            std::ranges::equal(a, b, [](char x, char y) { return lower(x) == lower(y); });
 }
 
-inline bool is_digit(char c) { return c >= '0' && c <= '9'; }
+inline bool is_digit(char c) {
+    return c >= '0' && c <= '9';
+}
 
 inline bool is_all_digits(std::string_view text) {
     return !text.empty() && std::ranges::all_of(text, is_digit);

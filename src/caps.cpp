@@ -1,8 +1,8 @@
 #include "caps.hpp"
 
+#include <linux/keyctl.h>
 #include <linux/securebits.h>
 #include <sys/capability.h>
-#include <linux/keyctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -21,9 +21,8 @@ using CapPtr = std::unique_ptr<std::remove_pointer_t<cap_t>, CapFree>;
 // Root's secure bits for the rest of this process tree: uid 0 gains nothing on exec, and setuid
 // transitions change nothing; locked, so the script cannot undo them.
 constexpr unsigned long kSecureBits =
-    SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-    SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE |
-    SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+    SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+    SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
 
 }  // namespace
 

@@ -97,10 +97,10 @@ int write_limits(int dir_fd, const Settings& settings, bool with_cpu, std::strin
         {"pids.max", std::to_string(settings.max_procs), true},
     };
     if (with_cpu)
-        entries.push_back({"cpu.max",
-                           std::to_string(settings.cpus * kCpuPeriodUs) + " " +
-                               std::to_string(kCpuPeriodUs),
-                           true});
+        entries.push_back(
+            {"cpu.max",
+             std::to_string(settings.cpus * kCpuPeriodUs) + " " + std::to_string(kCpuPeriodUs),
+             true});
     for (const Entry& entry : entries) {
         int rc = write_file_at(dir_fd, entry.file, entry.value);
         if (rc == -ENOENT && !entry.required) continue;

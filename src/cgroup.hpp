@@ -56,7 +56,7 @@ std::uint64_t read_oom_kills(int dir_fd);
 // The run's own cgroup. Created before clone, removed (after killing whatever is left) when
 // destroyed.
 class RunCgroup {
-public:
+  public:
     // Throws SysError naming the file when the cgroup cannot be created or configured.
     RunCgroup(const Delegation& parent, const Settings& settings);
     ~RunCgroup();
@@ -66,7 +66,7 @@ public:
     int fd() const { return dir_.get(); }  // for clone3's cgroup field
     std::uint64_t oom_kills() const { return read_oom_kills(dir_.get()); }
 
-private:
+  private:
     std::filesystem::path path_;
     sys::UniqueFd dir_;
 };

@@ -78,7 +78,9 @@ int run(const CheckInvocation& options, const std::vector<std::string>& host_env
     log_incident(*plan, analysis);
     const bool clean = analysis.findings.empty();
     if (options.json) {
-        json out = result(!analysis.error.empty() ? "error" : clean ? "clean" : "findings",
+        json out = result(!analysis.error.empty() ? "error"
+                          : clean                 ? "clean"
+                                                  : "findings",
                           analysis.findings, analysis.omitted);
         if (!analysis.error.empty()) out["error"] = analysis.error;
         std::cout << dump_line(out) << std::endl;

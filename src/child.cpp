@@ -13,10 +13,10 @@
 #include <iterator>
 
 #include "caps.hpp"
+#include "exit_codes.hpp"
 #include "landlock.hpp"
 #include "limits.hpp"
 #include "mounts.hpp"
-#include "exit_codes.hpp"
 #include "net.hpp"
 #include "pid1.hpp"
 #include "policy_channel.hpp"
@@ -45,8 +45,8 @@ int step_die_with_supervisor(ChildContext& ctx) noexcept {
 // ends stay; step_close_fds closes the rest once they are in place.
 int step_keep_only_own_fds(ChildContext& ctx) noexcept {
     const ChildFds& fds = ctx.fds;
-    int own[] = {fds.release_read, fds.report_write, fds.stdin_read, fds.stdout_write,
-                 fds.stderr_write, fds.policy_write};
+    int own[] = {fds.release_read, fds.report_write, fds.stdin_read,
+                 fds.stdout_write, fds.stderr_write, fds.policy_write};
     std::sort(std::begin(own), std::end(own));
     unsigned first = STDERR_FILENO + 1;
     for (int fd : own) {

@@ -12,13 +12,13 @@
 namespace pysandbox {
 
 struct ChildFds {
-    int release_read;   // EOF or one byte from the supervisor: the id maps are written
-    int report_write;   // Report records to the supervisor
+    int release_read;  // EOF or one byte from the supervisor: the id maps are written
+    int report_write;  // Report records to the supervisor
     int stdin_read;
     int stdout_write;
     int stderr_write;
-    int policy_write;   // the audit hook's records, at kPolicyFd in the interpreter
-                        // (policy_channel.hpp); -1 without a [policy]
+    int policy_write;  // the audit hook's records, at kPolicyFd in the interpreter
+                       // (policy_channel.hpp); -1 without a [policy]
 };
 
 // Everything a step may touch. `detail` receives the failing call with its arguments.
@@ -48,7 +48,8 @@ int step_fail(ChildContext& ctx, const char* format, ...) noexcept
 // Reports the failure of step `index` (errno `error`, the call in ctx.detail) to the supervisor
 // and exits with the exit-code constant that fits `kind`. The child, its init and the
 // interpreter's process all fail this one way.
-[[noreturn]] void fail_step(const ChildContext& ctx, ReportKind kind, int index, int error) noexcept;
+[[noreturn]] void fail_step(const ChildContext& ctx, ReportKind kind, int index,
+                            int error) noexcept;
 
 // The step tables' names, for the supervisor's messages: the child's steps (child.cpp), then the
 // interpreter's own (pid1.cpp).

@@ -59,7 +59,8 @@ void add_incident_log_option(CLI::App& command, std::optional<std::string>& path
 // --net, checked against the one table of network modes.
 CLI::Validator net_mode_validator() {
     std::string names;
-    for (const auto& [mode, name] : kNetModes) names += (names.empty() ? "" : ",") + std::string(name);
+    for (const auto& [mode, name] : kNetModes)
+        names += (names.empty() ? "" : ",") + std::string(name);
     return CLI::Validator(
         [](std::string& text) -> std::string {
             return net_mode_named(text) ? "" : "\"" + text + "\" is not a network mode";
@@ -68,17 +69,20 @@ CLI::Validator net_mode_validator() {
 }
 
 void add_limit_options(CLI::App& run, Overrides& o) {
-    parsed_option(run, "--timeout", "--timeout",
-                  [&o](const std::string& t) { o.wall_time = parse_limit_duration(t); },
-                  "Wall-clock limit, e.g. 5s, 250ms, 2m (exit 124)")
+    parsed_option(
+        run, "--timeout", "--timeout",
+        [&o](const std::string& t) { o.wall_time = parse_limit_duration(t); },
+        "Wall-clock limit, e.g. 5s, 250ms, 2m (exit 124)")
         ->type_name("DUR");
-    parsed_option(run, "--cpu-time", "--cpu-time",
-                  [&o](const std::string& t) { o.cpu_time = parse_limit_duration(t); },
-                  "CPU time limit, e.g. 10s")
+    parsed_option(
+        run, "--cpu-time", "--cpu-time",
+        [&o](const std::string& t) { o.cpu_time = parse_limit_duration(t); },
+        "CPU time limit, e.g. 10s")
         ->type_name("DUR");
-    parsed_option(run, "--memory", "--memory",
-                  [&o](const std::string& t) { o.memory = parse_limit_size(t, kMinMemory); },
-                  "Memory limit, e.g. 256MiB, 1G")
+    parsed_option(
+        run, "--memory", "--memory",
+        [&o](const std::string& t) { o.memory = parse_limit_size(t, kMinMemory); },
+        "Memory limit, e.g. 256MiB, 1G")
         ->type_name("SIZE");
     run.add_option_function<std::int64_t>(
            "--max-procs", [&o](std::int64_t n) { o.max_procs = static_cast<std::uint64_t>(n); },
@@ -90,13 +94,15 @@ void add_limit_options(CLI::App& run, Overrides& o) {
            "CPUs to run on; also sizes numeric thread pools")
         ->type_name("N")
         ->check(CLI::Range(std::int64_t{1}, std::int64_t{4096}));
-    parsed_option(run, "--tmp-size", "--tmp-size",
-                  [&o](const std::string& t) { o.tmp_size = parse_limit_size(t, kMinTmpSize); },
-                  "Size of the writable /tmp")
+    parsed_option(
+        run, "--tmp-size", "--tmp-size",
+        [&o](const std::string& t) { o.tmp_size = parse_limit_size(t, kMinTmpSize); },
+        "Size of the writable /tmp")
         ->type_name("SIZE");
-    parsed_option(run, "--output-limit", "--output-limit",
-                  [&o](const std::string& t) { o.output_limit = parse_limit_size(t); },
-                  "Bytes of stdout+stderr kept")
+    parsed_option(
+        run, "--output-limit", "--output-limit",
+        [&o](const std::string& t) { o.output_limit = parse_limit_size(t); },
+        "Bytes of stdout+stderr kept")
         ->type_name("SIZE");
 }
 
@@ -107,31 +113,34 @@ void add_network_options(CLI::App& run, Overrides& o) {
            "HOST:PORTs only)")
         ->type_name("MODE")
         ->check(net_mode_validator());
-    repeated_option(run, "--allow",
-                    [&o](const std::string& text) {
-                        try {
-                            o.allow.push_back(proxy::parse_allow_rule(text));
-                        } catch (const std::invalid_argument& e) {
-                            throw std::invalid_argument("\"" + text + "\": " + e.what());
-                        }
-                    },
-                    "Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); "
-                    "repeatable, added to the profile's network.allow; implies --net proxy")
+    repeated_option(
+        run, "--allow",
+        [&o](const std::string& text) {
+            try {
+                o.allow.push_back(proxy::parse_allow_rule(text));
+            } catch (const std::invalid_argument& e) {
+                throw std::invalid_argument("\"" + text + "\": " + e.what());
+            }
+        },
+        "Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); "
+        "repeatable, added to the profile's network.allow; implies --net proxy")
         ->type_name("HOST:PORT");
 }
 
 void add_file_options(CLI::App& run, Overrides& o) {
-    repeated_option(run, "--env",
-                    [&o](const std::string& text) {
-                        check_env_spec(text);
-                        o.env.push_back(text);
-                    },
-                    "Set NAME=VALUE inside, or pass NAME from the host")
+    repeated_option(
+        run, "--env",
+        [&o](const std::string& text) {
+            check_env_spec(text);
+            o.env.push_back(text);
+        },
+        "Set NAME=VALUE inside, or pass NAME from the host")
         ->type_name("NAME[=VALUE]");
-    repeated_option(run, "--input",
-                    [&o](const std::string& text) { o.inputs.push_back(parse_input_spec(text)); },
-                    "Make host FILE readable as /tmp/work/NAME (default: its basename); "
-                    "repeatable")
+    repeated_option(
+        run, "--input",
+        [&o](const std::string& text) { o.inputs.push_back(parse_input_spec(text)); },
+        "Make host FILE readable as /tmp/work/NAME (default: its basename); "
+        "repeatable")
         ->type_name("FILE[=NAME]");
     run.add_option("--output-dir", o.output_dir,
                    "Copy the run's artifacts (new or modified files under /tmp/work) into the "
@@ -163,9 +172,9 @@ void finish_run(RunInvocation& run) {
     }
     const Overrides& o = run.request.overrides;
     if (!o.allow.empty() && o.net && *o.net != NetMode::proxy)
-        throw CLI::ValidationError(
-            "--allow", "needs --net proxy (the allowlist is the proxy's), not --net " +
-                           std::string(to_string(*o.net)));
+        throw CLI::ValidationError("--allow",
+                                   "needs --net proxy (the allowlist is the proxy's), not --net " +
+                                       std::string(to_string(*o.net)));
 }
 
 void add_run_command(CLI::App& app, Invocation& out) {
@@ -197,9 +206,7 @@ void add_check_command(CLI::App& app, Invocation& out) {
         ->type_name("PROFILE");
     check->add_flag("--json", c.json, "Print one JSON object (schema pysandbox.check/v1)");
     add_incident_log_option(*check, c.incident_log);
-    check->add_option("script", c.script, "The script to analyse")
-        ->required()
-        ->type_name("SCRIPT");
+    check->add_option("script", c.script, "The script to analyse")->required()->type_name("SCRIPT");
     check->callback([&out] { out.command = Command::check; });
     check->footer("Exit status: 0 clean, 1 findings (a syntax error is one), 125 error.");
 }

@@ -69,8 +69,9 @@ Check check_landlock() {
     Check check{"Landlock", abi > 0, false, {}, {}};
     check.detail = abi > 0 ? "ABI " + std::to_string(abi) : "not available";
     if (!check.ok)
-        check.fix = "optional: a kernel >= 5.13 with lsm=...,landlock on its command line; "
-                    "without it, runs report Landlock as degraded";
+        check.fix =
+            "optional: a kernel >= 5.13 with lsm=...,landlock on its command line; "
+            "without it, runs report Landlock as degraded";
     return check;
 }
 
@@ -83,9 +84,10 @@ Check check_cgroup() {
         check.detail = "runs get a child cgroup of " + delegation->dir.string();
     } else {
         check.detail = std::get<cgroup::Unavailable>(found) + " (rlimits are used)";
-        check.fix = "optional: run under systemd-run --user --scope -p Delegate=yes with memory "
-                    "and pids enabled in cgroup.subtree_control; without it, memory and "
-                    "processes are limited with rlimits";
+        check.fix =
+            "optional: run under systemd-run --user --scope -p Delegate=yes with memory "
+            "and pids enabled in cgroup.subtree_control; without it, memory and "
+            "processes are limited with rlimits";
     }
     return check;
 }
@@ -93,10 +95,12 @@ Check check_cgroup() {
 Check check_interpreter(const Profile& profile) {
     Check check{"interpreter", false, true, {}, {}};
     check.ok = ::access(profile.interpreter.c_str(), X_OK) == 0;
-    check.detail = profile.interpreter + (check.ok ? " is executable" : ": " + std::string(std::strerror(errno)));
+    check.detail = profile.interpreter +
+                   (check.ok ? " is executable" : ": " + std::string(std::strerror(errno)));
     if (!check.ok)
-        check.fix = "install python3 (apt-get install python3) or set [python] interpreter in "
-                    "the profile";
+        check.fix =
+            "install python3 (apt-get install python3) or set [python] interpreter in "
+            "the profile";
     return check;
 }
 
@@ -109,10 +113,10 @@ Check check_end_to_end(const Profile& profile) {
         auto plan = make_plan(profile, request, {});
         Outcome outcome = execute(*plan);
         check.ok = outcome.kind == Outcome::Kind::exited && outcome.exit_code == 0;
-        check.detail = check.ok ? "python ran in the sandbox; setup took " +
-                                      std::to_string(outcome.setup.count()) + " ms"
-                                : outcome.step + ": " + outcome.detail + ": " +
-                                      std::strerror(outcome.error);
+        check.detail =
+            check.ok ? "python ran in the sandbox; setup took " +
+                           std::to_string(outcome.setup.count()) + " ms"
+                     : outcome.step + ": " + outcome.detail + ": " + std::strerror(outcome.error);
     } catch (const std::exception& e) {
         check.detail = e.what();
     }
@@ -160,8 +164,11 @@ int report(const std::vector<Check>& checks, bool json) {
     if (json) {
         nlohmann::json out = {{"ready", ready}, {"checks", nlohmann::json::array()}};
         for (const auto& c : checks)
-            out["checks"].push_back({{"name", c.name}, {"ok", c.ok}, {"required", c.required},
-                                     {"detail", c.detail}, {"fix", c.fix}});
+            out["checks"].push_back({{"name", c.name},
+                                     {"ok", c.ok},
+                                     {"required", c.required},
+                                     {"detail", c.detail},
+                                     {"fix", c.fix}});
         std::cout << out.dump(2) << "\n";
     } else {
         for (const auto& c : checks) {
@@ -169,8 +176,9 @@ int report(const std::vector<Check>& checks, bool json) {
             std::cout << mark << "  " << c.name << ": " << c.detail << "\n";
             if (!c.ok) std::cout << "      fix: " << c.fix << "\n";
         }
-        std::cout << (ready ? "pysandbox can run scripts here.\n"
-                            : "pysandbox cannot run scripts here until the FAIL lines are fixed.\n");
+        std::cout << (ready
+                          ? "pysandbox can run scripts here.\n"
+                          : "pysandbox cannot run scripts here until the FAIL lines are fixed.\n");
     }
     return ready ? 0 : 1;
 }

@@ -15,8 +15,7 @@ int for_outcome(const Outcome& outcome) {
         case Kind::timeout: return kTimeout;
         case Kind::setup_failed: return kSandboxError;
         case Kind::exec_failed:
-            return outcome.error == ENOENT || outcome.error == ENOTDIR ? kNotFound
-                                                                       : kNotExecutable;
+            return outcome.error == ENOENT || outcome.error == ENOTDIR ? kNotFound : kNotExecutable;
         case Kind::policy_violation: return kSignalBase + SIGSYS;
         case Kind::lost: return outcome.signal != 0 ? kSignalBase + outcome.signal : kSandboxError;
     }

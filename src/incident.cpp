@@ -32,12 +32,9 @@ std::string utc_now() {
 }  // namespace
 
 json head(const Plan& plan, std::string_view command) {
-    return {{"schema", kSchema},
-            {"time", utc_now()},
-            {"command", command},
-            {"profile", plan.profile.name},
-            {"script", plan.script_label},
-            {"script_sha256", plan.script_sha256}};
+    return {{"schema", kSchema},           {"time", utc_now()},
+            {"command", command},          {"profile", plan.profile.name},
+            {"script", plan.script_label}, {"script_sha256", plan.script_sha256}};
 }
 
 json run_entry(const Plan& plan, const Outcome& outcome) {
@@ -46,8 +43,8 @@ json run_entry(const Plan& plan, const Outcome& outcome) {
     json entry = head(plan, "run");
     // The exit, not the status: without --json the output is not kept, so an exception cannot
     // be told from an error, and the log must say the same whatever the caller asked for.
-    entry["exit_code"] = outcome.kind == Outcome::Kind::exited ? json(outcome.exit_code)
-                                                               : json(nullptr);
+    entry["exit_code"] =
+        outcome.kind == Outcome::Kind::exited ? json(outcome.exit_code) : json(nullptr);
     entry["signal"] = outcome.kind == Outcome::Kind::exited || outcome.signal == 0
                           ? json(nullptr)
                           : json(signal_name(outcome.signal));

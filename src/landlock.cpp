@@ -21,14 +21,14 @@ namespace {
 
 constexpr std::uint64_t kRead = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
 constexpr std::uint64_t kExecute = LANDLOCK_ACCESS_FS_EXECUTE;
-constexpr std::uint64_t kWriteV1 =
-    LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR | LANDLOCK_ACCESS_FS_REMOVE_FILE |
-    LANDLOCK_ACCESS_FS_MAKE_CHAR | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
-    LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_MAKE_BLOCK |
-    LANDLOCK_ACCESS_FS_MAKE_SYM;
+constexpr std::uint64_t kWriteV1 = LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+                                   LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_CHAR |
+                                   LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_REG |
+                                   LANDLOCK_ACCESS_FS_MAKE_SOCK | LANDLOCK_ACCESS_FS_MAKE_FIFO |
+                                   LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_MAKE_SYM;
 
 constexpr std::uint64_t kFileRights = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-                                       LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE;
+                                      LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE;
 
 std::uint64_t handled_for(int abi) {
     std::uint64_t handled = kRead | kExecute | kWriteV1;
@@ -44,7 +44,8 @@ int kernel_abi() noexcept {
     return abi < 0 ? 0 : static_cast<int>(abi);
 }
 
-Ruleset plan_rules(int abi, const std::vector<std::string>& read_only, const std::string& writable) {
+Ruleset plan_rules(int abi, const std::vector<std::string>& read_only,
+                   const std::string& writable) {
     Ruleset ruleset;
     ruleset.abi = abi;
     if (abi <= 0) return ruleset;
@@ -82,8 +83,8 @@ int step_restrict_filesystem(ChildContext& ctx) noexcept {
         struct stat st {};
         if (::fstat(parent.get(), &st) == 0 && !S_ISDIR(st.st_mode))
             beneath.allowed_access &= kFileRights;  // directory rights on a file are EINVAL
-        if (::syscall(SYS_landlock_add_rule, ruleset_fd.get(), LANDLOCK_RULE_PATH_BENEATH,
-                      &beneath, 0) != 0)
+        if (::syscall(SYS_landlock_add_rule, ruleset_fd.get(), LANDLOCK_RULE_PATH_BENEATH, &beneath,
+                      0) != 0)
             return step_fail(ctx, "landlock_add_rule(%s)", rule.path.c_str());
     }
     if (::syscall(SYS_landlock_restrict_self, ruleset_fd.get(), 0) != 0)

@@ -19,8 +19,8 @@ struct Rule {
 };
 
 struct Ruleset {
-    int abi = 0;                   // 0: the kernel has no Landlock
-    std::uint64_t handled = 0;     // every access right this ABI knows
+    int abi = 0;                // 0: the kernel has no Landlock
+    std::uint64_t handled = 0;  // every access right this ABI knows
     std::vector<Rule> rules;
 };
 

@@ -38,7 +38,9 @@ std::vector<std::string> host_environment() {
     return env;
 }
 
-void say(const std::string& line) { std::cerr << "pysandbox: " << line << std::endl; }
+void say(const std::string& line) {
+    std::cerr << "pysandbox: " << line << std::endl;
+}
 
 void describe_plan(const Plan& plan) {
     const Limits& limits = plan.profile.limits;
@@ -113,7 +115,7 @@ enum class JsonWanted { none, run_result, check_result };
 JsonWanted wants_json(CommandLine& command_line) {
     if (!command_line.json_requested()) return JsonWanted::none;
     return command_line.app().get_subcommand("check")->parsed() ? JsonWanted::check_result
-                                                                 : JsonWanted::run_result;
+                                                                : JsonWanted::run_result;
 }
 
 // Every error pysandbox itself hits: one line on stderr, and the result object when one is due.
@@ -170,8 +172,8 @@ int main(int argc, char** argv) {
         return fail(json, "profile error", e.what(), profile);
     } catch (const UserNamespaceError& e) {
         return fail(json, "error",
-                    std::string(e.what()) + "\n  cannot create user namespaces: " +
-                        doctor::user_namespace_hint(),
+                    std::string(e.what()) +
+                        "\n  cannot create user namespaces: " + doctor::user_namespace_hint(),
                     profile);
     } catch (const SysError& e) {
         return fail(json, "error", e.what(), profile);

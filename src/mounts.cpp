@@ -159,7 +159,8 @@ int step_bind_host_paths(ChildContext& ctx) noexcept {
     }
     for (const auto& link : ctx.plan.symlinks) {
         StagedPath path(link.path.c_str());
-        if (make_parent_dirs(path.c_str()) != 0 || ::symlink(link.target.c_str(), path.c_str()) != 0)
+        if (make_parent_dirs(path.c_str()) != 0 ||
+            ::symlink(link.target.c_str(), path.c_str()) != 0)
             return step_fail(ctx, "symlink(%s -> %s)", path.c_str(), link.target.c_str());
     }
     return 0;
@@ -272,16 +273,15 @@ int step_mount_proc(ChildContext& ctx) noexcept {
         struct stat st {};
         if (::lstat(path.c_str(), &st) != 0) continue;  // not in this kernel
         int rc = S_ISDIR(st.st_mode)
-                     ? ::mount("masked", path.c_str(), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV |
-                                                                    MS_NOEXEC, "size=0")
+                     ? ::mount("masked", path.c_str(), "tmpfs",
+                               MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0")
                      : ::mount(null.c_str(), path.c_str(), nullptr, MS_BIND, nullptr);
         if (rc != 0) return step_fail(ctx, "mask %s", path.c_str());
     }
     for (const auto& entry : ctx.plan.proc_readonly) {
         StagedPath path(entry.c_str());
         if (::access(path.c_str(), F_OK) != 0) continue;
-        if (int rc = bind_readonly(ctx, path.c_str(), path.c_str(),
-                                   kReadOnly | MOUNT_ATTR_NOEXEC);
+        if (int rc = bind_readonly(ctx, path.c_str(), path.c_str(), kReadOnly | MOUNT_ATTR_NOEXEC);
             rc != 0)
             return rc;
     }

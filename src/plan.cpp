@@ -130,7 +130,8 @@ void add_program(const Program& program, Plan& plan) {
             plan.script_label = program.text;
             break;
         case Program::Kind::check: {
-            plan.argv.push_back(std::string(kSandboxPythonDir) + std::string(python::kCheckModule) + ".py");
+            plan.argv.push_back(std::string(kSandboxPythonDir) + std::string(python::kCheckModule) +
+                                ".py");
             plan.argv.push_back(add_script_file(program.text, plan));
             plan.argv.push_back(policy::analyzer_argument(plan.profile.policy, plan.profile.name));
             plan.script_label = program.text;
@@ -142,8 +143,8 @@ void add_program(const Program& program, Plan& plan) {
 
 // The numeric libraries size their thread pools from the machine, not from the affinity mask;
 // told the CPU count, they neither oversubscribe nor run into limits.max_procs.
-constexpr const char* kThreadPoolVariables[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+constexpr const char* kThreadPoolVariables[] = {"OMP_NUM_THREADS",        "OPENBLAS_NUM_THREADS",
+                                                "MKL_NUM_THREADS",        "NUMEXPR_NUM_THREADS",
                                                 "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS"};
 
 // The first `wanted` CPUs this process may run on (fewer when there are fewer).
@@ -197,7 +198,8 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
     // The sandbox's modules come first, whatever else is asked for: site imports the audit hook
     // from there. (Debian's python3 -s still imports sitecustomize from PYTHONPATH.)
     std::string& python_path = env["PYTHONPATH"];
-    const std::string own = fs::path(kSandboxPythonDir).parent_path().string();  // no '/' at the end
+    const std::string own =
+        fs::path(kSandboxPythonDir).parent_path().string();  // no '/' at the end
     python_path = own + (python_path.empty() ? "" : ":" + python_path);
     for (const auto& [name, value] : env) plan.envp.push_back(name + "=" + value);
 }
@@ -230,8 +232,8 @@ std::vector<fs::path> built_files(std::string_view subdir, std::string_view pref
     const fs::path data = installed_data_dir();
     if (data.empty()) return found;
     std::error_code ec;
-    for (auto it = fs::directory_iterator(data / subdir, ec);
-         !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    for (auto it = fs::directory_iterator(data / subdir, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
         const std::string name = it->path().filename().string();
         if (name.starts_with(prefix) && name.ends_with(suffix) && it->is_regular_file(ec))
             found.push_back(it->path());
@@ -280,13 +282,15 @@ void add_identity_files(Plan& plan) {
     const std::string gid = std::to_string(plan.ids.inner_gid);
     plan.files.push_back({"/etc/passwd",
                           "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-                          "sandbox:x:" + uid + ":" + gid + ":sandbox:/tmp:/usr/sbin/nologin\n"
-                          "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                          "sandbox:x:" +
+                              uid + ":" + gid +
+                              ":sandbox:/tmp:/usr/sbin/nologin\n"
+                              "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
                           0444});
     plan.files.push_back(
         {"/etc/group", "root:x:0:\nsandbox:x:" + gid + ":\nnogroup:x:65534:\n", 0444});
-    plan.files.push_back({"/etc/hosts", "127.0.0.1 localhost " + plan.hostname + "\n::1 localhost\n",
-                          0444});
+    plan.files.push_back(
+        {"/etc/hosts", "127.0.0.1 localhost " + plan.hostname + "\n::1 localhost\n", 0444});
     plan.files.push_back({"/etc/hostname", plan.hostname + "\n", 0444});
 }
 
@@ -330,8 +334,8 @@ void check_host_workdir(const Overrides& overrides, Plan& plan) {
     if (!overrides.workdir) return;
     const std::string& dir = *overrides.workdir;
     if (!overrides.inputs.empty())
-        throw UsageError("--workdir: cannot be combined with --input (copy the files into " +
-                         dir + " instead)");
+        throw UsageError("--workdir: cannot be combined with --input (copy the files into " + dir +
+                         " instead)");
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0)
         throw UsageError("--workdir: " + dir + ": " + std::strerror(errno));
@@ -367,7 +371,8 @@ void check_hook_reachable(const Profile& profile) {
     for (const auto& arg : profile.interpreter_args)
         if (arg.size() > 1 && arg[0] == '-' && arg[1] != '-' &&
             arg.find_first_of("IES") != std::string::npos)
-            throw UsageError("python.args \"" + arg + "\" keeps Python from loading the [policy] "
+            throw UsageError("python.args \"" + arg +
+                             "\" keeps Python from loading the [policy] "
                              "audit hook (-I, -E and -S skip site or PYTHONPATH); remove it, or "
                              "empty policy.deny_imports and policy.deny_calls");
 }
@@ -380,8 +385,8 @@ void open_incident_log(const std::optional<std::string>& flag, Plan& plan) {
     plan.incident_log.reset(
         ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (!plan.incident_log)
-        throw UsageError(std::string(source) + ": cannot open \"" + path + "\" for appending: " +
-                         std::strerror(errno));
+        throw UsageError(std::string(source) + ": cannot open \"" + path +
+                         "\" for appending: " + std::strerror(errno));
     plan.incident_log_path = path;
 }
 
@@ -396,7 +401,8 @@ void add_sandbox_module(std::string_view name, Plan& plan) {
     // picks its own TAG.
     for (const fs::path& compiled : built_files("python", std::string(name) + ".", ".pyc")) {
         std::ifstream in(compiled, std::ios::binary);
-        std::string bytecode((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        std::string bytecode((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
         if (in.bad() || bytecode.empty()) continue;  // a cache: Python compiles the source instead
         plan.files.push_back(
             {dir + "__pycache__/" + compiled.filename().string(), std::move(bytecode), 0444});
@@ -408,9 +414,9 @@ void add_sandbox_module(std::string_view name, Plan& plan) {
 void add_sandbox_python(const Program& program, Plan& plan) {
     add_sandbox_module(python::kFiguresModule, plan);
     const policy::HookSetup setup{kSandboxPythonDir, kPolicyFd};
-    plan.files.push_back({std::string(kSandboxPythonDir) + "sitecustomize.py",
-                          policy::sitecustomize_source(plan.profile.policy, plan.profile.name, setup),
-                          0444});
+    plan.files.push_back(
+        {std::string(kSandboxPythonDir) + "sitecustomize.py",
+         policy::sitecustomize_source(plan.profile.policy, plan.profile.name, setup), 0444});
     if (plan.profile.policy.wants_hook()) add_sandbox_module(python::kHookModule, plan);
     if (program.kind == Program::Kind::check) add_sandbox_module(python::kCheckModule, plan);
 }
@@ -431,16 +437,18 @@ void add_rlimits(const Limits& limits, Plan& plan) {
         plan.rlimits.push_back({RLIMIT_AS, limits.memory, limits.memory});
         plan.rlimits.push_back({RLIMIT_DATA, limits.memory, limits.memory});
     }
-    plan.rlimits.insert(plan.rlimits.end(), {
-        {RLIMIT_CPU, cpu_seconds, cpu_seconds + 1},  // SIGXCPU first, SIGKILL a second later
-        // Counted per user inside the namespace: the script's processes and threads, plus init.
-        {RLIMIT_NPROC, limits.max_procs + 1, limits.max_procs + 1},
-        {RLIMIT_NOFILE, limits.open_files, limits.open_files},
-        {RLIMIT_FSIZE, limits.file_size, limits.file_size},
-        {RLIMIT_CORE, 0, 0},
-        {RLIMIT_MEMLOCK, 0, 0},
-        {RLIMIT_MSGQUEUE, 0, 0},
-    });
+    plan.rlimits.insert(
+        plan.rlimits.end(),
+        {
+            {RLIMIT_CPU, cpu_seconds, cpu_seconds + 1},  // SIGXCPU first, SIGKILL a second later
+            // Counted per user inside the namespace: the script's processes and threads, plus init.
+            {RLIMIT_NPROC, limits.max_procs + 1, limits.max_procs + 1},
+            {RLIMIT_NOFILE, limits.open_files, limits.open_files},
+            {RLIMIT_FSIZE, limits.file_size, limits.file_size},
+            {RLIMIT_CORE, 0, 0},
+            {RLIMIT_MEMLOCK, 0, 0},
+            {RLIMIT_MSGQUEUE, 0, 0},
+        });
 }
 
 }  // namespace
@@ -481,15 +489,15 @@ void choose_ids(IdMap& ids) {
 void add_filesystem(Plan& plan) {
     add_ro_paths(plan.profile, plan);
     plan.devices = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"};
-    plan.proc_masked = {"/proc/kcore",         "/proc/kallsyms",      "/proc/keys",
-                        "/proc/timer_list",    "/proc/sched_debug",   "/proc/latency_stats",
-                        "/proc/sysrq-trigger", "/proc/kmsg",          "/proc/acpi",
-                        "/proc/scsi",          "/proc/firmware",      "/proc/interrupts"};
+    plan.proc_masked = {"/proc/kcore",         "/proc/kallsyms",    "/proc/keys",
+                        "/proc/timer_list",    "/proc/sched_debug", "/proc/latency_stats",
+                        "/proc/sysrq-trigger", "/proc/kmsg",        "/proc/acpi",
+                        "/proc/scsi",          "/proc/firmware",    "/proc/interrupts"};
     plan.proc_readonly = {"/proc/sys", "/proc/bus", "/proc/fs", "/proc/irq"};
-    plan.tmp_mount_options = "size=" + std::to_string(plan.profile.limits.tmp_size) +
-                             ",nr_inodes=65536,mode=0755,uid=" +
-                             std::to_string(plan.ids.inner_uid) +
-                             ",gid=" + std::to_string(plan.ids.inner_gid);
+    plan.tmp_mount_options =
+        "size=" + std::to_string(plan.profile.limits.tmp_size) +
+        ",nr_inodes=65536,mode=0755,uid=" + std::to_string(plan.ids.inner_uid) +
+        ",gid=" + std::to_string(plan.ids.inner_gid);
     add_identity_files(plan);
 }
 
@@ -497,8 +505,9 @@ void add_filesystem(Plan& plan) {
 void add_kernel_layers(Plan& plan) {
     find_cgroup(plan);
     add_rlimits(plan.profile.limits, plan);
-    const auto sockets = plan.profile.network.mode == NetMode::none ? seccomp::Sockets::unix_only
-                                                                     : seccomp::Sockets::unix_and_inet;
+    const auto sockets = plan.profile.network.mode == NetMode::none
+                             ? seccomp::Sockets::unix_only
+                             : seccomp::Sockets::unix_and_inet;
     plan.seccomp_program = seccomp::compile(plan.profile.seccomp, sockets);
     std::vector<std::string> readable{"/etc", std::string(kScriptDir)};
     for (const auto& bind : plan.ro_binds) readable.push_back(bind.source);
@@ -532,7 +541,8 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
     plan->affinity = choose_cpus(plan->profile.limits.cpus);
     add_program(program, *plan);
     // The analyzer carries the policy as data (add_program); a hook would only get in its way.
-    if (program.kind == Program::Kind::check) plan->profile.policy = {{}, {}, plan->profile.policy.incident_log};
+    if (program.kind == Program::Kind::check)
+        plan->profile.policy = {{}, {}, plan->profile.policy.incident_log};
     check_hook_reachable(plan->profile);
     add_sandbox_python(program, *plan);
     add_environment(request.overrides, host_env, *plan);

@@ -91,7 +91,7 @@ struct Plan {
     std::string tmp_mount_options;  // for the writable /tmp tmpfs
     std::string workdir{kWorkDir};
     std::vector<InputFile> inputs;
-    std::optional<std::string> output_dir;  // absolute, an existing directory (--output-dir)
+    std::optional<std::string> output_dir;    // absolute, an existing directory (--output-dir)
     std::optional<std::string> host_workdir;  // bound read-write over workdir (--workdir)
     std::string hostname = "sandbox";
     std::optional<FontList> font_list;  // none: no list prepared, or no MPLCONFIGDIR in /tmp

@@ -41,7 +41,8 @@ PolicyChannel::Drained PolicyChannel::drain(policy::Records& records) {
         message.msg_iovlen = 1;
         message.msg_control = control;
         message.msg_controllen = sizeof control;
-        const ssize_t n = ::recvmsg(read_.get(), &message, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+        const ssize_t n =
+            ::recvmsg(read_.get(), &message, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
         if (n < 0) return errno == EINTR ? Drained::more : Drained::empty;
         if (n == 0 && message.msg_controllen == 0) return Drained::closed;
         if (n > 0 && static_cast<std::size_t>(n) <= sizeof record)

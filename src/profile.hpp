@@ -53,16 +53,16 @@ struct Network {
 };
 
 struct Profile {
-    std::string name;                             // what the user asked for, e.g. "default"
-    std::vector<std::filesystem::path> sources;   // the files read, most derived first
+    std::string name;                            // what the user asked for, e.g. "default"
+    std::vector<std::filesystem::path> sources;  // the files read, most derived first
     std::string description;
     Limits limits;
     Network network;
-    std::vector<std::string> ro_paths;            // host paths bound read-only, same place inside
+    std::vector<std::string> ro_paths;  // host paths bound read-only, same place inside
     std::string interpreter = "/usr/bin/python3";
-    std::vector<std::string> interpreter_args;    // before the script, e.g. "-s"
-    std::map<std::string, std::string> env_set;   // set inside, whatever the host has
-    std::vector<std::string> env_pass;            // copied from the host when present
+    std::vector<std::string> interpreter_args;   // before the script, e.g. "-s"
+    std::map<std::string, std::string> env_set;  // set inside, whatever the host has
+    std::vector<std::string> env_pass;           // copied from the host when present
     seccomp::Settings seccomp;
     policy::Rules policy;
 };

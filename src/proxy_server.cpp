@@ -226,15 +226,9 @@ struct Proxy::Server {
         using Phase = Connection::Phase;
         short client_events = 0, upstream_events = 0;
         switch (c.phase) {
-            case Phase::reading_head:
-                client_events = POLLIN;
-                break;
-            case Phase::connecting:
-                upstream_events = POLLOUT;
-                break;
-            case Phase::answering:
-                client_events = POLLOUT;
-                break;
+            case Phase::reading_head: client_events = POLLIN; break;
+            case Phase::connecting: upstream_events = POLLOUT; break;
+            case Phase::answering: client_events = POLLOUT; break;
             case Phase::relaying:
                 if (!c.client_eof && !c.to_upstream.pending()) client_events |= POLLIN;
                 if (c.to_client.pending()) client_events |= POLLOUT;
@@ -242,8 +236,7 @@ struct Proxy::Server {
                 if (c.to_upstream.pending()) upstream_events |= POLLOUT;
                 break;
             case Phase::looking_up:
-            case Phase::finished:
-                break;
+            case Phase::finished: break;
         }
         c.client_slot = add(fds, c.client.get(), client_events);
         c.upstream_slot = add(fds, c.upstream.get(), upstream_events);
@@ -311,21 +304,14 @@ struct Proxy::Server {
         if (client == 0 && upstream == 0) return;
         touch(c);
         switch (c.phase) {
-            case Phase::reading_head:
-                read_head(c);
-                break;
-            case Phase::connecting:
-                on_connect_result(c);
-                break;
+            case Phase::reading_head: read_head(c); break;
+            case Phase::connecting: on_connect_result(c); break;
             case Phase::answering:
                 if (!write_some(c.client.get(), c.to_client) || !c.to_client.pending()) finish(c);
                 break;
-            case Phase::relaying:
-                relay(c, client, upstream);
-                break;
+            case Phase::relaying: relay(c, client, upstream); break;
             case Phase::looking_up:
-            case Phase::finished:
-                break;
+            case Phase::finished: break;
         }
     }
 

@@ -8,10 +8,10 @@
 namespace pysandbox {
 
 enum class ReportKind : std::uint32_t {
-    setup_failed = 1,  // a child step failed: step, error, detail
-    exec_failed = 2,   // execve of the interpreter failed: error, detail
-    exited = 3,        // the script ended: wait_status and its usage
-    listener = 4,      // carries the seccomp user-notification fd (SCM_RIGHTS)
+    setup_failed = 1,    // a child step failed: step, error, detail
+    exec_failed = 2,     // execve of the interpreter failed: error, detail
+    exited = 3,          // the script ended: wait_status and its usage
+    listener = 4,        // carries the seccomp user-notification fd (SCM_RIGHTS)
     proxy_listener = 5,  // carries the proxy's listening socket, bound inside (SCM_RIGHTS)
     work_dir = 6,        // carries an open /tmp/work, for the artifacts (SCM_RIGHTS)
 };

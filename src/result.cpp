@@ -62,7 +62,8 @@ std::string count_summary(const std::map<std::string, std::uint64_t>& counts,
     std::string items;
     std::uint64_t total = 0;
     for (const auto& [name, count] : counts) {
-        items += (items.empty() ? "" : ", ") + name + (count > 1 ? " x" + std::to_string(count) : "");
+        items +=
+            (items.empty() ? "" : ", ") + name + (count > 1 ? " x" + std::to_string(count) : "");
         total += count;
     }
     return "the sandbox policy " + verb + " " + std::to_string(total) + " " + noun +
@@ -137,7 +138,8 @@ std::string human_summary(const Plan& plan, const Outcome& outcome) {
             : "";
     switch (outcome.kind) {
         case Kind::exited:
-            return join(join(output_summary(plan, outcome), blocked_summary(outcome)), hook_warning);
+            return join(join(output_summary(plan, outcome), blocked_summary(outcome)),
+                        hook_warning);
         case Kind::signaled:
             if (hit_cpu_limit(plan, outcome))
                 return "CPU time limit of " + units::format_duration(limits.cpu_time) +
@@ -275,7 +277,8 @@ json error_json(const Plan& plan, const Outcome& outcome) {
 json result_json(const Plan& plan, Outcome outcome, int exit_code) {
     const std::optional<PythonException> exception = find_exception(plan, outcome);
     const Status status = classify(plan, outcome, exception);
-    Outcome::Captured output = outcome.captured ? std::move(*outcome.captured) : Outcome::Captured{};
+    Outcome::Captured output =
+        outcome.captured ? std::move(*outcome.captured) : Outcome::Captured{};
     const std::string message = human_summary(plan, outcome);
     const bool exited = outcome.kind == Kind::exited;
     const bool signaled = outcome.kind == Kind::signaled || outcome.kind == Kind::interrupted ||
@@ -291,7 +294,8 @@ json result_json(const Plan& plan, Outcome outcome, int exit_code) {
         {"stdout", std::move(output.stdout_text)},
         {"stderr", std::move(output.stderr_text)},
         {"output", std::move(output.interleaved)},
-        {"truncated", {{"stdout", outcome.stdout_omitted > 0}, {"stderr", outcome.stderr_omitted > 0}}},
+        {"truncated",
+         {{"stdout", outcome.stdout_omitted > 0}, {"stderr", outcome.stderr_omitted > 0}}},
         {"bytes", {{"stdout", outcome.stdout_bytes}, {"stderr", outcome.stderr_bytes}}},
         {"exception", exception_json(exception)},
         {"violations", violations_json(outcome, status)},
@@ -326,6 +330,5 @@ json early_error_json(std::string_view message, std::string_view profile) {
             {"profile", profile},
             {"error", {{"message", message}, {"step", nullptr}, {"errno", nullptr}}}};
 }
-
 
 }  // namespace pysandbox

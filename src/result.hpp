@@ -52,5 +52,4 @@ nlohmann::ordered_json result_json(const Plan& plan, Outcome outcome, int exit_c
 // The result when pysandbox failed before a sandbox existed (usage, profile, host set-up).
 nlohmann::ordered_json early_error_json(std::string_view message, std::string_view profile);
 
-
 }  // namespace pysandbox

@@ -31,8 +31,8 @@ using SeccompCtx = std::unique_ptr<void, CtxRelease>;
 constexpr int kMaxSocketFamily = 64;
 constexpr std::uint64_t kLow32 = 0xffffffffULL;
 
-constexpr std::uint64_t kNamespaceFlags[] = {CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,
-                                             CLONE_NEWNET,  CLONE_NEWIPC, CLONE_NEWUTS,
+constexpr std::uint64_t kNamespaceFlags[] = {CLONE_NEWUSER,  CLONE_NEWNS,  CLONE_NEWPID,
+                                             CLONE_NEWNET,   CLONE_NEWIPC, CLONE_NEWUTS,
                                              CLONE_NEWCGROUP};
 
 void add_rule(scmp_filter_ctx ctx, std::uint32_t action, int nr, const char* what,
@@ -42,7 +42,9 @@ void add_rule(scmp_filter_ctx ctx, std::uint32_t action, int nr, const char* wha
     if (rc < 0) throw SysError(std::string("seccomp_rule_add(") + what + ")", -rc);
 }
 
-int resolve(const char* name) { return seccomp_syscall_resolve_name(name); }
+int resolve(const char* name) {
+    return seccomp_syscall_resolve_name(name);
+}
 
 void deny_process_creation(scmp_filter_ctx ctx, std::uint32_t deny) {
     for (const char* name : {"fork", "vfork"}) add_rule(ctx, deny, resolve(name), name);
@@ -64,35 +66,65 @@ void deny_sockets(scmp_filter_ctx ctx, std::uint32_t deny, bool inet) {
 
 const std::vector<Denial>& default_denials() {
     static const std::vector<Denial> kDenials = {
-        {"mount", "mount API"}, {"umount2", "mount API"}, {"pivot_root", "mount API"},
-        {"open_tree", "mount API"}, {"move_mount", "mount API"}, {"fsopen", "mount API"},
-        {"fsconfig", "mount API"}, {"fsmount", "mount API"}, {"fspick", "mount API"},
-        {"mount_setattr", "mount API"}, {"chroot", "mount API"},
-        {"unshare", "new namespaces"}, {"setns", "new namespaces"},
-        {"ptrace", "other processes' memory"}, {"process_vm_readv", "other processes' memory"},
-        {"process_vm_writev", "other processes' memory"}, {"pidfd_getfd", "other processes' fds"},
-        {"kexec_load", "kernel replacement"}, {"kexec_file_load", "kernel replacement"},
-        {"init_module", "kernel modules"}, {"finit_module", "kernel modules"},
+        {"mount", "mount API"},
+        {"umount2", "mount API"},
+        {"pivot_root", "mount API"},
+        {"open_tree", "mount API"},
+        {"move_mount", "mount API"},
+        {"fsopen", "mount API"},
+        {"fsconfig", "mount API"},
+        {"fsmount", "mount API"},
+        {"fspick", "mount API"},
+        {"mount_setattr", "mount API"},
+        {"chroot", "mount API"},
+        {"unshare", "new namespaces"},
+        {"setns", "new namespaces"},
+        {"ptrace", "other processes' memory"},
+        {"process_vm_readv", "other processes' memory"},
+        {"process_vm_writev", "other processes' memory"},
+        {"pidfd_getfd", "other processes' fds"},
+        {"kexec_load", "kernel replacement"},
+        {"kexec_file_load", "kernel replacement"},
+        {"init_module", "kernel modules"},
+        {"finit_module", "kernel modules"},
         {"delete_module", "kernel modules"},
-        {"bpf", "kernel attack surface"}, {"perf_event_open", "kernel attack surface"},
-        {"userfaultfd", "kernel attack surface"}, {"io_uring_setup", "kernel attack surface"},
-        {"io_uring_enter", "kernel attack surface"}, {"io_uring_register", "kernel attack surface"},
-        {"keyctl", "kernel keyrings"}, {"add_key", "kernel keyrings"},
+        {"bpf", "kernel attack surface"},
+        {"perf_event_open", "kernel attack surface"},
+        {"userfaultfd", "kernel attack surface"},
+        {"io_uring_setup", "kernel attack surface"},
+        {"io_uring_enter", "kernel attack surface"},
+        {"io_uring_register", "kernel attack surface"},
+        {"keyctl", "kernel keyrings"},
+        {"add_key", "kernel keyrings"},
         {"request_key", "kernel keyrings"},
-        {"acct", "host administration"}, {"swapon", "host administration"},
-        {"swapoff", "host administration"}, {"reboot", "host administration"},
-        {"syslog", "kernel log"}, {"quotactl", "host administration"},
-        {"quotactl_fd", "host administration"}, {"sethostname", "host administration"},
+        {"acct", "host administration"},
+        {"swapon", "host administration"},
+        {"swapoff", "host administration"},
+        {"reboot", "host administration"},
+        {"syslog", "kernel log"},
+        {"quotactl", "host administration"},
+        {"quotactl_fd", "host administration"},
+        {"sethostname", "host administration"},
         {"setdomainname", "host administration"},
         {"open_by_handle_at", "file handles bypass the mount tree"},
         {"name_to_handle_at", "file handles bypass the mount tree"},
-        {"clock_settime", "clock"}, {"clock_adjtime", "clock"}, {"settimeofday", "clock"},
+        {"clock_settime", "clock"},
+        {"clock_adjtime", "clock"},
+        {"settimeofday", "clock"},
         {"adjtimex", "clock"},
-        {"lookup_dcookie", "kernel attack surface"}, {"vhangup", "terminals"},
-        {"uselib", "obsolete"}, {"ustat", "obsolete"}, {"sysfs", "obsolete"},
-        {"_sysctl", "obsolete"}, {"iopl", "hardware"}, {"ioperm", "hardware"},
-        {"fanotify_init", "host-wide file monitoring"}, {"move_pages", "NUMA"},
-        {"migrate_pages", "NUMA"}, {"mbind", "NUMA"}, {"set_mempolicy", "NUMA"},
+        {"lookup_dcookie", "kernel attack surface"},
+        {"vhangup", "terminals"},
+        {"uselib", "obsolete"},
+        {"ustat", "obsolete"},
+        {"sysfs", "obsolete"},
+        {"_sysctl", "obsolete"},
+        {"iopl", "hardware"},
+        {"ioperm", "hardware"},
+        {"fanotify_init", "host-wide file monitoring"},
+        {"move_pages", "NUMA"},
+        {"migrate_pages", "NUMA"},
+        {"mbind", "NUMA"},
+        {"set_mempolicy", "NUMA"},
         // Pages of a memfd that is never mapped count against no rlimit: without a memory
         // cgroup they would escape the memory limit.
         {"memfd_create", "memory outside the memory limit"},
@@ -112,15 +144,18 @@ std::vector<sock_filter> compile(const Settings& settings, Sockets sockets) {
     SeccompCtx ctx(seccomp_init(SCMP_ACT_ALLOW));
     if (!ctx) throw SysError("seccomp_init", ENOMEM);
     // Only the native ABI: an i386 (int 0x80) or x32 call kills the process.
-    if (int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS); rc < 0)
+    if (int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+        rc < 0)
         throw SysError("seccomp_attr_set(ACT_BADARCH)", -rc);
 
     const std::uint32_t deny = SCMP_ACT_NOTIFY;
     for (const auto& denial : default_denials()) {
         if (std::ranges::find(settings.allow, denial.name) != settings.allow.end()) continue;
-        if (int nr = resolve(denial.name); nr != __NR_SCMP_ERROR) add_rule(ctx.get(), deny, nr, denial.name);
+        if (int nr = resolve(denial.name); nr != __NR_SCMP_ERROR)
+            add_rule(ctx.get(), deny, nr, denial.name);
     }
-    for (const auto& name : settings.deny) add_rule(ctx.get(), deny, resolve(name.c_str()), name.c_str());
+    for (const auto& name : settings.deny)
+        add_rule(ctx.get(), deny, resolve(name.c_str()), name.c_str());
 
     // personality() may only be queried: a changed persona (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE)
     // weakens the process.
@@ -151,14 +186,14 @@ std::vector<sock_filter> compile(const Settings& settings, Sockets sockets) {
 int load(const std::vector<sock_filter>& program) noexcept {
     sock_fprog prog{static_cast<unsigned short>(program.size()),
                     const_cast<sock_filter*>(program.data())};
-    long fd = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER,
-                        &prog);
+    long fd =
+        ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
     return fd < 0 ? -errno : static_cast<int>(fd);
 }
 
 std::string syscall_name(std::uint32_t arch, int nr) {
     std::unique_ptr<char, decltype(&std::free)> name(seccomp_syscall_resolve_num_arch(arch, nr),
-                                                      &std::free);
+                                                     &std::free);
     return name ? std::string(name.get()) : "syscall " + std::to_string(nr);
 }
 

@@ -15,8 +15,8 @@
 namespace pysandbox::seccomp {
 
 struct Settings {
-    bool kill = false;             // end the sandbox on the first denied call (else EPERM)
-    bool allow_processes = false;  // fork/vfork/clone without CLONE_THREAD
+    bool kill = false;               // end the sandbox on the first denied call (else EPERM)
+    bool allow_processes = false;    // fork/vfork/clone without CLONE_THREAD
     std::vector<std::string> deny;   // added to the default denials
     std::vector<std::string> allow;  // removed from the default denials
 };

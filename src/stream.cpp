@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace pysandbox {
@@ -62,8 +62,7 @@ std::string TailRing::drain() {
     return out;
 }
 
-Stream::Stream(sys::UniqueFd from, sys::UniqueFd to, std::size_t write_chunk,
-               OutputBudget* budget)
+Stream::Stream(sys::UniqueFd from, sys::UniqueFd to, std::size_t write_chunk, OutputBudget* budget)
     : from_(std::move(from)),
       to_(std::move(to)),
       write_chunk_(write_chunk),

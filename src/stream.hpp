@@ -26,14 +26,14 @@ struct OutputBudget {
 // Output kept in memory for the JSON result instead of being written out: each stream's bytes, and
 // both together in the order they arrived.
 class Transcript {
-public:
+  public:
     enum Channel { kStdout = 0, kStderr = 1 };
     void append(Channel channel, std::string_view bytes);
     std::string interleaved() const;
     // Hands over one channel's bytes (call interleaved() first).
     std::string take(Channel channel) { return std::move(text_[channel]); }
 
-private:
+  private:
     struct Segment {
         Channel channel;
         std::size_t length;
@@ -44,14 +44,14 @@ private:
 
 // The last `capacity` bytes of a stream, and how many fell out before them.
 class TailRing {
-public:
+  public:
     explicit TailRing(std::size_t capacity) : capacity_(capacity) {}
     void push(const char* data, std::size_t n);
     std::uint64_t omitted() const { return omitted_; }
     // The marker (when something was omitted) followed by the kept bytes, oldest first.
     std::string drain();
 
-private:
+  private:
     std::size_t capacity_;
     std::vector<char> ring_;
     std::size_t next_ = 0;  // where the next byte goes once the ring is full
@@ -59,7 +59,7 @@ private:
 };
 
 class Stream {
-public:
+  public:
     // `budget` is null for the script's stdin, which is not capped.
     Stream(sys::UniqueFd from, sys::UniqueFd to, std::size_t write_chunk,
            OutputBudget* budget = nullptr);
@@ -82,7 +82,7 @@ public:
     void on_writable();
     void on_sink_error();  // nothing more can be delivered
 
-private:
+  private:
     static constexpr std::size_t kBuffer = 64 * 1024;
 
     std::size_t pending() const { return pending_.size() - offset_; }

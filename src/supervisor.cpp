@@ -75,8 +75,8 @@ std::int64_t realtime_ns() {
 void write_proc_file(pid_t pid, const char* name, const std::string& content) {
     std::string path = "/proc/" + std::to_string(pid) + "/" + name;
     UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-    if (!fd || ::write(fd.get(), content.data(), content.size()) !=
-                   static_cast<ssize_t>(content.size())) {
+    if (!fd ||
+        ::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size())) {
         const int error = errno;
         throw UserNamespaceError(
             "write(" + path + ", \"" + content.substr(0, content.find('\n')) + "\")", error);
@@ -263,10 +263,10 @@ void Supervision::open_streams(Pipes& pipes) {
     // else: the script's stdin is closed at once and reads EOF.
     first_output_ = streams_.size();
     if (plan_.capture_output) {
-        streams_.push_back(Stream::captured(std::move(pipes.out.read), transcript_,
-                                            Transcript::kStdout, budget_));
-        streams_.push_back(Stream::captured(std::move(pipes.err.read), transcript_,
-                                            Transcript::kStderr, budget_));
+        streams_.push_back(
+            Stream::captured(std::move(pipes.out.read), transcript_, Transcript::kStdout, budget_));
+        streams_.push_back(
+            Stream::captured(std::move(pipes.err.read), transcript_, Transcript::kStderr, budget_));
         return;
     }
     streams_.emplace_back(std::move(pipes.out.read), dup_fd(STDOUT_FILENO),
@@ -277,41 +277,65 @@ void Supervision::open_streams(Pipes& pipes) {
 
 void Supervision::watch_stream(Stream& stream) {
     using Interest = sys::Poller::Interest;
-    poller_.watch([&stream] { return Interest{stream.wants_read() ? stream.from_fd() : -1, POLLIN}; },
-                  [&stream](short revents) {
-                      if (revents & (POLLIN | POLLHUP | POLLERR)) stream.on_readable();
-                  });
-    poller_.watch([&stream] { return Interest{stream.wants_write() ? stream.to_fd() : -1, POLLOUT}; },
-                  [&stream](short revents) {
-                      if (revents & POLLOUT)
-                          stream.on_writable();
-                      else if (revents & (POLLERR | POLLHUP))
-                          stream.on_sink_error();
-                  });
+    poller_.watch(
+        [&stream] {
+            return Interest{stream.wants_read() ? stream.from_fd() : -1, POLLIN};
+        },
+        [&stream](short revents) {
+            if (revents & (POLLIN | POLLHUP | POLLERR)) stream.on_readable();
+        });
+    poller_.watch(
+        [&stream] {
+            return Interest{stream.wants_write() ? stream.to_fd() : -1, POLLOUT};
+        },
+        [&stream](short revents) {
+            if (revents & POLLOUT)
+                stream.on_writable();
+            else if (revents & (POLLERR | POLLHUP))
+                stream.on_sink_error();
+        });
 }
 
 // The order is the order events are handled in one round: the deadline and signals first, the
 // child's reports before its death, its output, and the reaping last.
 void Supervision::watch_events() {
     using Interest = sys::Poller::Interest;
-    poller_.watch([this] { return Interest{deadline_.get(), POLLIN}; },
-                  [this](short) { on_timer(); });
-    poller_.watch([this] { return Interest{signals_.get(), POLLIN}; },
-                  [this](short) { on_signal(); });
-    poller_.watch([this] { return Interest{report_.get(), POLLIN}; },
-                  [this](short) { on_report(); });
-    poller_.watch([this] { return Interest{notify_.get(), POLLIN}; },
-                  [this](short revents) {
-                      if (revents & POLLIN)
-                          on_denied_syscall();
-                      else
-                          notify_.reset();  // every filtered process is gone
-                  });
-    poller_.watch([this] { return Interest{policy_open_ ? policy_->fd() : -1, POLLIN}; },
-                  [this](short) { on_policy_record(); });
+    poller_.watch(
+        [this] {
+            return Interest{deadline_.get(), POLLIN};
+        },
+        [this](short) { on_timer(); });
+    poller_.watch(
+        [this] {
+            return Interest{signals_.get(), POLLIN};
+        },
+        [this](short) { on_signal(); });
+    poller_.watch(
+        [this] {
+            return Interest{report_.get(), POLLIN};
+        },
+        [this](short) { on_report(); });
+    poller_.watch(
+        [this] {
+            return Interest{notify_.get(), POLLIN};
+        },
+        [this](short revents) {
+            if (revents & POLLIN)
+                on_denied_syscall();
+            else
+                notify_.reset();  // every filtered process is gone
+        });
+    poller_.watch(
+        [this] {
+            return Interest{policy_open_ ? policy_->fd() : -1, POLLIN};
+        },
+        [this](short) { on_policy_record(); });
     for (Stream& stream : streams_) watch_stream(stream);
-    poller_.watch([this] { return Interest{child_.reaped() ? -1 : child_.pidfd(), POLLIN}; },
-                  [this](short) { init_status_ = child_.reap(); });
+    poller_.watch(
+        [this] {
+            return Interest{child_.reaped() ? -1 : child_.pidfd(), POLLIN};
+        },
+        [this](short) { init_status_ = child_.reap(); });
 }
 
 void Supervision::on_report() {
@@ -366,9 +390,9 @@ Outcome Supervision::take_outcome(Clock::time_point start) {
     outcome.stderr_omitted = err.omitted();
     if (plan_.capture_output) {
         std::string interleaved = transcript_.interleaved();
-        outcome.captured = Outcome::Captured{transcript_.take(Transcript::kStdout),
-                                             transcript_.take(Transcript::kStderr),
-                                             std::move(interleaved)};
+        outcome.captured =
+            Outcome::Captured{transcript_.take(Transcript::kStdout),
+                              transcript_.take(Transcript::kStderr), std::move(interleaved)};
     }
     using std::chrono::duration_cast;
     using std::chrono::milliseconds;
@@ -388,7 +412,7 @@ Outcome Supervision::take_outcome(Clock::time_point start) {
     outcome.policy = outcome_policy_;
     if (failure_) {
         outcome.kind = failure_->kind == ReportKind::exec_failed ? Outcome::Kind::exec_failed
-                                                                  : Outcome::Kind::setup_failed;
+                                                                 : Outcome::Kind::setup_failed;
         outcome.error = failure_->error;
         outcome.step = child_step_name(failure_->step);
         outcome.detail = failure_->detail;

@@ -16,11 +16,11 @@
 namespace pysandbox {
 
 struct Supervised {
-    Outcome outcome;  // how it ended, output, usage, denied calls, the hook's records
+    Outcome outcome;         // how it ended, output, usage, denied calls, the hook's records
     sys::UniqueFd work_dir;  // the sandbox's /tmp/work, handed over during setup
     std::unique_ptr<proxy::Proxy> proxy;        // network mode "proxy", once it was opened
     std::unique_ptr<cgroup::RunCgroup> cgroup;  // when memory and processes had one
-    std::int64_t start_realtime_ns = 0;  // CLOCK_REALTIME before the sandbox started
+    std::int64_t start_realtime_ns = 0;         // CLOCK_REALTIME before the sandbox started
 };
 
 // Runs the plan's sandbox to its end. Throws UserNamespaceError or SysError when the sandbox

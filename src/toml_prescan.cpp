@@ -51,14 +51,12 @@ class Prescanner {
     const char* step(std::string_view text, std::size_t i, std::size_t& skip) {
         const char c = text[i];
         switch (region_) {
-            case Region::code:
-                return in_code(text, i, skip);
+            case Region::code: return in_code(text, i, skip);
             case Region::comment:
                 if (c == '\n') end_region_at_newline();
                 return nullptr;
             case Region::basic:
-            case Region::multiline_basic:
-                return in_basic(text, i, skip);
+            case Region::multiline_basic: return in_basic(text, i, skip);
             case Region::literal:
                 if (c == '\'')
                     end_region(after_string_);

@@ -47,7 +47,9 @@ std::optional<Frame> parse_frame_line(std::string_view text) {
     return frame;
 }
 
-bool is_source_line(std::string_view line) { return line.starts_with("    "); }
+bool is_source_line(std::string_view line) {
+    return line.starts_with("    ");
+}
 
 // The frames starting at `at`, each with its source and caret lines; `at` ends past them.
 std::vector<Frame> parse_frames(const std::vector<std::string_view>& lines, std::size_t& at) {
@@ -142,7 +144,8 @@ PythonException make_exception(const std::vector<std::string_view>& lines,
     }
     e.traceback += join_lines(lines, exception_at, end);
 
-    e.summary = e.type + (e.message.empty() ? "" : ": " + e.message.substr(0, e.message.find('\n')));
+    e.summary =
+        e.type + (e.message.empty() ? "" : ": " + e.message.substr(0, e.message.find('\n')));
     if (e.line) e.summary += " (line " + std::to_string(*e.line) + ")";
     e.hint = hint_for(e.type, e.message);
     return e;

@@ -21,18 +21,12 @@ std::string words(const std::vector<std::string>& items) {
 // What to offer for a value: the kind's name, then the choices for a choice.
 std::string kind_words(ValueKind kind, const std::vector<std::string>& choices = {}) {
     switch (kind) {
-        case ValueKind::none:
-            return "flag";
-        case ValueKind::text:
-            return "text";
-        case ValueKind::choice:
-            return "choice " + words(choices);
-        case ValueKind::file:
-            return "file";
-        case ValueKind::directory:
-            return "directory";
-        case ValueKind::profile:
-            return "profile";
+        case ValueKind::none: return "flag";
+        case ValueKind::text: return "text";
+        case ValueKind::choice: return "choice " + words(choices);
+        case ValueKind::file: return "file";
+        case ValueKind::directory: return "directory";
+        case ValueKind::profile: return "profile";
     }
     return "text";
 }
@@ -116,17 +110,12 @@ std::string zsh_escaped(std::string_view text, std::string_view specials) {
 
 std::string zsh_action(ValueKind kind, const std::vector<std::string>& choices) {
     switch (kind) {
-        case ValueKind::choice:
-            return "(" + words(choices) + ")";
-        case ValueKind::file:
-            return "_files";
-        case ValueKind::directory:
-            return "_files -/";
-        case ValueKind::profile:
-            return "_pysandbox_profiles";
+        case ValueKind::choice: return "(" + words(choices) + ")";
+        case ValueKind::file: return "_files";
+        case ValueKind::directory: return "_files -/";
+        case ValueKind::profile: return "_pysandbox_profiles";
         case ValueKind::none:
-        case ValueKind::text:
-            return " ";
+        case ValueKind::text: return " ";
     }
     return " ";
 }
@@ -202,32 +191,22 @@ std::string fish_condition(const CommandDoc& command) {
 
 std::string fish_value(ValueKind kind, const std::vector<std::string>& choices) {
     switch (kind) {
-        case ValueKind::none:
-            return "";
-        case ValueKind::text:
-            return " -x";
-        case ValueKind::choice:
-            return " -x -a " + shell_quoted(words(choices));
-        case ValueKind::file:
-            return " -r -F";
-        case ValueKind::directory:
-            return " -x -a '(__fish_complete_directories)'";
-        case ValueKind::profile:
-            return " -x -a '(__pysandbox_profiles)'";
+        case ValueKind::none: return "";
+        case ValueKind::text: return " -x";
+        case ValueKind::choice: return " -x -a " + shell_quoted(words(choices));
+        case ValueKind::file: return " -r -F";
+        case ValueKind::directory: return " -x -a '(__fish_complete_directories)'";
+        case ValueKind::profile: return " -x -a '(__pysandbox_profiles)'";
     }
     return "";
 }
 
 std::string fish_positional(ValueKind kind) {
     switch (kind) {
-        case ValueKind::file:
-            return " -F";
-        case ValueKind::directory:
-            return " -a '(__fish_complete_directories)'";
-        case ValueKind::profile:
-            return " -a '(__pysandbox_profiles)'";
-        default:
-            return "";
+        case ValueKind::file: return " -F";
+        case ValueKind::directory: return " -a '(__fish_complete_directories)'";
+        case ValueKind::profile: return " -a '(__pysandbox_profiles)'";
+        default: return "";
     }
 }
 

@@ -15,7 +15,7 @@ namespace pysandbox::sys {
 // the child is killed and reaped before the guard goes away. Killing the sandbox's init kills
 // its whole PID namespace.
 class ChildGuard {
-public:
+  public:
     ChildGuard(int pidfd, pid_t pid) noexcept : pidfd_(pidfd), pid_(pid) {}
     ChildGuard(const ChildGuard&) = delete;
     ChildGuard& operator=(const ChildGuard&) = delete;
@@ -43,7 +43,7 @@ public:
     pid_t pid() const noexcept { return pid_; }
     bool reaped() const noexcept { return reaped_; }
 
-private:
+  private:
     UniqueFd pidfd_;
     pid_t pid_;
     bool reaped_ = false;

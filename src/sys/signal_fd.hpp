@@ -12,7 +12,7 @@ namespace pysandbox::sys {
 // Blocks the given signals and delivers them through a descriptor; restores the mask on
 // destruction.
 class SignalFd {
-public:
+  public:
     explicit SignalFd(std::initializer_list<int> signals) {
         sigemptyset(&mask_);
         for (int sig : signals) sigaddset(&mask_, sig);
@@ -32,7 +32,7 @@ public:
 
     int get() const noexcept { return fd_.get(); }
 
-private:
+  private:
     sigset_t mask_{};
     sigset_t previous_{};
     UniqueFd fd_;

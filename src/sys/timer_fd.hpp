@@ -12,9 +12,10 @@ namespace pysandbox::sys {
 
 // A CLOCK_MONOTONIC one-shot deadline that poll() can watch.
 class TimerFd {
-public:
-    TimerFd() : fd_(check_sys(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK),
-                              "timerfd_create(CLOCK_MONOTONIC)")) {}
+  public:
+    TimerFd()
+        : fd_(check_sys(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK),
+                        "timerfd_create(CLOCK_MONOTONIC)")) {}
 
     void arm(std::chrono::nanoseconds after) {
         itimerspec spec{};
@@ -32,7 +33,7 @@ public:
 
     int get() const noexcept { return fd_.get(); }
 
-private:
+  private:
     UniqueFd fd_;
 };
 

@@ -90,7 +90,8 @@ TEST_CASE("an out-of-memory kill is read from memory.events") {
     TempDir run;
     pysandbox::sys::UniqueFd dir(::open(run.path().c_str(), O_RDONLY | O_DIRECTORY));
     CHECK(cgroup::read_oom_kills(dir.get()) == 0);
-    write_file(run / "memory.events", "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 0\n");
+    write_file(run / "memory.events",
+               "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\noom_group_kill 0\n");
     CHECK(cgroup::read_oom_kills(dir.get()) == 1);
 }
 

@@ -26,8 +26,8 @@ namespace fs = std::filesystem;
 using pysandbox::NetMode;
 using pysandbox::Plan;
 using pysandbox::Profile;
-using pysandbox::Program;
 using pysandbox::ProfileError;
+using pysandbox::Program;
 using pysandbox::Request;
 using pysandbox::RunInvocation;
 using pysandbox::UsageError;
@@ -295,8 +295,7 @@ TEST_SUITE("plan") {
             CAPTURE(var);
             CHECK_FALSE(var.starts_with("LD_"));
             // Only the sandbox's own module directory, never the host's PYTHONPATH.
-            if (var.starts_with("PYTHONPATH="))
-                CHECK(var == "PYTHONPATH=/sandbox/.pysandbox");
+            if (var.starts_with("PYTHONPATH=")) CHECK(var == "PYTHONPATH=/sandbox/.pysandbox");
             CHECK_FALSE(var.starts_with("PYTHONSTARTUP="));
             CHECK_FALSE(var.starts_with("AWS_"));
             CHECK_FALSE(contains(var, "/evil"));
@@ -445,10 +444,10 @@ TEST_SUITE("plan") {
             pysandbox::proxy::Allowlist::parse({"*.example.net:80", "[::1]:8080"});
         auto plan = plan_for(code_request(), profile);
         CHECK(plan->profile.network.allow.describe() == "*.example.net:80, [::1]:8080");
-        for (const char* var : {"HTTP_PROXY=http://127.0.0.1:3128",
-                                "HTTPS_PROXY=http://127.0.0.1:3128",
-                                "http_proxy=http://127.0.0.1:3128",
-                                "https_proxy=http://127.0.0.1:3128", "NO_PROXY=", "no_proxy="})
+        for (const char* var :
+             {"HTTP_PROXY=http://127.0.0.1:3128", "HTTPS_PROXY=http://127.0.0.1:3128",
+              "http_proxy=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128",
+              "NO_PROXY=", "no_proxy="})
             CHECK_MESSAGE(std::ranges::count(plan->envp, std::string(var)) == 1, var);
         auto none = plan_for(code_request());
         CHECK(std::ranges::none_of(none->envp, [](const std::string& v) {
@@ -493,8 +492,9 @@ TEST_SUITE("plan") {
         std::error_code ec;
         // The build prepares it with the profiles' interpreter; without matplotlib there (the
         // README installs python3-matplotlib) this test cannot say anything, so it fails.
-        REQUIRE_MESSAGE(!(fs::is_empty(prepared, ec) || ec),
-                        "no font list prepared in " << prepared << " (no matplotlib at build time)");
+        REQUIRE_MESSAGE(
+            !(fs::is_empty(prepared, ec) || ec),
+            "no font list prepared in " << prepared << " (no matplotlib at build time)");
         auto list = font_list_for("/tmp/.matplotlib/");
         REQUIRE(list);
         CHECK(list->target.starts_with("/tmp/.matplotlib/fontlist-v"));

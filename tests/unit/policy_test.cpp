@@ -25,8 +25,8 @@
 namespace fs = std::filesystem;
 using pysandbox::Plan;
 using pysandbox::Profile;
-using pysandbox::Program;
 using pysandbox::ProfileError;
+using pysandbox::Program;
 using pysandbox::Request;
 using pysandbox::UsageError;
 using pysandbox::test::contains;
@@ -95,13 +95,14 @@ TEST_SUITE("policy") {
     TEST_CASE("the hook's records: counted by kind and name, junk ignored, installation noted") {
         const policy::Records records = policy::parse_records(
             "call\tos.system\ncall\tos.system\nimport\tctypes\nhook\tinstalled\n"
-            "signal\tx\n"            // an unknown kind
-            "call\t\n"               // nothing blocked
-            "call\tos system\n"      // not a name
+            "signal\tx\n"        // an unknown kind
+            "call\t\n"           // nothing blocked
+            "call\tos system\n"  // not a name
             "no tab at all\n"
-            "call\tos.fork");        // torn: no newline
+            "call\tos.fork");  // torn: no newline
         CHECK(records.hook_installed);
-        CHECK(records.blocks == policy::Blocks{{{"call", "os.system"}, 2}, {{"import", "ctypes"}, 1}});
+        CHECK(records.blocks ==
+              policy::Blocks{{{"call", "os.system"}, 2}, {{"import", "ctypes"}, 1}});
         CHECK_FALSE(policy::parse_records("call\tos.system\n").hook_installed);
     }
 
@@ -121,7 +122,8 @@ TEST_SUITE("policy") {
             CHECK_MESSAGE(!policy::is_module_name(bad), bad);
     }
 
-    TEST_CASE("shipped policies: default denies calls only, strict imports too, network no sockets") {
+    TEST_CASE(
+        "shipped policies: default denies calls only, strict imports too, network no sockets") {
         const Profile normal = shipped("default");
         CHECK(normal.policy.deny_imports.empty());
         CHECK(has(normal.policy.deny_calls, "os.system"));
@@ -136,7 +138,8 @@ TEST_SUITE("policy") {
     }
 
     TEST_CASE("a bad entry is named at its own line and column") {
-        const std::string call = text_error("[policy]\ndeny_calls = [\"os.system\",\n  \"os.sistem\"]\n");
+        const std::string call =
+            text_error("[policy]\ndeny_calls = [\"os.system\",\n  \"os.sistem\"]\n");
         CHECK_MESSAGE(contains(call, "inline.toml:3:3: policy.deny_calls[1]"), call);
         CHECK_MESSAGE(contains(call, "unknown call name"), call);
         CHECK_MESSAGE(contains(call, "os.system, os.exec"), call);  // what is known
@@ -155,17 +158,18 @@ TEST_SUITE("policy") {
         // install(profile, imports, calls, {audit event: rule}, channel fd, own directory), with
         // nothing at module level
         CHECK(contains(hook, "\nfrom pysandbox_hook import install\n"));
-        CHECK(contains(hook, "install(*[\"inline\",[\"ctypes\"],[\"os.exec\",\"os.system\"],"
-                             "{\"os.exec\":\"os.exec\",\"os.system\":\"os.system\"},4,"
-                             "\"/sandbox/.pysandbox/\"])"));
+        CHECK(contains(hook,
+                       "install(*[\"inline\",[\"ctypes\"],[\"os.exec\",\"os.system\"],"
+                       "{\"os.exec\":\"os.exec\",\"os.system\":\"os.system\"},4,"
+                       "\"/sandbox/.pysandbox/\"])"));
         CHECK(contains(hook, "\ndel install\n"));
         CHECK(contains(module_source("pysandbox_hook"), "sys.addaudithook(hook)"));
         Profile kill = from_text("[policy]\ndeny_calls = [\"os.kill\", \"os.fork\"]\n");
         const std::string both = sitecustomize_for(kill);  // os.killpg, os.forkpty too
         CHECK(contains(both, "\"os.kill\":\"os.kill\",\"os.killpg\":\"os.kill\""));
         CHECK(contains(both, "\"os.fork\":\"os.fork\",\"os.forkpty\":\"os.fork\""));
-        CHECK_FALSE(contains(sitecustomize_for(from_text("[policy]\ndeny_calls = []\n")),
-                             "addaudithook"));
+        CHECK_FALSE(
+            contains(sitecustomize_for(from_text("[policy]\ndeny_calls = []\n")), "addaudithook"));
         const std::string analyzer = policy::analyzer_argument(profile.policy, profile.name);
         CHECK(contains(analyzer, "\"os.spawnv\":\"os.exec\""));  // os.spawn* reported as os.exec
         CHECK(contains(analyzer, "\"os.system\":\"os.system\""));

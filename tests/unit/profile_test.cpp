@@ -137,7 +137,8 @@ TEST_SUITE("profile") {
         CHECK(load_error(file) ==
               file.string() +
                   ":4:3: limits.wal_time: unknown key ([limits] accepts: artifact_size, "
-                  "artifacts_total, cpu_time, cpus, file_size, max_procs, memory, open_files, output_limit, tmp_size, wall_time)");
+                  "artifacts_total, cpu_time, cpus, file_size, max_procs, memory, open_files, "
+                  "output_limit, tmp_size, wall_time)");
     }
 
     TEST_CASE("a wrong type points at the value") {
@@ -184,7 +185,8 @@ TEST_SUITE("profile") {
                 .starts_with("inline.toml:1:1: limits.wall_time: expected a string, found table"));
         CHECK(text_error("[limits.extra]\nx = 1\n") ==
               "inline.toml:1:9: limits.extra: unknown key ([limits] accepts: artifact_size, "
-              "artifacts_total, cpu_time, cpus, file_size, max_procs, memory, open_files, output_limit, tmp_size, wall_time)");
+              "artifacts_total, cpu_time, cpus, file_size, max_procs, memory, open_files, "
+              "output_limit, tmp_size, wall_time)");
     }
 
     // Regression: a table-valued key was checked as a whole, so the error pointed at the
@@ -195,8 +197,9 @@ TEST_SUITE("profile") {
     }
 
     TEST_CASE("a malformed network.allow entry names network.allow[N] and points at it") {
-        CHECK(text_error("[network]\nmode = \"proxy\"\nallow = [\"ok.org:443\",\n  \"bad.org\"]\n") ==
-              "inline.toml:4:3: network.allow[1]: \"bad.org\": expected HOST:PORT");
+        CHECK(
+            text_error("[network]\nmode = \"proxy\"\nallow = [\"ok.org:443\",\n  \"bad.org\"]\n") ==
+            "inline.toml:4:3: network.allow[1]: \"bad.org\": expected HOST:PORT");
         CHECK(text_error("[network]\nallow = [\"*.a.org:99999\"]\n") ==
               "inline.toml:2:10: network.allow[0]: \"*.a.org:99999\": port 99999 is outside "
               "1-65535");
@@ -250,9 +253,10 @@ TEST_SUITE("profile") {
         CHECK(text_error("x =1\"\xef\xbb\xbb\"\n") ==
               "inline.toml:1:6: a non-ASCII character outside a string or a comment");
         // In strings, quoted keys and comments it is fine.
-        std::string fine = "# caf\xc3\xa9\ndescription = \"\\\"caf\xc3\xa9\" # \xc3\xa9\n"
-                           "[env.set]\n\"\xc3\x9a\" = '\xc3\x9a'\nB = \"\"\"\n\xc3\x9a\"\"\"\n"
-                           "[python]\nargs = [\n  # \xc3\xa9\n  \"\xc3\xa9\", '\xc3\x9a']\n";
+        std::string fine =
+            "# caf\xc3\xa9\ndescription = \"\\\"caf\xc3\xa9\" # \xc3\xa9\n"
+            "[env.set]\n\"\xc3\x9a\" = '\xc3\x9a'\nB = \"\"\"\n\xc3\x9a\"\"\"\n"
+            "[python]\nargs = [\n  # \xc3\xa9\n  \"\xc3\xa9\", '\xc3\x9a']\n";
         CHECK(text_error(fine) == "(no error)");
     }
 

@@ -46,7 +46,8 @@ TEST_CASE("the line is the deepest frame in the script, not in a library") {
         "/sandbox/c.py");
     REQUIRE(e);
     CHECK(e->type == "json.decoder.JSONDecodeError");
-    CHECK(e->message == "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)");
+    CHECK(e->message ==
+          "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)");
     CHECK(e->line == 2);
 }
 
@@ -136,8 +137,7 @@ TEST_CASE("hints for what the sandbox causes") {
           std::string::npos);
     CHECK(hint("OSError: [Errno 30] Read-only file system: '/x'").find("/tmp") !=
           std::string::npos);
-    CHECK(hint("OSError: [Errno 101] Network is unreachable").find("network") !=
-          std::string::npos);
+    CHECK(hint("OSError: [Errno 101] Network is unreachable").find("network") != std::string::npos);
     CHECK(hint("KeyError: 'k'").empty());
 }
 
