@@ -128,7 +128,9 @@ class Prescanner {
         const bool multiline = region_ == Region::multiline_basic;
         if (escaped_) {
             escaped_ = false;
-            if (!is_ascii(c)) return kAfterBackslash;
+            // Only a multi-line string asks whether the escaped character is whitespace; in a
+            // one-line string toml++ reports an unknown escape itself.
+            if (multiline && !is_ascii(c)) return kAfterBackslash;
             if (multiline && (is_blank(c) || c == '\n')) {
                 line_ending_ = true;  // a line-ending backslash swallows what follows
                 return nullptr;

@@ -226,7 +226,11 @@ TEST_SUITE("toml_prescan") {
         CHECK(prescan("\"\"\"\\" + kE + "\"\"\" = 1\n") == "1:5: " + kAfterBackslash);  // a key
         CHECK(load_error("description = \"\"\"\\" + kE + "\"\"\"\n") ==
               "inline.toml:1:19: " + kAfterBackslash);
-        CHECK(prescan("a = \"\\" + kE + "\"\n") == "1:7: " + kAfterBackslash);
+        // A one-line string is left to toml++, which asks nothing there and reports the escape.
+        CHECK(prescan("a = \"\\" + kE + "\"\n") == "(accepted)");
+        CHECK(load_error("description = \"\\" + kE + "\"\n") ==
+              "inline.toml:1:17: Error while parsing string: unknown escape sequence '\\" + kE +
+                  "'");
     }
 
     TEST_CASE("toml++ 3.3 defect [escape]: toml++ alone reaches __builtin_unreachable()") {
@@ -238,7 +242,7 @@ TEST_SUITE("toml_prescan") {
         // The probe: a code point toml++ reads safely there is an unknown escape.
         CHECK(unguarded("a = \"\"\"\\" + kSafe + "\"\"\"\n") ==
               "exit 1: 1:9: Error while parsing string: unknown escape sequence '\\" + kSafe + "'");
-        // Not a defect: in a one-line string toml++ does not ask.
+        // Not a defect: in a one-line string toml++ does not ask (why the guard lets it by).
         CHECK(unguarded("a = \"\\" + kE + "\"\n") ==
               "exit 1: 1:7: Error while parsing string: unknown escape sequence '\\" + kE + "'");
     }
