@@ -114,7 +114,8 @@ const std::string kSafe = "\xe4\xb8\x80";  // 一, U+4E00
 const std::string kOutside = "a non-ASCII character outside a string or a comment";
 const std::string kAfterBackslash =
     "a non-ASCII character right after a backslash in a string (write it as \\uXXXX)";
-const std::string kAfterLineEnding = kAfterBackslash;
+const std::string kAfterLineEnding =
+    "a non-ASCII character first after a line-ending backslash (write it as \\uXXXX)";
 
 }  // namespace
 
