@@ -176,7 +176,9 @@ TEST_SUITE("toml_prescan") {
         // fuzz/regressions/profile/bare-value-scans-past-quote-and-equals.toml
         CHECK(prescan(std::string("[rk]\ne  =8\"@\0\0@=\"\x01\0\0\0\0\xef\xbb\xb7\"\n@", 28)) ==
               "2:18: " + kOutside);
-        // After a date toml++ reads on past one space for the time.
+        // After a date and a space toml++ reads on for the time if a digit follows.
+        CHECK(prescan("a = 1979-05-27 0\"" + kE + "\"\n") == "1:18: " + kOutside);
+        // Without the digit it stops at the quote; the guard refuses all the same.
         CHECK(prescan("a = 1979-05-27 \"" + kE + "\"\n") == "1:17: " + kOutside);
         // Whatever follows a finished value, other than a separator, is read as code.
         CHECK(prescan("a = \"x\" \"" + kE + "\"\n") == "1:10: " + kOutside);
@@ -191,6 +193,8 @@ TEST_SUITE("toml_prescan") {
             CHECK_MESSAGE(unguarded("x = 1 " + c + "\n") == "unreachable", kDefectFixed);
             CHECK_MESSAGE(unguarded("x =1\"" + c + "\"\n") == "unreachable", kDefectFixed);
             CHECK_MESSAGE(unguarded("x" + c + " = 1\n") == "unreachable", kDefectFixed);
+            CHECK_MESSAGE(unguarded("x = 1979-05-27 0\"" + c + "\"\n") == "unreachable",
+                          kDefectFixed);
         }
         // The ends of the ranges the header names trip; the code points just outside do not.
         const char* const range_ends[] = {
