@@ -8,6 +8,8 @@ namespace {
 constexpr const char* kOutsideString = "a non-ASCII character outside a string or a comment";
 constexpr const char* kAfterBackslash =
     "a non-ASCII character right after a backslash in a string (write it as \\uXXXX)";
+constexpr const char* kAfterLineEnding =
+    "a non-ASCII character first after a line-ending backslash (write it as \\uXXXX)";
 
 bool is_blank(char c) {
     return c == ' ' || c == '\t' || c == '\r';
@@ -126,7 +128,9 @@ class Prescanner {
         const bool multiline = region_ == Region::multiline_basic;
         if (escaped_) {
             escaped_ = false;
-            if (!is_ascii(c)) return kAfterBackslash;
+            // Only a multi-line string asks whether the escaped character is whitespace; in a
+            // one-line string toml++ reports an unknown escape itself.
+            if (multiline && !is_ascii(c)) return kAfterBackslash;
             if (multiline && (is_blank(c) || c == '\n')) {
                 line_ending_ = true;  // a line-ending backslash swallows what follows
                 return nullptr;
@@ -136,7 +140,7 @@ class Prescanner {
         if (line_ending_) {
             if (is_blank(c) || c == '\n') return nullptr;
             line_ending_ = false;
-            if (!is_ascii(c)) return kAfterBackslash;
+            if (!is_ascii(c)) return kAfterLineEnding;
         }
         if (c == '\\') {
             escaped_ = true;
