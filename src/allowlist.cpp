@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 
 #include <algorithm>
-#include <cstring>
 #include <optional>
 #include <stdexcept>
 
@@ -109,23 +108,6 @@ std::string Destination::to_string() const {
 
 bool Destination::is_localhost() const {
     return !is_ip_literal && (host == "localhost" || host.ends_with(".localhost"));
-}
-
-bool reaches_local_network(const sockaddr& address) {
-    if (address.sa_family == AF_INET) {
-        const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
-        const std::uint32_t ip = ntohl(v4.sin_addr.s_addr);
-        return (ip >> 24) == 127 || ip == 0 || (ip >> 16) == 0xa9fe;  // 127/8, 0.0.0.0, 169.254/16
-    }
-    if (address.sa_family != AF_INET6) return false;
-    const in6_addr& ip = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(&ip)) {
-        sockaddr_in mapped{};
-        mapped.sin_family = AF_INET;
-        std::memcpy(&mapped.sin_addr, &ip.s6_addr[12], 4);
-        return reaches_local_network(reinterpret_cast<const sockaddr&>(mapped));
-    }
-    return IN6_IS_ADDR_LOOPBACK(&ip) || IN6_IS_ADDR_UNSPECIFIED(&ip) || IN6_IS_ADDR_LINKLOCAL(&ip);
 }
 
 Destination parse_destination(std::string_view text) {

@@ -4,8 +4,6 @@
 // they parse, and which destinations an allowlist lets through. No sockets (proxy.hpp has them),
 // so all of it is unit-tested.
 
-#include <sys/socket.h>
-
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -27,12 +25,6 @@ struct Destination {
     bool is_localhost() const;
     bool operator==(const Destination&) const = default;
 };
-
-// Whether an address is this host (loopback, 0.0.0.0, ::, IPv4-mapped loopback) or link-local
-// (169.254/16 with cloud metadata services, fe80::/10). A name in the allowlist never leads
-// there, only an IP literal or localhost does: otherwise whoever controls an allowed name's DNS
-// could point it at the host's own services.
-bool reaches_local_network(const sockaddr& address);
 
 // "host:port" or "[v6]:port", the port required. Throws std::invalid_argument saying what is
 // wrong.

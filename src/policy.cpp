@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bounded_counts.hpp"
 #include "python_modules.hpp"
 
 namespace pysandbox::policy {
@@ -152,12 +153,8 @@ void Records::add(std::string_view record) {
         !std::ranges::all_of(what,
                              [](char c) { return std::isgraph(static_cast<unsigned char>(c)); }))
         return;
-    std::pair<std::string, std::string> key{kind, what};
-    if (blocks.size() >= kMaxDistinctBlocks && !blocks.contains(key)) {
-        ++dropped;
-        return;
-    }
-    ++blocks[std::move(key)];
+    count_bounded(blocks, {std::string(kind), std::string(what)},
+                  {std::string(kind), std::string("(others)")});
 }
 
 Records parse_records(std::string_view text) {

@@ -52,13 +52,11 @@ std::string analyzer_argument(const Rules& rules, std::string_view profile_name)
 
 // What the hook reported: its blocks, ("import"|"call", what) -> times, and that it was installed.
 // A record is "kind\twhat"; anything else (the script can write to the channel too) is ignored,
-// and at most kMaxDistinctBlocks distinct blocks are kept.
-inline constexpr std::size_t kMaxDistinctBlocks = 100;
+// and the blocks are bounded (bounded_counts.hpp): past kMaxDistinct names, (kind, "(others)").
 using Blocks = std::map<std::pair<std::string, std::string>, std::uint64_t>;
 struct Records {
     Blocks blocks;
     bool hook_installed = false;
-    std::uint64_t dropped = 0;  // blocks past kMaxDistinctBlocks
 
     // One record (a line without its newline, or a datagram).
     void add(std::string_view record);

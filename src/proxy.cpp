@@ -57,6 +57,26 @@ std::variant<ForwardPlan, Refusal> plan_tunnel(const RequestHead& request) {
     }
 }
 
+// The body a plain request has: Content-Length bytes, or none. A chunked body would need the
+// proxy to read chunk by chunk to know where the request ends: refused, as is a length that is
+// not one number.
+std::optional<Refusal> read_body_length(const RequestHead& request, std::uint64_t& length) {
+    std::optional<std::string> seen;
+    for (const Header& header : request.headers) {
+        if (ascii::iequals(header.name, "transfer-encoding"))
+            return Refusal{501,
+                           "request bodies with Transfer-Encoding are not relayed; send a "
+                           "Content-Length"};
+        if (!ascii::iequals(header.name, "content-length")) continue;
+        if (!ascii::is_all_digits(header.value) || header.value.size() > 15 ||
+            (seen && *seen != header.value))
+            return Refusal{400, "Content-Length \"" + header.value + "\" is not one number"};
+        seen = header.value;
+    }
+    length = seen ? std::stoull(*seen) : 0;
+    return std::nullopt;
+}
+
 std::variant<ForwardPlan, Refusal> plan_plain_http(const RequestHead& request) {
     constexpr std::string_view kScheme = "http://";
     if (request.target.size() < kScheme.size() ||
@@ -81,23 +101,37 @@ std::variant<ForwardPlan, Refusal> plan_plain_http(const RequestHead& request) {
     } catch (const std::invalid_argument& e) {
         return Refusal{400, request.target + ": " + e.what()};
     }
+    if (auto refusal = read_body_length(request, plan.body_length)) return *refusal;
+    // The request names the allowed authority in its line and in Host, whatever Host the
+    // script sent: an upstream that serves several names must serve the allowed one.
     std::string& head = plan.upstream_head;
-    head = request.method + " " + path + " " + request.version + "\r\n";
-    bool has_host = false;
+    const std::string& host = plan.destination.host;
+    const std::string host_field = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+                                   (has_port ? ":" + std::to_string(plan.destination.port) : "");
+    head = request.method + " " + path + " " + request.version + "\r\nHost: " + host_field + "\r\n";
     for (const Header& header : request.headers) {
-        if (is_hop_by_hop(header.name)) continue;
-        has_host = has_host || ascii::iequals(header.name, "host");
+        if (is_hop_by_hop(header.name) || ascii::iequals(header.name, "host")) continue;
         head += header.name + ": " + header.value + "\r\n";
     }
-    if (!has_host) head += "Host: " + authority + "\r\n";
     head += "Connection: close\r\n\r\n";  // one request per upstream connection
     return plan;
 }
 
 }  // namespace
 
+// CR and LF appear only as CRLF; no NUL.
+bool lines_end_in_crlf_only(std::string_view head) {
+    for (std::size_t i = 0; i < head.size(); ++i) {
+        const char c = head[i];
+        if (c == '\0') return false;
+        if (c == '\r' && (i + 1 == head.size() || head[i + 1] != '\n')) return false;
+        if (c == '\n' && (i == 0 || head[i - 1] != '\r')) return false;
+    }
+    return true;
+}
+
 std::optional<RequestHead> parse_request_head(std::string_view head) {
-    if (!head.ends_with("\r\n\r\n")) return std::nullopt;
+    if (!head.ends_with("\r\n\r\n") || !lines_end_in_crlf_only(head)) return std::nullopt;
     head.remove_suffix(2);  // each line below, the last included, ends with its own CRLF
     std::size_t eol = head.find("\r\n");
     std::optional<RequestHead> request = parse_request_line(head.substr(0, eol));

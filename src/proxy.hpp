@@ -46,15 +46,18 @@ struct RequestHead {
 };
 
 // Parses a request head (the request line and headers, up to and including the empty line).
-// Returns nullopt when it is not a well-formed HTTP/1.x request head.
+// Returns nullopt when it is not a well-formed HTTP/1.x request head: lines end in CRLF and
+// nowhere else (a bare CR or LF could make the upstream read a header the proxy did not see).
 std::optional<RequestHead> parse_request_head(std::string_view head);
 
 // What the proxy does with one request.
 struct ForwardPlan {
     Destination destination;
-    bool tunnel = false;        // CONNECT: answer 200, then relay bytes both ways
-    std::string upstream_head;  // plain HTTP: the head to send upstream (origin-form, no proxy
-                                // headers, Connection: close)
+    bool tunnel = false;            // CONNECT: answer 200, then relay bytes both ways
+    std::string upstream_head;      // plain HTTP: the head to send upstream (origin-form, Host the
+                                    // allowed authority, no proxy headers, Connection: close)
+    std::uint64_t body_length = 0;  // plain HTTP: request body bytes relayed after the head;
+                                    // whatever follows them (a pipelined request) is not
 };
 
 // The proxy's answer to a request it cannot serve: status and why.

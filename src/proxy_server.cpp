@@ -3,6 +3,7 @@
 // supervisor's own (the host's), only to what the allowlist names.
 
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -17,6 +18,8 @@
 #include <mutex>
 #include <thread>
 
+#include "addresses.hpp"
+#include "bounded_counts.hpp"
 #include "proxy.hpp"
 
 namespace pysandbox::proxy {
@@ -60,16 +63,49 @@ struct Lookup {
     bool done = false;
     std::vector<Address> addresses;
     std::string error;
+    std::string forbidden;  // the first address a name may not lead to, and why (addresses.hpp)
 };
 
-// What getaddrinfo() found, less what a name may not lead to (see reaches_local_network).
-std::vector<Address> to_addresses(const addrinfo* list, const Destination& destination) {
+// Every address of every interface of the host, now: a name may lead to none of them.
+std::vector<sockaddr_storage> host_own_addresses() {
+    std::vector<sockaddr_storage> own;
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return own;
+    for (const ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
+        const sockaddr* address = entry->ifa_addr;
+        if (address == nullptr || (address->sa_family != AF_INET && address->sa_family != AF_INET6))
+            continue;
+        sockaddr_storage copy{};
+        std::memcpy(&copy, address,
+                    address->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+        own.push_back(copy);
+    }
+    ::freeifaddrs(list);
+    return own;
+}
+
+// Whether the destination may lead to `address`: an IP literal in the allowlist anywhere (the
+// operator's choice), localhost and names under it to loopback, any other name only where
+// addresses.hpp allows. Records the first refusal in `lookup`.
+bool may_reach(const Destination& destination, const sockaddr& address,
+               const std::vector<sockaddr_storage>& own, Lookup& lookup) {
+    if (destination.is_ip_literal) return true;
+    if (destination.is_localhost() && is_loopback(address)) return true;
+    const std::string_view reason = forbidden_reason(address, own);
+    if (reason.empty()) return true;
+    if (lookup.forbidden.empty())
+        lookup.forbidden = address_text(address) + ", " + std::string(reason);
+    return false;
+}
+
+// What getaddrinfo() found, less what a name may not lead to.
+std::vector<Address> to_addresses(const addrinfo* list, const Destination& destination,
+                                  Lookup& lookup) {
     std::vector<Address> out;
+    const std::vector<sockaddr_storage> own = host_own_addresses();
     for (const addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
         if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
-        if (!destination.is_ip_literal && !destination.is_localhost() &&
-            reaches_local_network(*ai->ai_addr))
-            continue;
+        if (!may_reach(destination, *ai->ai_addr, own, lookup)) continue;
         Address address;
         std::memcpy(&address.storage, ai->ai_addr, ai->ai_addrlen);
         address.length = ai->ai_addrlen;
@@ -88,15 +124,13 @@ void resolve(const Destination& destination, Lookup& lookup) {
     int rc = ::getaddrinfo(destination.host.c_str(), port.c_str(), &hints, &list);
     std::lock_guard lock(lookup.mutex);
     if (rc == 0) {
-        lookup.addresses = to_addresses(list, destination);
+        lookup.addresses = to_addresses(list, destination, lookup);
         ::freeaddrinfo(list);
     }
     if (rc != 0)
         lookup.error = ::gai_strerror(rc);
-    else if (lookup.addresses.empty())
-        lookup.error =
-            "it resolves only to loopback or link-local addresses, which only an IP "
-            "literal or localhost in network.allow may reach";
+    else if (lookup.addresses.empty() && lookup.forbidden.empty())
+        lookup.error = "no internet address";
     lookup.done = true;
 }
 
@@ -139,7 +173,8 @@ struct Connection {
     bool upstream_eof = false;
     bool upstream_shut = false;
     ForwardPlan plan;
-    std::string early_bytes;  // sent after the head, before the upstream was connected
+    std::string early_bytes;      // sent after the head, before the upstream was connected
+    std::uint64_t body_left = 0;  // plain HTTP: request body bytes still to relay
     std::shared_ptr<Lookup> lookup;
     std::vector<Address> addresses;
     std::size_t next_address = 0;
@@ -340,11 +375,14 @@ struct Proxy::Server {
             return answer(c, http_response(400, "Bad Request", "pysandbox: malformed request\n"));
         auto decision = plan_forward(*request);
         if (auto* refusal = std::get_if<Refusal>(&decision))
-            return answer(c, http_response(refusal->status, "Bad Request",
-                                           "pysandbox: " + refusal->reason + "\n"));
+            return answer(c,
+                          http_response(refusal->status,
+                                        refusal->status == 501 ? "Not Implemented" : "Bad Request",
+                                        "pysandbox: " + refusal->reason + "\n"));
         c.plan = std::get<ForwardPlan>(std::move(decision));
         if (!allowlist.allows(c.plan.destination)) {
-            ++blocked[c.plan.destination.to_string()];
+            count_bounded(blocked, c.plan.destination.to_string(),
+                          std::string("(other destinations)"));
             return answer(c, denial_response(c.plan.destination, allowlist));
         }
         c.phase = Connection::Phase::looking_up;
@@ -358,6 +396,10 @@ struct Proxy::Server {
             if (c.phase != Connection::Phase::looking_up) continue;
             std::lock_guard lock(c.lookup->mutex);
             if (!c.lookup->done) continue;
+            if (c.lookup->addresses.empty() && !c.lookup->forbidden.empty()) {
+                refuse_forbidden(c);
+                continue;
+            }
             if (c.lookup->addresses.empty()) {
                 answer(c, http_response(502, "Bad Gateway",
                                         "pysandbox: cannot resolve " + c.plan.destination.host +
@@ -367,6 +409,17 @@ struct Proxy::Server {
             c.addresses = std::move(c.lookup->addresses);
             connect_next(c);
         }
+    }
+
+    // The allowed name leads only where no name may: a violation, like a name not allowed.
+    void refuse_forbidden(Connection& c) {
+        const std::string destination = c.plan.destination.to_string();
+        count_bounded(blocked, destination, std::string("(other destinations)"));
+        answer(c, http_response(502, "Bad Gateway",
+                                "pysandbox: the sandbox policy blocked the connection to " +
+                                    destination + ": the name resolves to " + c.lookup->forbidden +
+                                    ", which only an IP address written in network.allow may "
+                                    "reach\n"));
     }
 
     // Tries the addresses in turn until a connect() is under way; 502 when none is left.
@@ -402,7 +455,8 @@ struct Proxy::Server {
             c.to_client.set("HTTP/1.1 200 Connection established\r\n\r\n");
             c.to_upstream.set(std::move(c.early_bytes));
         } else {
-            c.to_upstream.set(c.plan.upstream_head + c.early_bytes);
+            c.body_left = c.plan.body_length;
+            c.to_upstream.set(c.plan.upstream_head + take_body(c, std::move(c.early_bytes)));
         }
     }
 
@@ -411,16 +465,27 @@ struct Proxy::Server {
         if ((upstream & POLLOUT) && !write_some(c.upstream.get(), c.to_upstream)) return finish(c);
         if (client & (POLLIN | POLLHUP | POLLERR)) {
             if (!pump(c, c.client.get(), c.to_upstream, c.client_eof)) return;
+            if (!c.plan.tunnel) c.to_upstream.set(take_body(c, std::move(c.to_upstream.data)));
         }
         if (upstream & (POLLIN | POLLHUP | POLLERR)) {
             if (!pump(c, c.upstream.get(), c.to_client, c.upstream_eof)) return;
         }
-        if (c.client_eof && !c.to_upstream.pending() && !c.upstream_shut) {
+        if (c.plan.tunnel && c.client_eof && !c.to_upstream.pending() && !c.upstream_shut) {
             ::shutdown(c.upstream.get(), SHUT_WR);  // the client is done sending; so is the tunnel
             c.upstream_shut = true;
         }
         // The upstream's answer is complete once it has closed and all of it was passed on.
         if (c.upstream_eof && !c.to_client.pending()) finish(c);
+    }
+
+    // Plain HTTP: of what the client sent, the rest of the request's body and nothing after it (a
+    // second, pipelined request is never relayed). Once the body is complete the client is not
+    // read any more.
+    static std::string take_body(Connection& c, std::string bytes) {
+        if (bytes.size() > c.body_left) bytes.resize(c.body_left);
+        c.body_left -= bytes.size();
+        if (c.body_left == 0) c.client_eof = true;
+        return bytes;
     }
 
     // Moves one chunk from `from` into `to`; false when the connection ended.

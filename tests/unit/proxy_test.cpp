@@ -14,6 +14,7 @@
 #include <variant>
 #include <vector>
 
+#include "addresses.hpp"
 #include "proxy.hpp"
 #include "test_support.hpp"
 
@@ -48,7 +49,8 @@ std::variant<ForwardPlan, Refusal> plan_for(const std::string& head) {
     return plan_forward(*request);
 }
 
-// reaches_local_network() for `text` in the form getaddrinfo() returns it.
+// Whether a name may not lead to `text` (in the form getaddrinfo() returns it): forbidden_reason()
+// with no host addresses of its own.
 bool is_local(const char* text) {
     sockaddr_storage storage{};
     if (std::string_view(text).find(':') != std::string_view::npos) {
@@ -60,7 +62,8 @@ bool is_local(const char* text) {
         v4.sin_family = AF_INET;
         REQUIRE(::inet_pton(AF_INET, text, &v4.sin_addr) == 1);
     }
-    return pysandbox::proxy::reaches_local_network(reinterpret_cast<const sockaddr&>(storage));
+    return !pysandbox::proxy::forbidden_reason(reinterpret_cast<const sockaddr&>(storage), {})
+                .empty();
 }
 
 }  // namespace
@@ -143,13 +146,69 @@ TEST_SUITE("proxy allowlist") {
 }
 
 TEST_SUITE("proxy upstream addresses") {
-    TEST_CASE("the host itself and link-local addresses are off limits to names") {
-        for (const char* address : {"127.0.0.1", "127.9.9.9", "0.0.0.0", "169.254.169.254", "::1",
-                                    "::", "fe80::1", "::ffff:127.0.0.1", "::ffff:169.254.1.1"})
+    TEST_CASE("the host, local networks and metadata services are off limits to names") {
+        for (const char* address : {"127.0.0.1",
+                                    "127.9.9.9",
+                                    "0.0.0.0",
+                                    "169.254.169.254",
+                                    "10.0.0.1",
+                                    "10.255.1.1",
+                                    "172.16.0.1",
+                                    "172.31.255.255",
+                                    "192.168.1.1",
+                                    "100.64.0.1",
+                                    "100.100.100.200",
+                                    "224.0.0.1",
+                                    "255.255.255.255",
+                                    "::1",
+                                    "::",
+                                    "fe80::1",
+                                    "fc00::1",
+                                    "fd00:ec2::254",
+                                    "ff02::1",
+                                    "fec0::1",
+                                    "::ffff:127.0.0.1",
+                                    "::ffff:169.254.1.1",
+                                    "::ffff:10.1.2.3",
+                                    "::10.1.2.3",
+                                    "64:ff9b::10.1.2.3",
+                                    "64:ff9b::169.254.169.254",
+                                    "64:ff9b:1::1",
+                                    "2002:0a01:0203::1",
+                                    "2002:c0a8:0101::",
+                                    "2001:0:4136:e378:8000:63bf:3fff:fdd2"})
             CHECK_MESSAGE(is_local(address), address);
-        for (const char* address : {"10.0.0.1", "192.168.1.1", "93.184.216.34", "128.0.0.1",
-                                    "2001:db8::1", "::ffff:8.8.8.8"})
+        for (const char* address : {"93.184.216.34", "128.0.0.1", "172.32.0.1", "100.128.0.1",
+                                    "192.169.0.1", "2001:db8::1", "2606:4700::1111",
+                                    "::ffff:8.8.8.8", "64:ff9b::8.8.8.8", "2002:0808:0808::1"})
             CHECK_MESSAGE(!is_local(address), address);
+    }
+
+    TEST_CASE("every address of the host's own interfaces is off limits, in any form") {
+        auto address = [](const char* text) {
+            sockaddr_storage storage{};
+            if (std::string_view(text).find(':') != std::string_view::npos) {
+                auto& v6 = reinterpret_cast<sockaddr_in6&>(storage);
+                v6.sin6_family = AF_INET6;
+                REQUIRE(::inet_pton(AF_INET6, text, &v6.sin6_addr) == 1);
+            } else {
+                auto& v4 = reinterpret_cast<sockaddr_in&>(storage);
+                v4.sin_family = AF_INET;
+                REQUIRE(::inet_pton(AF_INET, text, &v4.sin_addr) == 1);
+            }
+            return storage;
+        };
+        const std::vector<sockaddr_storage> own{address("198.51.100.7"), address("2001:db8::7")};
+        auto forbidden = [&](const char* text) {
+            const sockaddr_storage a = address(text);
+            return pysandbox::proxy::forbidden_reason(reinterpret_cast<const sockaddr&>(a), own);
+        };
+        CHECK(forbidden("198.51.100.7") == "an address of this host");
+        CHECK(forbidden("::ffff:198.51.100.7") == "an address of this host");
+        CHECK(forbidden("64:ff9b::198.51.100.7") == "an address of this host");
+        CHECK(forbidden("2001:db8::7") == "an address of this host");
+        CHECK(forbidden("198.51.100.8").empty());
+        CHECK(forbidden("2001:db8::8").empty());
     }
 
     TEST_CASE("localhost and names under it may reach the host; nothing else by name") {
@@ -204,6 +263,43 @@ TEST_SUITE("proxy requests") {
         CHECK(plan.upstream_head ==
               "POST /a/b?q=1 HTTP/1.1\r\nHost: example.org:8080\r\nContent-Length: 3\r\n"
               "Connection: close\r\n\r\n");
+    }
+
+    TEST_CASE("the script's Host is replaced by the allowed authority") {
+        auto plan = std::get<ForwardPlan>(
+            plan_for("GET http://a.org/x HTTP/1.1\r\nHost: evil.example\r\nhost: other\r\n\r\n"));
+        CHECK(plan.upstream_head == "GET /x HTTP/1.1\r\nHost: a.org\r\nConnection: close\r\n\r\n");
+    }
+
+    TEST_CASE("header lines end in CRLF only: a bare CR or LF or a NUL refuses the head") {
+        for (const char* head : {"GET http://a.org/ HTTP/1.1\r\nHost: a.org\nX-Evil: 1\r\n\r\n",
+                                 "GET http://a.org/ HTTP/1.1\nHost: a.org\r\n\r\n",
+                                 "GET http://a.org/ HTTP/1.1\r\nX: a\rHost: evil\r\n\r\n",
+                                 "GET http://a.org/ HTTP/1.1\r\nX: a\r\n\n\r\n\r\n"}) {
+            CAPTURE(head);
+            CHECK_FALSE(parse_request_head(head).has_value());
+        }
+        CHECK_FALSE(
+            parse_request_head(std::string("GET http://a.org/ HTTP/1.1\r\nX: \0\r\n\r\n", 32))
+                .has_value());
+    }
+
+    TEST_CASE("a plain request's body is Content-Length bytes; chunked bodies are refused") {
+        auto plain = std::get<ForwardPlan>(
+            plan_for("POST http://a.org/ HTTP/1.1\r\nContent-Length: 12\r\n\r\n"));
+        CHECK(plain.body_length == 12);
+        CHECK(std::get<ForwardPlan>(plan_for("GET http://a.org/ HTTP/1.1\r\n\r\n")).body_length ==
+              0);
+        auto chunked = std::get<Refusal>(
+            plan_for("POST http://a.org/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"));
+        CHECK(chunked.status == 501);
+        for (const char* bad : {"Content-Length: 1, 2\r\n", "Content-Length: -1\r\n",
+                                "Content-Length: 1\r\nContent-Length: 2\r\n"}) {
+            CAPTURE(bad);
+            auto refusal = std::get<Refusal>(
+                plan_for(std::string("POST http://a.org/ HTTP/1.1\r\n") + bad + "\r\n"));
+            CHECK(refusal.status == 400);
+        }
     }
 
     TEST_CASE("the port defaults to 80, the path to /, a missing Host is added") {
