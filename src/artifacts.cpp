@@ -9,10 +9,12 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "encoding.hpp"
 #include "sha256.hpp"
 #include "sys/unique_fd.hpp"
 
@@ -24,12 +26,12 @@ using sys::UniqueFd;
 // The tree is the script's: a walk it could make endless or huge stops here.
 constexpr int kMaxDepth = 32;
 constexpr std::size_t kMaxEntries = 10'000;
-constexpr std::uint64_t kMaxBytesRead = std::uint64_t{4} << 30;
+
+using Clock = std::chrono::steady_clock;
 
 struct Budget {
     std::size_t entries = 0;
     std::uint64_t bytes_read = 0;
-    std::uint64_t bytes_copied = 0;
 };
 
 // A fresh open file description (not a dup: that would share the read position).
@@ -81,6 +83,11 @@ class HostCopy {
     const std::string& refusal() const { return refusal_; }
     int fd() const { return fd_.get(); }
 
+    // Gives the copy to uid:gid (root's runs: the copy is the sandbox's, as the file was).
+    void chown(std::optional<uid_t> owner, std::optional<gid_t> group) {
+        if (owner) ::fchown(fd_.get(), *owner, group ? *group : static_cast<gid_t>(-1));
+    }
+
     // Gives the complete copy its name. Returns "" or why not ("exists", "error").
     std::string publish() {
         published_ = true;
@@ -103,10 +110,6 @@ class HostCopy {
 
 bool same_inode(const struct stat& a, const struct stat& b) {
     return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
-std::int64_t mtime_ns(const struct stat& st) {
-    return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
 }
 
 // Opens `name` in `dir` only if it is still the inode lstat saw and of the wanted type: a name
@@ -132,6 +135,12 @@ bool write_all(int fd, const char* data, std::size_t size) {
     return true;
 }
 
+// Whether each component of a path is valid UTF-8: a name that is not cannot be given back in
+// JSON as a host path that exists.
+bool is_utf8_name(std::string_view name) {
+    return encoding::is_utf8(name);
+}
+
 class Walker {
   public:
     explicit Walker(const Options& options) : options_(options) {}
@@ -145,104 +154,126 @@ class Walker {
             if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
             if (S_ISDIR(st.st_mode) && depth + 1 < kMaxDepth)
                 subdirectory(dir, host_dir, name, st, prefix, depth);
-            else if (S_ISREG(st.st_mode) && modified_in_run(st))
+            else if (S_ISREG(st.st_mode))
                 file(dir, host_dir, name, st, prefix + name);
             // Links, FIFOs, sockets and devices are never artifacts.
         }
     }
 
-    std::vector<Artifact> take() { return std::move(found_); }
+    Listing take() { return {std::move(found_), omitted_}; }
 
   private:
-    bool modified_in_run(const struct stat& st) const {
-        return !options_.modified_after_ns || mtime_ns(st) > *options_.modified_after_ns;
-    }
-
+    // An artifact lands only in a directory this walk made: a directory that is already there
+    // (made by someone else since the plan found the output directory empty) is not entered.
     void subdirectory(int dir, int host_dir, const std::string& name, const struct stat& st,
                       const std::string& prefix, int depth) {
         UniqueFd sub = open_checked(dir, name, st, O_RDONLY | O_DIRECTORY);
         if (!sub) return;
         UniqueFd host_sub;
+        int next = host_dir;
         if (host_dir >= 0) {
-            // An existing directory is reused; a link or file by that name fails to open as one.
-            ::mkdirat(host_dir, name.c_str(), 0755);
-            host_sub.reset(
-                ::openat(host_dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            const bool valid = is_utf8_name(name);
+            if (valid && ::mkdirat(host_dir, name.c_str(), 0755) == 0) {
+                host_sub.reset(::openat(host_dir, name.c_str(),
+                                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+                if (host_sub && options_.owner)
+                    ::fchown(host_sub.get(), *options_.owner,
+                             options_.group ? *options_.group : static_cast<gid_t>(-1));
+            }
+            next = host_sub ? host_sub.get() : kHostDirMissing;
+            if (!host_sub)
+                refusal_below_ = !valid ? "invalid_name" : errno == EEXIST ? "exists" : "error";
         }
-        const int next = host_dir == kListOnly ? kListOnly
-                         : host_sub            ? host_sub.get()
-                                               : kHostDirMissing;
         directory(sub.get(), next, prefix + name + "/", depth + 1);
+        if (host_dir >= 0 && !host_sub) refusal_below_.clear();
     }
 
-    // Why the file will not be copied, or "" when it will be.
-    std::string copy_refusal(std::uint64_t size) const {
+    // Why the file will not be hashed or copied, or "" when it will be.
+    std::string bound_reached(std::uint64_t size) const {
+        if (Clock::now() >= options_.deadline) return "time_limit";
         if (size > options_.max_file_size) return "too_large";
-        if (budget_.bytes_copied + size > options_.max_total_size) return "total_limit";
+        if (budget_.bytes_read + size > options_.max_total_size) return "total_limit";
         return "";
     }
 
     void file(int dir, int host_dir, const std::string& name, const struct stat& st,
               const std::string& path) {
+        if (found_.size() >= kMaxListed) {
+            ++omitted_;
+            return;
+        }
         Artifact artifact{path,         static_cast<std::uint64_t>(st.st_size),
                           std::nullopt, media_type_for(name),
                           std::nullopt, ""};
-        UniqueFd in = open_checked(dir, name, st, O_RDONLY);
         const bool copying = host_dir != kListOnly;
-        if (copying)
-            artifact.skipped = host_dir == kHostDirMissing ? "error" : copy_refusal(artifact.size);
-        std::optional<HostCopy> out;
-        if (copying && artifact.skipped.empty()) {
-            out.emplace(host_dir, name);
-            artifact.skipped = out->refusal();
-            if (!artifact.skipped.empty()) out.reset();
+        const std::string bound = bound_reached(artifact.size);
+        if (copying) {
+            if (host_dir == kHostDirMissing)
+                artifact.skipped = refusal_below_.empty() ? "error" : refusal_below_;
+            else if (!is_utf8_name(name))
+                artifact.skipped = "invalid_name";
+            else
+                artifact.skipped = bound;
         }
-        if (in && budget_.bytes_read + artifact.size <= kMaxBytesRead) {
-            const bool written = read_through(in.get(), out ? out->fd() : -1, artifact);
-            if (out && !written) {
-                artifact.skipped = "error";
-            } else if (out) {
-                artifact.skipped = out->publish();
-                if (artifact.skipped.empty()) {
-                    budget_.bytes_copied += artifact.size;
-                    artifact.host_path = options_.output_dir_path + "/" + path;
-                }
+        if (bound.empty()) {
+            std::optional<HostCopy> out;
+            if (copying && artifact.skipped.empty()) {
+                out.emplace(host_dir, name);
+                artifact.skipped = out->refusal();
+                if (!artifact.skipped.empty()) out.reset();
             }
-        } else if (out) {
-            artifact.skipped = "error";
+            read_file(dir, name, st, out ? &*out : nullptr, artifact);
         }
         found_.push_back(std::move(artifact));
     }
 
-    // Hashes the file and, when `out` is open, copies it there in the same pass. False when the
-    // copy failed or the file changed size.
-    bool read_through(int in, int out, Artifact& artifact) {
+    // Hashes the file and, with `out`, copies it in the same pass, then names the copy.
+    void read_file(int dir, const std::string& name, const struct stat& st, HostCopy* out,
+                   Artifact& artifact) {
+        UniqueFd in = open_checked(dir, name, st, O_RDONLY);
+        const std::string why =
+            in ? read_through(in.get(), out ? out->fd() : -1, artifact) : std::string("error");
+        if (!out) return;
+        if (!why.empty()) {
+            artifact.skipped = why;
+            return;
+        }
+        out->chown(options_.owner, options_.group);
+        artifact.skipped = out->publish();
+        if (artifact.skipped.empty())
+            artifact.host_path = options_.output_dir_path + "/" + artifact.path;
+    }
+
+    // Hashes the file and, when `out` is open, copies it there in the same pass. Returns "" or
+    // why the copy is not complete: "time_limit" when the deadline passed midway, "error" when
+    // a write failed or the file changed size under the walk.
+    std::string read_through(int in, int out, Artifact& artifact) {
         Sha256 hash;
         std::array<char, 65536> buffer;
         std::uint64_t total = 0;
-        bool written = true;
         for (;;) {
+            if (Clock::now() >= options_.deadline) return "time_limit";
             ssize_t n = ::read(in, buffer.data(), buffer.size());
             if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) {
-                written = written && n == 0;
-                break;
-            }
+            if (n < 0) return "error";
+            if (n == 0) break;
             total += static_cast<std::uint64_t>(n);
-            if (total > artifact.size) return false;  // grew: a host process writes to --workdir
+            budget_.bytes_read += static_cast<std::uint64_t>(n);
+            if (total > artifact.size) return "error";  // grew: a host process writes to it
             hash.update(buffer.data(), static_cast<std::size_t>(n));
-            if (out >= 0)
-                written = written && write_all(out, buffer.data(), static_cast<std::size_t>(n));
+            if (out >= 0 && !write_all(out, buffer.data(), static_cast<std::size_t>(n)))
+                return "error";
         }
-        budget_.bytes_read += total;
-        if (total != artifact.size) return false;
+        if (total != artifact.size) return "error";
         artifact.sha256 = hash.hex_digest();
-        return written;
+        return "";
     }
 
     const Options& options_;
     Budget budget_;
     std::vector<Artifact> found_;
+    std::uint64_t omitted_ = 0;
+    std::string refusal_below_;  // why the files below a directory not made here are skipped
 };
 
 }  // namespace
@@ -277,7 +308,7 @@ std::string media_type_for(std::string_view name) {
     return "application/octet-stream";
 }
 
-std::vector<Artifact> collect(int work_dir, const Options& options) {
+Listing collect(int work_dir, const Options& options) {
     Walker walker(options);
     walker.directory(work_dir, options.output_dir, "", 0);
     return walker.take();

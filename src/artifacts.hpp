@@ -3,9 +3,16 @@
 // directory the sandbox handed over during setup (it keeps the tmpfs alive after the sandbox is
 // gone), hashed, and with --output-dir copied to the host. Nothing here follows a symbolic link
 // or opens anything but a regular file: the tree was written by the untrusted script.
+//
+// The walk is bounded in what it costs the caller, whatever the script left: entries walked,
+// artifacts listed, bytes read (hashing and copying together, counted in bytes actually read),
+// bytes per file, and time (a deadline after which files are listed without a hash, uncopied).
+// On the host, an artifact lands only in a directory this walk created, or in the top of the
+// output directory, which the plan found empty or absent.
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -17,10 +24,11 @@ namespace pysandbox::artifacts {
 struct Artifact {
     std::string path;  // relative to /tmp/work, '/'-separated
     std::uint64_t size = 0;
-    std::optional<std::string> sha256;  // none when the hashing budget ran out
+    std::optional<std::string> sha256;  // none when a bound (size, bytes, time) was reached
     std::string media_type;
     std::optional<std::string> host_path;  // where --output-dir put it
-    std::string skipped;  // why it was not copied: exists, too_large, total_limit, error
+    // Why it was not copied: exists, too_large, total_limit, time_limit, invalid_name, error.
+    std::string skipped;
 };
 
 // Options::output_dir when nothing is copied, and when copying was asked for but the host
@@ -28,20 +36,29 @@ struct Artifact {
 inline constexpr int kListOnly = -1;
 inline constexpr int kHostDirMissing = -2;
 
+// At most this many artifacts are listed; the rest are only counted (Listing::omitted).
+inline constexpr std::size_t kMaxListed = 1000;
+
 struct Options {
-    std::vector<std::string> inputs;  // top-level names bound by --input: never artifacts
-    // CLOCK_REALTIME: a file whose mtime is not later is not an artifact; none: every file is.
-    std::optional<std::int64_t> modified_after_ns;
+    std::vector<std::string> inputs;   // top-level names bound by --input: never artifacts
     int output_dir = kListOnly;        // an open host directory, or one of the above
     std::string output_dir_path;       // for host_path
-    std::uint64_t max_file_size = 0;   // per file copied
-    std::uint64_t max_total_size = 0;  // all files copied
+    std::uint64_t max_file_size = 0;   // per file hashed or copied
+    std::uint64_t max_total_size = 0;  // bytes read for hashing and copying, all files together
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    std::optional<uid_t> owner;  // chown copies to this uid/gid (root's runs: the sandbox's)
+    std::optional<gid_t> group;
+};
+
+struct Listing {
+    std::vector<Artifact> files;
+    std::uint64_t omitted = 0;  // regular files past kMaxListed
 };
 
 // The media type a file's extension suggests; application/octet-stream when none does.
 std::string media_type_for(std::string_view name);
 
-// Walks the directory `work_dir` (bounded in depth, entries and bytes read), in name order.
-std::vector<Artifact> collect(int work_dir, const Options& options);
+// Walks the directory `work_dir` (bounded in depth, entries, bytes and time), in name order.
+Listing collect(int work_dir, const Options& options);
 
 }  // namespace pysandbox::artifacts

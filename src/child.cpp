@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <span>
 
 #include "caps.hpp"
 #include "exit_codes.hpp"
@@ -20,6 +22,7 @@
 #include "net.hpp"
 #include "pid1.hpp"
 #include "policy_channel.hpp"
+#include "sys/unique_fd.hpp"
 
 namespace pysandbox {
 namespace {
@@ -41,21 +44,63 @@ int step_die_with_supervisor(ChildContext& ctx) noexcept {
 // First of all: the child shares the supervisor's descriptors, its ends of the pipes included.
 // Holding the release pipe's write end would make the child wait forever for a supervisor that
 // died before releasing it (no EOF), and holding the report socket's other end would hide the
-// supervisor's death from step_die_with_supervisor (no hangup). Only stdio and the child's own
-// ends stay; step_close_fds closes the rest once they are in place.
+// supervisor's death from step_die_with_supervisor (no hangup). Only stdio, the child's own ends
+// and the host files the plan opened for it (inputs, the workdir) stay; step_close_fds closes the
+// rest once they are in place.
 int step_keep_only_own_fds(ChildContext& ctx) noexcept {
     const ChildFds& fds = ctx.fds;
-    int own[] = {fds.release_read, fds.report_write, fds.stdin_read,
-                 fds.stdout_write, fds.stderr_write, fds.policy_write};
-    std::sort(std::begin(own), std::end(own));
+    int own[8 + kMaxInputs];
+    std::size_t count = 0;
+    for (int fd : {fds.release_read, fds.report_write, fds.stdin_read, fds.stdout_write,
+                   fds.stderr_write, fds.policy_write})
+        own[count++] = fd;
+    if (ctx.plan.host_workdir) own[count++] = ctx.plan.host_workdir->fd.get();
+    for (const InputFile& input : ctx.plan.inputs) own[count++] = input.fd.get();
+    std::sort(own, own + count);
     unsigned first = STDERR_FILENO + 1;
-    for (int fd : own) {
+    for (int fd : std::span(own, count)) {
         if (fd < 0) continue;  // no policy channel
         if (static_cast<unsigned>(fd) > first && ::close_range(first, fd - 1, 0) != 0)
             return step_fail(ctx, "close_range(%u, %d)", first, fd - 1);
         first = std::max(first, static_cast<unsigned>(fd) + 1);
     }
     if (::close_range(first, ~0U, 0) != 0) return step_fail(ctx, "close_range(%u, ~0)", first);
+    return 0;
+}
+
+// The child is a copy of pysandbox: its argv and environment are the caller's command line (host
+// paths of the inputs, the workdir, the profile) and environment, and the script can read its
+// init's /proc/1/cmdline. Both are blanked in place (/proc/self/stat fields 48-51 say where);
+// the command line keeps only a name and the script's own arguments, which it has anyway.
+int step_blank_command_line(ChildContext& ctx) noexcept {
+    char stat[4096];
+    sys::UniqueFd fd(::open("/proc/self/stat", O_RDONLY | O_CLOEXEC));
+    const ssize_t n = fd ? ::read(fd.get(), stat, sizeof stat - 1) : -1;
+    if (n <= 0) return step_fail(ctx, "read(/proc/self/stat)");
+    stat[n] = '\0';
+    const char* field = std::strrchr(stat, ')');  // the command name may hold spaces
+    unsigned long long bounds[4] = {};
+    for (int number = 2; field != nullptr && number < 52; ++number) {
+        field = std::strchr(field + 1, ' ');
+        if (field != nullptr && number >= 47 && number <= 50)
+            bounds[number - 47] = std::strtoull(field + 1, nullptr, 10);
+    }
+    if (bounds[1] <= bounds[0] || bounds[3] < bounds[2]) {
+        errno = EINVAL;
+        return step_fail(ctx, "parse(/proc/self/stat): arg_start..env_end");
+    }
+    char* at = reinterpret_cast<char*>(bounds[0]);
+    char* const end = reinterpret_cast<char*>(bounds[1]);
+    std::memset(at, 0, static_cast<std::size_t>(end - at));
+    const auto& argv = ctx.plan.argv;
+    for (std::size_t i = ctx.plan.script_args - 1; i < argv.size(); ++i) {
+        const char* word = i + 1 == ctx.plan.script_args ? "pysandbox-init" : argv[i].c_str();
+        const std::size_t length = std::strlen(word) + 1;
+        if (length > static_cast<std::size_t>(end - at)) break;
+        std::memcpy(at, word, length);
+        at += length;
+    }
+    std::memset(reinterpret_cast<char*>(bounds[2]), 0, bounds[3] - bounds[2]);
     return 0;
 }
 
@@ -107,23 +152,26 @@ int step_close_fds(ChildContext& ctx) noexcept {
 // The order is DESIGN.md's. Every step below a line needs what the steps above it set up.
 constexpr Step kSteps[] = {
     {"close the supervisor's ends", step_keep_only_own_fds},
+    {"blank the caller's command line", step_blank_command_line},
     {"wait for the id maps", step_wait_for_id_maps},
     // Everything after runs as the sandbox uid, still with every capability in the new namespace.
     {"switch to the sandbox ids", caps::step_switch_ids},
     {"die with the supervisor", step_die_with_supervisor},
     {"join a fresh session keyring", caps::step_join_session_keyring},
     {"make mounts private", mounts::step_make_mounts_private},
-    // Before the staging root covers /tmp, where inputs, workdirs and build trees often are.
-    {"clone the input files and workdir", mounts::step_clone_host_files},
+    // Before the staging root covers /tmp, where build trees and workdirs often are.
     {"open the prepared font list", mounts::step_open_font_list},
+    {"open the workdir", mounts::step_open_workdir},
     {"mount the staging root", mounts::step_mount_staging_root},
     {"bind host paths read-only", mounts::step_bind_host_paths},
     {"write synthetic files", mounts::step_write_files},
     {"populate /dev", mounts::step_populate_dev},
     {"mount /tmp", mounts::step_mount_tmp},
     {"copy matplotlib's font list", mounts::step_copy_font_list},
-    // Inputs go into /tmp/work, so after it exists; the directory is sent after they are bound.
-    {"bind the input files", mounts::step_bind_inputs},
+    // Inputs and the workdir's layers go into /tmp/work, so after it exists; the directory is
+    // sent once they are in place.
+    {"copy the input files", mounts::step_copy_inputs},
+    {"mount the workdir overlay", mounts::step_mount_workdir_overlay},
     {"hand /tmp/work to the supervisor", mounts::step_send_work_dir},
     {"mount /proc", mounts::step_mount_proc},
     {"pivot into the new root", mounts::step_pivot_root},

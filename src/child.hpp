@@ -27,11 +27,11 @@ struct ChildContext {
     ChildFds fds;
     int report_fd;  // where the report pipe is now (kReportFd once the other fds are closed)
     char detail[256] = {};
-    // Clones of the --input files and the --workdir, taken before the staging root hides the
-    // host's /tmp (where they often are); attached in /tmp/work once it exists.
-    int input_trees[kMaxInputs] = {};
-    int workdir_tree = -1;
-    int font_list_fd = -1;  // plan.font_list's source, opened at the same time, for the same reason
+    // plan.font_list's source, opened before the staging root hides the host's /tmp (where a
+    // build tree often is).
+    int font_list_fd = -1;
+    int workdir_fd = -1;  // --workdir's host directory, opened in the sandbox's mount namespace
+    int work_upper = -1;  // --workdir's upper layer, until it is sent to the supervisor
 };
 
 using StepFn = int (*)(ChildContext&) noexcept;

@@ -143,12 +143,13 @@ void add_file_options(CLI::App& run, Overrides& o) {
         "repeatable")
         ->type_name("FILE[=NAME]");
     run.add_option("--output-dir", o.output_dir,
-                   "Copy the run's artifacts (new or modified files under /tmp/work) into the "
-                   "existing host DIR; existing files are never overwritten")
+                   "Copy the run's artifacts (new or modified files under /tmp/work) into host "
+                   "DIR, which must be empty or absent (it is then made)")
         ->type_name("DIR");
     run.add_option("--workdir", o.workdir,
-                   "Bind the host DIR read-write as /tmp/work, so runs can hand files on; it must "
-                   "be writable by the uid the script runs as (65534 when root runs pysandbox)")
+                   "Show the host DIR as /tmp/work and write the script's changes back to it after "
+                   "the run, as plain files; it must be writable by the uid the script runs as "
+                   "(65534 when root runs pysandbox)")
         ->type_name("DIR");
     add_incident_log_option(run, o.incident_log);
 }

@@ -81,10 +81,12 @@ int run(const RunInvocation& invocation) {
     if (const auto entry = incident::run_entry(*plan, outcome); !entry.is_null())
         if (std::string problem = incident::append(*plan, entry); !problem.empty())
             say("warning: " + problem);
-    if (plan->capture_output)
+    if (plan->capture_output) {
         std::cout << dump_line(result_json(*plan, std::move(outcome), exit_code)) << std::endl;
-    else if (std::string summary = human_summary(*plan, outcome); !summary.empty())
-        say(summary);
+        return exit_code;
+    }
+    for (const std::string& warning : outcome.warnings) say("warning: " + warning);
+    if (std::string summary = human_summary(*plan, outcome); !summary.empty()) say(summary);
     return exit_code;
 }
 

@@ -96,20 +96,15 @@ int bind_readonly(ChildContext& ctx, const char* source, const char* target,
 
 constexpr std::uint64_t kReadOnly = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
 
-// A detached copy of the mount tree at `path`, to attach elsewhere later with attach_tree.
-int clone_tree(const char* path) noexcept {
-    return static_cast<int>(::syscall(SYS_open_tree, AT_FDCWD, path,
-                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
-}
-
-int attach_tree(ChildContext& ctx, int tree, const char* target, std::uint64_t attrs) noexcept {
-    sys::UniqueFd owned(tree);
-    if (::syscall(SYS_move_mount, tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) != 0)
-        return step_fail(ctx, "move_mount(-> %s)", target);
-    if (set_attr(target, AT_RECURSIVE, attrs) != 0)
-        return step_fail(ctx, "mount_setattr(%s, AT_RECURSIVE, 0x%llx)", target,
-                         static_cast<unsigned long long>(attrs));
-    return 0;
+// Copies the whole of `source` (read from offset 0, so the descriptor's own offset, shared with
+// the supervisor, is left alone) into `target`.
+int copy_contents(int source, int target) noexcept {
+    off_t offset = 0;
+    for (;;) {
+        const ssize_t n = ::sendfile(target, source, &offset, 1 << 20);
+        if (n == 0) return 0;
+        if (n < 0 && errno != EINTR) return -1;
+    }
 }
 
 }  // namespace
@@ -120,25 +115,28 @@ int step_make_mounts_private(ChildContext& ctx) noexcept {
     return 0;
 }
 
-int step_clone_host_files(ChildContext& ctx) noexcept {
-    for (std::size_t i = 0; i < ctx.plan.inputs.size(); ++i) {
-        const char* source = ctx.plan.inputs[i].source.c_str();
-        ctx.input_trees[i] = clone_tree(source);
-        if (ctx.input_trees[i] < 0) return step_fail(ctx, "open_tree(%s, OPEN_TREE_CLONE)", source);
-    }
-    if (const auto& host = ctx.plan.host_workdir) {
-        ctx.workdir_tree = clone_tree(host->c_str());
-        if (ctx.workdir_tree < 0)
-            return step_fail(ctx, "open_tree(%s, OPEN_TREE_CLONE)", host->c_str());
-    }
-    return 0;
-}
-
 int step_open_font_list(ChildContext& ctx) noexcept {
     const auto& list = ctx.plan.font_list;
     if (!list) return 0;
     ctx.font_list_fd = ::open(list->source.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (ctx.font_list_fd < 0) return step_fail(ctx, "open(%s, O_RDONLY)", list->source.c_str());
+    return 0;
+}
+
+// overlayfs takes its layers only from the mounter's own mount namespace: the directory the plan
+// opened (in the supervisor's) is opened again here, and must be the same one.
+int step_open_workdir(ChildContext& ctx) noexcept {
+    const auto& host = ctx.plan.host_workdir;
+    if (!host) return 0;
+    ctx.workdir_fd = ::open(host->path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ctx.workdir_fd < 0) return step_fail(ctx, "open(%s, O_PATH)", host->path.c_str());
+    struct stat planned {
+    }, now{};
+    if (::fstat(host->fd.get(), &planned) != 0 || ::fstat(ctx.workdir_fd, &now) != 0 ||
+        planned.st_dev != now.st_dev || planned.st_ino != now.st_ino) {
+        errno = ESTALE;
+        return step_fail(ctx, "open(%s): not the directory the plan opened", host->path.c_str());
+    }
     return 0;
 }
 
@@ -207,10 +205,7 @@ int step_mount_tmp(ChildContext& ctx) noexcept {
                          ctx.plan.tmp_mount_options.c_str());
     StagedPath work(ctx.plan.workdir.c_str());
     if (make_dirs(work.c_str(), 0755) != 0) return step_fail(ctx, "mkdir(%s)", work.c_str());
-    if (!ctx.plan.host_workdir) return 0;
-    // Writable, but as /tmp is: nothing in it runs or acts as a device or a set-uid program.
-    return attach_tree(ctx, std::exchange(ctx.workdir_tree, -1), work.c_str(),
-                       MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC);
+    return 0;
 }
 
 // A copy owned by the run: matplotlib rewrites it when it finds the list stale (a font gone since
@@ -233,25 +228,84 @@ int step_copy_font_list(ChildContext& ctx) noexcept {
     }
 }
 
-// The script may read its inputs, never change them: the mount is read-only, and a mount point
-// cannot be unlinked or renamed over.
-int step_bind_inputs(ChildContext& ctx) noexcept {
-    for (std::size_t i = 0; i < ctx.plan.inputs.size(); ++i) {
-        StagedPath target(ctx.plan.workdir.c_str(), ctx.plan.inputs[i].name.c_str());
+// The script may read its inputs, never change them: each is a copy in a tmpfs of the sandbox's
+// own (the host file's path is not in the mount table, as a bind's would be), bound read-only at
+// /tmp/work/NAME; a mount point cannot be unlinked or renamed over. The tmpfs is then detached:
+// the binds keep it, nothing else reaches it.
+int step_copy_inputs(ChildContext& ctx) noexcept {
+    const auto& inputs = ctx.plan.inputs;
+    if (inputs.empty()) return 0;
+    char inside[64];
+    std::snprintf(inside, sizeof inside, "/%s", kInputsDir);
+    StagedPath dir(inside);
+    if (::mkdir(dir.c_str(), 0700) != 0) return step_fail(ctx, "mkdir(%s)", dir.c_str());
+    if (::mount("sandbox-inputs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                ctx.plan.inputs_tmpfs_options.c_str()) != 0)
+        return step_fail(ctx, "mount(tmpfs -> %s, %s)", dir.c_str(),
+                         ctx.plan.inputs_tmpfs_options.c_str());
+    for (const InputFile& input : inputs) {
+        StagedPath copy(inside, input.name.c_str());
+        sys::UniqueFd out(::open(copy.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
+        if (!out || copy_contents(input.fd.get(), out.get()) != 0)
+            return step_fail(ctx, "copy(%s -> %s)", input.source.c_str(), copy.c_str());
+        StagedPath target(ctx.plan.workdir.c_str(), input.name.c_str());
         if (make_file(target.c_str()) != 0) return step_fail(ctx, "creat(%s)", target.c_str());
-        if (int rc = attach_tree(ctx, std::exchange(ctx.input_trees[i], -1), target.c_str(),
-                                 kReadOnly | MOUNT_ATTR_NOEXEC);
+        if (int rc =
+                bind_readonly(ctx, copy.c_str(), target.c_str(), kReadOnly | MOUNT_ATTR_NOEXEC);
             rc != 0)
             return rc;
     }
+    if (::umount2(dir.c_str(), MNT_DETACH) != 0 || ::rmdir(dir.c_str()) != 0)
+        return step_fail(ctx, "umount2/rmdir(%s)", dir.c_str());
+    return 0;
+}
+
+// --workdir: an overlay at /tmp/work, the host directory below (named by the descriptor the plan
+// opened, through /proc/self/fd, so the mount table shows no host path) and a tmpfs of tmp_size
+// above: whatever the script writes stays in the sandbox until pysandbox copies it back as plain
+// data after the run (workdir.hpp), and no more than tmp_size of it. The upper layer goes to the
+// supervisor with step_send_work_dir; its tmpfs is then detached like the inputs'.
+int step_mount_workdir_overlay(ChildContext& ctx) noexcept {
+    const auto& host = ctx.plan.host_workdir;
+    if (!host) return 0;
+    char inside[64];
+    std::snprintf(inside, sizeof inside, "/%s", kWorkdirLayers);
+    StagedPath layers(inside);
+    StagedPath upper(inside, "upper");
+    StagedPath work(inside, "work");
+    if (::mkdir(layers.c_str(), 0700) != 0) return step_fail(ctx, "mkdir(%s)", layers.c_str());
+    if (::mount("sandbox-workdir", layers.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                host->tmpfs_options.c_str()) != 0)
+        return step_fail(ctx, "mount(tmpfs -> %s, %s)", layers.c_str(),
+                         host->tmpfs_options.c_str());
+    if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0)
+        return step_fail(ctx, "mkdir(%s/{upper,work})", layers.c_str());
+    StagedPath merged(ctx.plan.workdir.c_str());
+    char options[PATH_MAX];
+    std::snprintf(options, sizeof options, "lowerdir=/proc/self/fd/%d%s", ctx.workdir_fd,
+                  host->overlay_layers.c_str());
+    sys::UniqueFd lower(std::exchange(ctx.workdir_fd, -1));
+    if (::mount("sandbox-workdir", merged.c_str(), "overlay", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                options) != 0)
+        return step_fail(ctx,
+                         "mount(overlay -> %s, %s): overlayfs in a user namespace needs "
+                         "Linux 5.11, and a tmpfs with user xattrs 6.6",
+                         merged.c_str(), options);
+    ctx.work_upper = ::open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ctx.work_upper < 0) return step_fail(ctx, "open(%s, O_DIRECTORY)", upper.c_str());
+    if (::umount2(layers.c_str(), MNT_DETACH) != 0 || ::rmdir(layers.c_str()) != 0)
+        return step_fail(ctx, "umount2/rmdir(%s)", layers.c_str());
     return 0;
 }
 
 // The supervisor lists the artifacts after the run through this descriptor: it keeps the /tmp
 // tmpfs alive once the sandbox is gone, and needs no path into the sandbox's mount namespace.
+// With --workdir it is the overlay's upper layer instead: what the run changed, and only that.
 int step_send_work_dir(ChildContext& ctx) noexcept {
     StagedPath work(ctx.plan.workdir.c_str());
-    sys::UniqueFd dir(::open(work.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    sys::UniqueFd dir(ctx.work_upper >= 0
+                          ? std::exchange(ctx.work_upper, -1)
+                          : ::open(work.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!dir) return step_fail(ctx, "open(%s, O_DIRECTORY)", work.c_str());
     Report report{};
     report.kind = ReportKind::work_dir;

@@ -12,6 +12,7 @@
 
 #include "artifacts.hpp"
 #include "policy.hpp"
+#include "stream.hpp"
 
 namespace pysandbox {
 
@@ -32,8 +33,9 @@ struct Outcome {
     int error = 0;
     std::string step;
     std::string detail;
-    std::chrono::milliseconds setup{0};  // clone to execve of the interpreter
-    std::chrono::milliseconds wall{0};   // execve to the end of the script
+    std::chrono::milliseconds setup{0};    // clone to execve of the interpreter
+    std::chrono::milliseconds wall{0};     // execve to the end of the script
+    std::chrono::milliseconds collect{0};  // the end of the script to the end of collection
     std::int64_t cpu_ms = 0;
     std::int64_t max_rss_kib = 0;
     std::uint64_t stdout_bytes = 0;
@@ -44,16 +46,19 @@ struct Outcome {
     std::string killing_syscall;                            // for policy_violation
     std::uint64_t oom_kills = 0;  // from the cgroup's memory.events, when one was used
 
-    // With --json the script's output is kept here (capped) instead of passed through.
+    // With --json the script's output is kept here (capped) instead of passed through: each
+    // stream once, and the order the bytes arrived in.
     struct Captured {
         std::string stdout_text;
         std::string stderr_text;
-        std::string interleaved;  // both, in the order they arrived
+        std::vector<Transcript::Segment> order;
     };
     std::optional<Captured> captured;
     std::map<std::string, std::uint64_t> blocked_connections;  // "host:port" -> times denied
     std::vector<artifacts::Artifact> files;                    // what the run left in /tmp/work
-    policy::Records policy;  // what the audit hook reported (the script's own word)
+    std::uint64_t files_omitted = 0;    // artifacts past the listing's bounds (artifacts.hpp)
+    std::vector<std::string> warnings;  // what pysandbox could not do for the caller
+    policy::Records policy;             // what the audit hook reported (the script's own word)
 };
 
 // "SIGKILL" for 9.

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "errors.hpp"
+#include "mounts.hpp"
 #include "policy.hpp"
 #include "policy_channel.hpp"
 #include "proxy.hpp"
@@ -138,6 +139,7 @@ void add_program(const Program& program, Plan& plan) {
             break;
         }
     }
+    plan.script_args = plan.argv.size();
     for (const auto& arg : program.args) plan.argv.push_back(arg);
 }
 
@@ -294,74 +296,112 @@ void add_identity_files(Plan& plan) {
     plan.files.push_back({"/etc/hostname", plan.hostname + "\n", 0444});
 }
 
-// The input's host file, checked now: a run that could not read it would fail later, inside.
-InputFile check_input(const InputSpec& spec) {
-    const std::string& source = spec.source;
+// The input's host file, opened now as the caller: the sandbox reads a copy of what the caller
+// may read (root's sandboxes run as uid 65534, but root named the file).
+InputFile open_input(const InputSpec& spec) {
+    const std::string source = fs::absolute(spec.source).lexically_normal().string();
+    sys::UniqueFd fd(::open(source.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+    if (!fd) throw UsageError("--input: " + spec.source + ": " + std::strerror(errno));
     struct stat st {};
-    if (::stat(source.c_str(), &st) != 0)
-        throw UsageError("--input: " + source + ": " + std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) throw UsageError("--input: " + source + ": not a regular file");
-    if (::access(source.c_str(), R_OK) != 0)
-        throw UsageError("--input: " + source + ": " + std::strerror(errno));
-    return {fs::absolute(source).lexically_normal().string(), spec.name};
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+        throw UsageError("--input: " + spec.source + ": not a regular file");
+    return {source, spec.name, std::move(fd)};
+}
+
+// The inputs' tmpfs holds exactly their pages (and an inode each); it is read-only once filled.
+std::string inputs_tmpfs_options(const std::vector<InputFile>& inputs, const IdMap& ids) {
+    constexpr std::uint64_t kPage = 4096;
+    std::uint64_t pages = 16;
+    for (const auto& input : inputs) {
+        struct stat st {};
+        if (::fstat(input.fd.get(), &st) == 0)
+            pages += (static_cast<std::uint64_t>(st.st_size) + kPage - 1) / kPage + 1;
+    }
+    return "size=" + std::to_string(pages * kPage) +
+           ",nr_inodes=" + std::to_string(inputs.size() + 16) +
+           ",mode=0755,uid=" + std::to_string(ids.inner_uid) +
+           ",gid=" + std::to_string(ids.inner_gid);
 }
 
 void add_inputs(const Overrides& overrides, Plan& plan) {
     for (const auto& spec : overrides.inputs) {
-        InputFile input = check_input(spec);
         for (const auto& earlier : plan.inputs)
-            if (earlier.name == input.name)
-                throw UsageError("--input: two files named \"" + input.name +
+            if (earlier.name == spec.name)
+                throw UsageError("--input: two files named \"" + spec.name +
                                  "\" in /tmp/work (give one another name: FILE=NAME)");
-        // Root's scripts run as host uid 65534: the bind would succeed, the read inside fail.
-        if (plan.ids.privileged && ::access(input.source.c_str(), R_OK) == 0) {
-            struct stat st {};
-            ::stat(input.source.c_str(), &st);
-            if (!(st.st_mode & S_IROTH) && st.st_uid != plan.ids.outer_uid)
-                throw UsageError("--input: " + input.source + ": not readable by uid " +
-                                 std::to_string(plan.ids.outer_uid) +
-                                 ", which root's sandboxes run as (chmod o+r it)");
-        }
         if (plan.inputs.size() == kMaxInputs)
             throw UsageError("--input: at most " + std::to_string(kMaxInputs) + " files");
-        plan.inputs.push_back(std::move(input));
+        plan.inputs.push_back(open_input(spec));
     }
+    if (!plan.inputs.empty())
+        plan.inputs_tmpfs_options = inputs_tmpfs_options(plan.inputs, plan.ids);
 }
 
-// The script writes there as ids.outer_uid: a directory it cannot write would fail every write
-// in the run, so it fails here, before the sandbox is built.
+// Whether the sandbox's host uid may create files in `dir`: the overlay checks the script's
+// writes against the directory's own owner and mode, as a bind would.
+bool sandbox_can_write(const IdMap& ids, const struct stat& st, const std::string& dir) {
+    if (!ids.privileged) return ::access(dir.c_str(), W_OK | X_OK) == 0;
+    return (st.st_uid == ids.outer_uid && (st.st_mode & S_IWUSR)) ||
+           (st.st_mode & (S_IWOTH | S_IXOTH)) == (S_IWOTH | S_IXOTH);
+}
+
+// The script writes DIR (through the overlay) as ids.outer_uid, and pysandbox copies its
+// changes back as the caller: both must be possible, or every write of the run would fail.
 void check_host_workdir(const Overrides& overrides, Plan& plan) {
     if (!overrides.workdir) return;
-    const std::string& dir = *overrides.workdir;
+    const std::string& given = *overrides.workdir;
     if (!overrides.inputs.empty())
-        throw UsageError("--workdir: cannot be combined with --input (copy the files into " + dir +
-                         " instead)");
+        throw UsageError("--workdir: cannot be combined with --input (copy the files into " +
+                         given + " instead)");
+    const std::string dir = fs::absolute(given).lexically_normal().string();
+    sys::UniqueFd fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0)
-        throw UsageError("--workdir: " + dir + ": " + std::strerror(errno));
-    if (!S_ISDIR(st.st_mode)) throw UsageError("--workdir: " + dir + ": not a directory");
-    const bool writable = plan.ids.privileged
-                              ? (st.st_uid == plan.ids.outer_uid && (st.st_mode & S_IWUSR)) ||
-                                    (st.st_mode & (S_IWOTH | S_IXOTH)) == (S_IWOTH | S_IXOTH)
-                              : ::access(dir.c_str(), W_OK | X_OK) == 0;
-    if (!writable)
-        throw UsageError("--workdir: " + dir + ": not writable by uid " +
+    if (!fd || ::fstat(fd.get(), &st) != 0)
+        throw UsageError("--workdir: " + given + ": " + std::strerror(errno));
+    if (!S_ISDIR(st.st_mode)) throw UsageError("--workdir: " + given + ": not a directory");
+    if (!sandbox_can_write(plan.ids, st, dir) || ::access(dir.c_str(), W_OK | X_OK) != 0)
+        throw UsageError("--workdir: " + given + ": not writable by uid " +
                          std::to_string(plan.ids.outer_uid) + ", which the script runs as" +
                          (plan.ids.privileged ? " (chown 65534 it, or chmod o+rwx)" : ""));
-    plan.host_workdir = fs::absolute(dir).lexically_normal().string();
+    const std::string inner = std::to_string(plan.ids.inner_uid);
+    const std::string staging = std::string(mounts::kStagingRoot) + "/" + mounts::kWorkdirLayers;
+    HostWorkdir workdir{dir, std::move(fd), {}, {}};
+    workdir.tmpfs_options = "size=" + std::to_string(plan.profile.limits.tmp_size) +
+                            ",nr_inodes=65536,mode=0755,uid=" + inner +
+                            ",gid=" + std::to_string(plan.ids.inner_gid);
+    workdir.overlay_layers =
+        ",upperdir=" + staging + "/upper,workdir=" + staging + "/work,userxattr";
+    plan.host_workdir = std::move(workdir);
 }
 
+// Artifacts land only where the run itself made room: DIR must be empty (held open from now on)
+// or absent (made after the run, in a parent that must exist), never a directory with content a
+// copy could land in and later act from (a package, .git/hooks, a site-packages .pth).
 void check_output_dir(const Overrides& overrides, Plan& plan) {
     if (!overrides.output_dir) return;
-    const std::string& dir = *overrides.output_dir;
+    std::string dir = fs::absolute(*overrides.output_dir).lexically_normal().string();
+    if (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0)
-        throw UsageError("--output-dir: " + dir + ": " + std::strerror(errno));
+    if (::stat(dir.c_str(), &st) != 0) {
+        if (errno != ENOENT) throw UsageError("--output-dir: " + dir + ": " + std::strerror(errno));
+        const std::string parent = fs::path(dir).parent_path().string();
+        if (::access(parent.c_str(), W_OK | X_OK) != 0)
+            throw UsageError("--output-dir: cannot create " + dir + ": " + parent + ": " +
+                             std::strerror(errno));
+        plan.output_dir = dir;
+        return;
+    }
     if (!S_ISDIR(st.st_mode)) throw UsageError("--output-dir: " + dir + ": not a directory");
     if (::access(dir.c_str(), W_OK | X_OK) != 0)
         throw UsageError("--output-dir: " + dir + ": " + std::strerror(errno));
-    plan.output_dir = fs::absolute(dir).lexically_normal().string();
-    if (plan.output_dir->size() > 1 && plan.output_dir->back() == '/') plan.output_dir->pop_back();
+    std::error_code ec;
+    if (!fs::is_empty(dir, ec))
+        throw UsageError("--output-dir: " + dir +
+                         " is not empty: artifacts go only into a new or empty directory (they "
+                         "could otherwise land where a later program picks them up)");
+    plan.output_dir_fd.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!plan.output_dir_fd) throw UsageError("--output-dir: " + dir + ": " + std::strerror(errno));
+    plan.output_dir = dir;
 }
 
 // The audit hook reaches the interpreter through site and PYTHONPATH: a flag that skips either

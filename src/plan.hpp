@@ -41,10 +41,25 @@ struct Symlink {
 // The child keeps one descriptor per input while it builds the root: a fixed array, no allocation.
 inline constexpr std::size_t kMaxInputs = 64;
 
-// A host file bound read-only at /tmp/work/NAME (--input).
+// A host file that appears read-only at /tmp/work/NAME (--input). Opened by pysandbox as the
+// caller when the plan is made; the child copies it into a tmpfs of the sandbox's own, so that no
+// host path of it is visible inside (a bind would show it in /proc/self/mountinfo).
 struct InputFile {
-    std::string source;  // absolute host path of a regular file
+    std::string source;  // absolute host path of a regular file (for messages)
     std::string name;    // one path component
+    sys::UniqueFd fd;    // read-only, close-on-exec
+};
+
+// --workdir: the host directory is the lower layer of an overlay at /tmp/work whose upper layer
+// is a tmpfs of the sandbox's (bounded like /tmp). The script's changes reach the host only after
+// the run, copied back by pysandbox as plain data (workdir.hpp). The child opens the directory in
+// its own mount namespace (overlayfs takes no layer from another), checks it is the one the plan
+// opened, and names it by its /proc/self/fd path, so no host path appears in the mount table.
+struct HostWorkdir {
+    std::string path;            // absolute
+    sys::UniqueFd fd;            // O_PATH | O_DIRECTORY, opened as the caller: where the changes go
+    std::string tmpfs_options;   // the upper layer's tmpfs
+    std::string overlay_layers;  // ",upperdir=...,workdir=...,userxattr", after the lowerdir
 };
 
 // A small file written into the read-only root (synthetic /etc files, the script).
@@ -91,14 +106,18 @@ struct Plan {
     std::string tmp_mount_options;  // for the writable /tmp tmpfs
     std::string workdir{kWorkDir};
     std::vector<InputFile> inputs;
-    std::optional<std::string> output_dir;    // absolute, an existing directory (--output-dir)
-    std::optional<std::string> host_workdir;  // bound read-write over workdir (--workdir)
+    // --output-dir: absolute; held open when it existed (empty), made after the run when not.
+    std::optional<std::string> output_dir;
+    sys::UniqueFd output_dir_fd;
+    std::string inputs_tmpfs_options;         // the inputs' own tmpfs, sized to hold them
+    std::optional<HostWorkdir> host_workdir;  // --workdir
     std::string hostname = "sandbox";
     std::optional<FontList> font_list;  // none: no list prepared, or no MPLCONFIGDIR in /tmp
 
     // The program.
     std::string interpreter;
     std::vector<std::string> argv;
+    std::size_t script_args = 0;  // where sys.argv[1:] begins in argv
     std::vector<std::string> envp;
     std::optional<std::string> stdin_program;  // `-`: fed to the interpreter's stdin, then EOF
     std::string script_label;                  // for messages: the path, "-c" or "-"

@@ -252,17 +252,20 @@ void add_limit_keys(std::vector<KeySpec>& keys) {
                              at<&Profile::limits, &Limits::open_files>));
     keys.push_back(size_key("limits.file_size", "Largest file the script may write.",
                             at<&Profile::limits, &Limits::file_size>));
-    keys.push_back(size_key("limits.tmp_size", "Size of the writable /tmp.",
+    keys.push_back(size_key("limits.tmp_size",
+                            "Size of the writable /tmp; with --workdir, also what the script may "
+                            "write there.",
                             at<&Profile::limits, &Limits::tmp_size>, kMinTmpSize));
     keys.push_back(size_key("limits.output_limit", "Bytes of stdout and stderr kept.",
                             at<&Profile::limits, &Limits::output_limit>));
     keys.push_back(size_key("limits.artifact_size",
-                            "Largest artifact --output-dir copies to the host; bigger ones are "
-                            "listed with \"skipped\": \"too_large\".",
+                            "Largest artifact hashed or copied to the host; bigger ones are listed "
+                            "without a hash (with --output-dir: \"skipped\": \"too_large\").",
                             at<&Profile::limits, &Limits::artifact_size>));
     keys.push_back(size_key("limits.artifacts_total",
-                            "Bytes --output-dir copies in all; files past it are listed with "
-                            "\"skipped\": \"total_limit\".",
+                            "Bytes read to hash and copy the artifacts, in all; past it files are "
+                            "listed without a hash (with --output-dir: \"skipped\": "
+                            "\"total_limit\").",
                             at<&Profile::limits, &Limits::artifacts_total>));
 }
 

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "encoding.hpp"
 #include "exit_codes.hpp"
 #include "json_text.hpp"
 #include "units.hpp"
@@ -37,17 +38,28 @@ bool output_truncated(const Outcome& outcome) {
     return outcome.stdout_omitted + outcome.stderr_omitted > 0;
 }
 
-// RLIMIT_CPU sends SIGXCPU at the limit and SIGKILL a second later, for a script that ignores it.
+// Evidence from the kernel, never the script's word: a script can send itself SIGXCPU or raise
+// MemoryError. RLIMIT_CPU sends SIGXCPU at the limit and SIGKILL a second later; the kernel counts
+// the limit in scheduler ticks and getrusage() in run time, which on a busy or virtual machine
+// differ by up to a quarter, so the measured CPU time must reach half the limit.
 bool hit_cpu_limit(const Plan& plan, const Outcome& outcome) {
     if (outcome.kind != Kind::signaled) return false;
-    return outcome.signal == SIGXCPU ||
-           (outcome.signal == SIGKILL && outcome.cpu_ms >= plan.profile.limits.cpu_time.count());
+    if (outcome.signal != SIGXCPU && outcome.signal != SIGKILL) return false;
+    return 2 * outcome.cpu_ms >= plan.profile.limits.cpu_time.count();
 }
 
-bool hit_memory_limit(const Outcome& outcome, const std::optional<PythonException>& exception) {
+// The cgroup's out-of-memory kills, or an allocation failure (MemoryError, or a crash of code
+// that does not check) while the measured peak was at least half the limit.
+bool hit_memory_limit(const Plan& plan, const Outcome& outcome,
+                      const std::optional<PythonException>& exception) {
     if (outcome.oom_kills > 0 && outcome.kind != Kind::exited) return true;
-    return outcome.kind == Kind::exited && outcome.exit_code != 0 && exception &&
-           exception->type == "MemoryError";
+    const bool failed =
+        (outcome.kind == Kind::exited && outcome.exit_code != 0 && exception &&
+         exception->type == "MemoryError") ||
+        (outcome.kind == Kind::signaled &&
+         (outcome.signal == SIGKILL || outcome.signal == SIGSEGV || outcome.signal == SIGABRT));
+    const std::uint64_t peak = static_cast<std::uint64_t>(outcome.max_rss_kib) * 1024;
+    return failed && 2 * peak >= plan.profile.limits.memory;
 }
 
 std::string join(const std::string& a, const std::string& b) {
@@ -119,8 +131,10 @@ Status classify(const Plan& plan, const Outcome& outcome,
         case Kind::signaled:
         case Kind::exited: break;
     }
-    if (hit_memory_limit(outcome, exception)) return Status::memory_limit;
+    // The cgroup's count first, then the CPU limit's signals, then the other signs of memory.
+    if (outcome.oom_kills > 0 && outcome.kind != Kind::exited) return Status::memory_limit;
     if (hit_cpu_limit(plan, outcome)) return Status::cpu_limit;
+    if (hit_memory_limit(plan, outcome, exception)) return Status::memory_limit;
     if (outcome.kind == Kind::signaled) return Status::killed;
     // The audit hook refused something and the script did not recover: that is why it failed.
     if (!outcome.policy.blocks.empty() && outcome.exit_code != 0) return Status::policy_violation;
@@ -144,7 +158,7 @@ std::string human_summary(const Plan& plan, const Outcome& outcome) {
             if (hit_cpu_limit(plan, outcome))
                 return "CPU time limit of " + units::format_duration(limits.cpu_time) +
                        " reached; the script was killed";
-            if (outcome.oom_kills > 0)
+            if (hit_memory_limit(plan, outcome, std::nullopt))
                 return "memory limit of " + units::format_size(limits.memory) +
                        " reached; the script was killed";
             return join(join(output_summary(plan, outcome), blocked_summary(outcome)),
@@ -227,7 +241,27 @@ json usage_json(const Outcome& outcome) {
     return {{"wall_ms", outcome.wall.count()},
             {"cpu_ms", outcome.cpu_ms},
             {"max_rss_kib", outcome.max_rss_kib},
-            {"setup_ms", outcome.setup.count()}};
+            {"setup_ms", outcome.setup.count()},
+            {"collect_ms", outcome.collect.count()}};
+}
+
+// A stream as a JSON string: text as it is, anything else as base64 (encoding.hpp).
+json stream_text(std::string bytes, json& encodings, const char* name) {
+    if (encoding::is_text(bytes)) {
+        encodings[name] = "utf-8";
+        return json(std::move(bytes));
+    }
+    encodings[name] = "base64";
+    return encoding::base64(bytes);
+}
+
+// [["stdout", 120], ["stderr", 45], ...]: the kept bytes in the order they arrived.
+json order_json(const std::vector<Transcript::Segment>& order) {
+    json segments = json::array();
+    for (const auto& segment : order)
+        segments.push_back(
+            {segment.channel == Transcript::kStdout ? "stdout" : "stderr", segment.length});
+    return segments;
 }
 
 json limits_json(const Plan& plan) {
@@ -279,6 +313,9 @@ json result_json(const Plan& plan, Outcome outcome, int exit_code) {
     const Status status = classify(plan, outcome, exception);
     Outcome::Captured output =
         outcome.captured ? std::move(*outcome.captured) : Outcome::Captured{};
+    json encodings = json::object();
+    json stdout_text = stream_text(std::move(output.stdout_text), encodings, "stdout");
+    json stderr_text = stream_text(std::move(output.stderr_text), encodings, "stderr");
     const std::string message = human_summary(plan, outcome);
     const bool exited = outcome.kind == Kind::exited;
     const bool signaled = outcome.kind == Kind::signaled || outcome.kind == Kind::interrupted ||
@@ -291,20 +328,23 @@ json result_json(const Plan& plan, Outcome outcome, int exit_code) {
         {"signal", signaled ? json(signal_name(outcome.signal)) : json(nullptr)},
         {"pysandbox_exit_code", exit_code},
         {"message", message.empty() ? json(nullptr) : json(message)},
-        {"stdout", std::move(output.stdout_text)},
-        {"stderr", std::move(output.stderr_text)},
-        {"output", std::move(output.interleaved)},
+        {"stdout", std::move(stdout_text)},
+        {"stderr", std::move(stderr_text)},
+        {"encoding", std::move(encodings)},
+        {"output", order_json(output.order)},
         {"truncated",
          {{"stdout", outcome.stdout_omitted > 0}, {"stderr", outcome.stderr_omitted > 0}}},
         {"bytes", {{"stdout", outcome.stdout_bytes}, {"stderr", outcome.stderr_bytes}}},
         {"exception", exception_json(exception)},
         {"violations", violations_json(outcome, status)},
         {"files", files_json(outcome.files)},
+        {"files_omitted", outcome.files_omitted},
         {"usage", usage_json(outcome)},
         {"limits", limits_json(plan)},
         {"enforcement", enforcement_json(plan, outcome)},
         {"profile", plan.profile.name},
         {"error", error_json(plan, outcome)},
+        {"warnings", outcome.warnings},
     };
 }
 
@@ -318,17 +358,20 @@ json early_error_json(std::string_view message, std::string_view profile) {
             {"message", message},
             {"stdout", ""},
             {"stderr", ""},
-            {"output", ""},
+            {"encoding", {{"stdout", "utf-8"}, {"stderr", "utf-8"}}},
+            {"output", json::array()},
             {"truncated", {{"stdout", false}, {"stderr", false}}},
             {"bytes", {{"stdout", 0}, {"stderr", 0}}},
             {"exception", nullptr},
             {"violations", json::array()},
             {"files", json::array()},
+            {"files_omitted", 0},
             {"usage", nullptr},
             {"limits", nullptr},
             {"enforcement", nullptr},
             {"profile", profile},
-            {"error", {{"message", message}, {"step", nullptr}, {"errno", nullptr}}}};
+            {"error", {{"message", message}, {"step", nullptr}, {"errno", nullptr}}},
+            {"warnings", json::array()}};
 }
 
 }  // namespace pysandbox

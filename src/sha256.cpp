@@ -1,97 +1,47 @@
 #include "sha256.hpp"
 
-#include <bit>
-#include <cstring>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include <stdexcept>
 
 namespace pysandbox {
+
+void Sha256::Free::operator()(evp_md_ctx_st* ctx) const noexcept {
+    EVP_MD_CTX_free(ctx);
+}
+
 namespace {
 
-// FIPS 180-4 section 4.2.2: the first 32 bits of the fractional parts of the cube roots of the
-// first 64 primes.
-constexpr std::uint32_t kRound[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-// Section 5.3.3: the square roots of the first 8 primes.
-constexpr std::array<std::uint32_t, 8> kInitial = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-
-std::uint32_t load_big_endian(const std::uint8_t* p) noexcept {
-    return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 |
-           std::uint32_t{p[3]};
+// Only the built-in default provider is needed: no openssl.cnf is read (a host's configuration
+// could load provider modules, which a static binary cannot), and no time is spent on it.
+bool init_without_config() {
+    static const bool done = OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, nullptr) == 1;
+    return done;
 }
 
 }  // namespace
 
-Sha256::Sha256() noexcept : state_(kInitial) {}
-
-void Sha256::compress(const std::uint8_t* block) noexcept {
-    std::uint32_t w[64];
-    for (int t = 0; t < 16; ++t) w[t] = load_big_endian(block + 4 * t);
-    for (int t = 16; t < 64; ++t) {
-        std::uint32_t s0 = std::rotr(w[t - 15], 7) ^ std::rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
-        std::uint32_t s1 = std::rotr(w[t - 2], 17) ^ std::rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
-        w[t] = w[t - 16] + s0 + w[t - 7] + s1;
-    }
-    auto [a, b, c, d, e, f, g, h] = state_;
-    for (int t = 0; t < 64; ++t) {
-        std::uint32_t sum1 = std::rotr(e, 6) ^ std::rotr(e, 11) ^ std::rotr(e, 25);
-        std::uint32_t choose = (e & f) ^ (~e & g);
-        std::uint32_t t1 = h + sum1 + choose + kRound[t] + w[t];
-        std::uint32_t sum0 = std::rotr(a, 2) ^ std::rotr(a, 13) ^ std::rotr(a, 22);
-        std::uint32_t majority = (a & b) ^ (a & c) ^ (b & c);
-        std::uint32_t t2 = sum0 + majority;
-        h = g;
-        g = f;
-        f = e;
-        e = d + t1;
-        d = c;
-        c = b;
-        b = a;
-        a = t1 + t2;
-    }
-    const std::uint32_t next[8] = {a, b, c, d, e, f, g, h};
-    for (int i = 0; i < 8; ++i) state_[i] += next[i];
+Sha256::Sha256() : ctx_(init_without_config() ? EVP_MD_CTX_new() : nullptr) {
+    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1)
+        throw std::runtime_error("libcrypto: cannot set up SHA-256");
 }
 
 void Sha256::update(const void* data, std::size_t size) noexcept {
-    auto bytes = static_cast<const std::uint8_t*>(data);
-    total_bytes_ += size;
-    while (size > 0) {
-        std::size_t take = std::min(size, buffer_.size() - buffered_);
-        std::memcpy(buffer_.data() + buffered_, bytes, take);
-        buffered_ += take;
-        bytes += take;
-        size -= take;
-        if (buffered_ == buffer_.size()) {
-            compress(buffer_.data());
-            buffered_ = 0;
-        }
-    }
+    EVP_DigestUpdate(ctx_.get(), data, size);
 }
 
-std::string Sha256::hex_digest() noexcept {
-    // Section 5.1.1: a 1 bit, zeros up to 56 mod 64 bytes, then the length in bits, big-endian.
-    const std::uint64_t bits = total_bytes_ * 8;
-    const std::uint8_t one = 0x80;
-    update(&one, 1);
-    const std::uint8_t zero = 0;
-    while (buffered_ != 56) update(&zero, 1);
-    std::uint8_t length[8];
-    for (int i = 0; i < 8; ++i) length[i] = static_cast<std::uint8_t>(bits >> (56 - 8 * i));
-    update(length, sizeof length);
-
+std::string Sha256::hex_digest() {
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    if (EVP_DigestFinal_ex(ctx_.get(), digest, &length) != 1)
+        throw std::runtime_error("libcrypto: SHA-256 failed");
     static constexpr char kHex[] = "0123456789abcdef";
     std::string hex;
-    hex.reserve(64);
-    for (std::uint32_t word : state_)
-        for (int shift = 28; shift >= 0; shift -= 4) hex.push_back(kHex[(word >> shift) & 0xf]);
+    for (unsigned int i = 0; i < length; ++i) {
+        hex += kHex[digest[i] >> 4];
+        hex += kHex[digest[i] & 15];
+    }
     return hex;
 }
 

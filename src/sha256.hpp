@@ -1,21 +1,21 @@
 #pragma once
-// SHA-256 (FIPS 180-4), for the artifacts' digests. Written here because the static build links
-// only libseccomp and libcap; tests/unit/sha256_test.cpp checks it against the NIST vectors.
+// SHA-256 of the artifacts and scripts, through OpenSSL's libcrypto (Debian's libssl-dev; linked
+// statically like libseccomp and libcap). tests/unit/sha256_test.cpp checks the NIST vectors.
 
-#include <array>
-#include <cstddef>
-#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+
+struct evp_md_ctx_st;
 
 namespace pysandbox {
 
 class Sha256 {
   public:
-    Sha256() noexcept;
+    Sha256();  // throws std::runtime_error when libcrypto cannot set up the digest
     void update(const void* data, std::size_t size) noexcept;
     // The digest as 64 lowercase hex digits. Call once; the object is spent afterwards.
-    std::string hex_digest() noexcept;
+    std::string hex_digest();
 
     static std::string of(std::string_view data) {
         Sha256 hash;
@@ -24,12 +24,10 @@ class Sha256 {
     }
 
   private:
-    void compress(const std::uint8_t* block) noexcept;
-
-    std::array<std::uint32_t, 8> state_;
-    std::array<std::uint8_t, 64> buffer_{};
-    std::size_t buffered_ = 0;
-    std::uint64_t total_bytes_ = 0;
+    struct Free {
+        void operator()(evp_md_ctx_st* ctx) const noexcept;
+    };
+    std::unique_ptr<evp_md_ctx_st, Free> ctx_;
 };
 
 }  // namespace pysandbox

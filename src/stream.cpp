@@ -14,21 +14,19 @@ namespace pysandbox {
 void Transcript::append(Channel channel, std::string_view bytes) {
     if (bytes.empty()) return;
     text_[channel].append(bytes);
-    if (!order_.empty() && order_.back().channel == channel)
+    if (!order_.empty() && order_.back().channel == channel && unordered_[0] + unordered_[1] == 0)
         order_.back().length += bytes.size();
-    else
+    else if (order_.size() < kMaxSegments)
         order_.push_back({channel, bytes.size()});
+    else
+        unordered_[channel] += bytes.size();
 }
 
-std::string Transcript::interleaved() const {
-    std::string out;
-    out.reserve(text_[kStdout].size() + text_[kStderr].size());
-    std::size_t offset[2] = {0, 0};
-    for (const Segment& segment : order_) {
-        out.append(text_[segment.channel], offset[segment.channel], segment.length);
-        offset[segment.channel] += segment.length;
-    }
-    return out;
+std::vector<Transcript::Segment> Transcript::order() const {
+    std::vector<Segment> order = order_;
+    for (Channel channel : {kStdout, kStderr})
+        if (unordered_[channel] > 0) order.push_back({channel, unordered_[channel]});
+    return order;
 }
 
 void TailRing::push(const char* data, std::size_t n) {

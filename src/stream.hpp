@@ -23,23 +23,29 @@ struct OutputBudget {
     static OutputBudget for_limit(std::uint64_t limit) { return {limit / 2, limit / 4}; }
 };
 
-// Output kept in memory for the JSON result instead of being written out: each stream's bytes, and
-// both together in the order they arrived.
+// Output kept in memory for the JSON result instead of being written out: each stream's bytes
+// once, and the order they arrived in as segments (which stream, how many bytes) over them.
 class Transcript {
   public:
     enum Channel { kStdout = 0, kStderr = 1 };
+    struct Segment {
+        Channel channel;
+        std::uint64_t length;
+    };
+    // Streams that alternate more often than this keep their bytes but not the order of the
+    // rest: the last two segments then cover what is left of stdout, then of stderr.
+    static constexpr std::size_t kMaxSegments = 4096;
+
     void append(Channel channel, std::string_view bytes);
-    std::string interleaved() const;
-    // Hands over one channel's bytes (call interleaved() first).
+    // The arrival order (call before take()).
+    std::vector<Segment> order() const;
+    // Hands over one channel's bytes.
     std::string take(Channel channel) { return std::move(text_[channel]); }
 
   private:
-    struct Segment {
-        Channel channel;
-        std::size_t length;
-    };
     std::string text_[2];
-    std::vector<Segment> order_;  // adjacent segments of one channel merged
+    std::vector<Segment> order_;           // adjacent segments of one channel merged
+    std::uint64_t unordered_[2] = {0, 0};  // bytes past kMaxSegments
 };
 
 // The last `capacity` bytes of a stream, and how many fell out before them.

@@ -22,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "bounded_counts.hpp"
 #include "child.hpp"
 #include "errors.hpp"
 #include "policy_channel.hpp"
@@ -114,7 +115,9 @@ struct Pipes {
     sys::Pipe in = sys::Pipe::create();
     sys::Pipe out = output_pipe();
     sys::Pipe err = output_pipe();
-    std::optional<PolicyChannel> policy;  // only when the profile has a [policy]
+    // Only when the profile has a [policy]. (A unique_ptr: GCC 12's sanitizer build takes an
+    // optional of it for a maybe-uninitialized descriptor.)
+    std::unique_ptr<PolicyChannel> policy;
 
     ChildFds child_ends() const {
         return {release.read.get(), report.write.get(), in.read.get(),
@@ -232,8 +235,8 @@ class Supervision {
     sys::SignalFd& signals_;
     sys::Poller poller_;
     UniqueFd report_;
-    std::optional<PolicyChannel>& policy_;
-    bool policy_open_ = policy_.has_value();
+    std::unique_ptr<PolicyChannel>& policy_;
+    bool policy_open_ = policy_ != nullptr;
     policy::Records outcome_policy_;
     OutputBudget budget_;          // shared by stdout and stderr
     Transcript transcript_;        // the output, when it is captured for the JSON result
@@ -368,7 +371,7 @@ void Supervision::on_denied_syscall() {
     const seccomp_notif* request = notifications_.receive(notify_.get());
     if (request == nullptr) return;
     std::string name = seccomp::syscall_name(request->data.arch, request->data.nr);
-    ++blocked_[name];
+    count_bounded(blocked_, name, std::string("(other system calls)"));
     if (plan_.verbose) std::fprintf(stderr, "pysandbox: denied %s\n", name.c_str());
     if (plan_.profile.seccomp.kill) {
         // No answer: the call stays blocked until the kill lands, so nothing after it runs.
@@ -389,10 +392,10 @@ Outcome Supervision::take_outcome(Clock::time_point start) {
     outcome.stdout_omitted = out.omitted();
     outcome.stderr_omitted = err.omitted();
     if (plan_.capture_output) {
-        std::string interleaved = transcript_.interleaved();
+        std::vector<Transcript::Segment> order = transcript_.order();
         outcome.captured =
             Outcome::Captured{transcript_.take(Transcript::kStdout),
-                              transcript_.take(Transcript::kStderr), std::move(interleaved)};
+                              transcript_.take(Transcript::kStderr), std::move(order)};
     }
     using std::chrono::duration_cast;
     using std::chrono::milliseconds;
@@ -477,7 +480,7 @@ Supervised supervise(const Plan& plan) {
     // can drop them once setgroups is denied: drop them here, before clone.
     if (plan.ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
     Pipes pipes;
-    if (plan.profile.policy.wants_hook()) pipes.policy.emplace();
+    if (plan.profile.policy.wants_hook()) pipes.policy = std::make_unique<PolicyChannel>();
     Supervised supervised;
     const Clock::time_point start = Clock::now();
     supervised.start_realtime_ns = realtime_ns();

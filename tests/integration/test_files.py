@@ -97,15 +97,28 @@ class ArtifactsTest(FilesTestCase):
         self.assertEqual(files["top.bin"]["sha256"],
                          hashlib.sha256(bytes(range(256))).hexdigest())
 
-    def test_existing_host_file_is_never_overwritten(self):
+    def test_a_directory_with_content_is_refused_and_left_as_it_was(self):
+        # Artifacts go only where the run made room: an output directory with files in it could
+        # have a copy land where a later program picks it up. (It used to be accepted, with
+        # existing files skipped as "exists"; the contract is now stricter, issue 13.)
         out = self.output_dir()
         write_file(out / "result.txt", "the caller's")
-        r, obj = self.run_json("open('result.txt', 'w').write('the script\\'s')",
-                               options=["--output-dir", str(out)])
-        entry = self.files_by_path(obj)["result.txt"]
-        self.assertEqual(entry["host_path"], None, r.describe())
-        self.assertEqual(entry["skipped"], "exists")
+        r = self.run_script("open('result.txt', 'w').write('the script\\'s')",
+                            options=["--json", "--output-dir", str(out)])
+        self.assertEqual(r.returncode, 125, r.describe())
+        self.assertIn(b"--output-dir", r.stderr)
+        self.assertIn(b"is not empty", r.stderr)
+        self.assertEqual(json.loads(r.stdout)["status"], "sandbox_error")
+        self.assertEqual(os.listdir(out), ["result.txt"])
         self.assertEqual((out / "result.txt").read_text(), "the caller's")
+
+    def test_a_missing_directory_is_made_after_the_run(self):
+        out = self.output_dir() / "new"
+        r, obj = self.run_json("open('result.txt', 'w').write('made')",
+                               options=["--output-dir", str(out)])
+        self.assertEqual(self.files_by_path(obj)["result.txt"]["host_path"],
+                         str(out / "result.txt"), r.describe())
+        self.assertEqual((out / "result.txt").read_text(), "made")
 
 
 class ArtifactAttackTest(FilesTestCase):
@@ -175,7 +188,8 @@ class ArtifactAttackTest(FilesTestCase):
         files = self.files_by_path(obj)
         self.assertEqual(files["big.bin"]["skipped"], "too_large", r.describe())
         self.assertEqual(files["big.bin"]["size"], 2048)
-        self.assertIsNotNone(files["big.bin"]["sha256"])
+        # Hashing is bounded like copying: a file over artifact_size is listed without a hash.
+        self.assertIsNone(files["big.bin"]["sha256"])
         self.assertEqual(files["d.bin"]["skipped"], "total_limit")
         self.assertEqual(sorted(os.listdir(out)), ["a.bin", "b.bin", "c.bin"])
 

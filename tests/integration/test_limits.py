@@ -88,7 +88,7 @@ MIX = {
     "ok": ([], "print('fine')", "ok"),
     "exception": ([], "raise ValueError('bad')", "exception"),
     "timeout": (["--timeout", "200ms"], "while True: pass", "timeout"),
-    "memory": (["--memory", "32MiB"], "b = bytearray(64 * 2**20)", "memory_limit"),
+    "memory": (["--memory", "32MiB"], "b = [b'x' * 2**20 for _ in range(64)]", "memory_limit"),
     "output": (["--output-limit", "4KiB"], "print('x' * 100000)", "output_limit"),
     "threads": (["--max-procs", "2"],
                 "import threading\n"

@@ -6,9 +6,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -47,7 +49,7 @@ std::vector<artifacts::Artifact> collect_into(const TempDir& work, const TempDir
     options.max_file_size = 100;
     options.max_total_size = 1000;
     int work_fd = work.open();
-    auto found = artifacts::collect(work_fd, options);
+    auto found = artifacts::collect(work_fd, options).files;
     ::close(work_fd);
     ::close(options.output_dir);
     return found;
@@ -73,8 +75,9 @@ TEST_CASE("artifacts: regular files only, in name order, inputs left out") {
     REQUIRE(::mkfifo((work.path / "fifo").c_str(), 0644) == 0);
     artifacts::Options options;
     options.inputs = {"input.csv"};
+    options.max_file_size = options.max_total_size = 1 << 20;
     int fd = work.open();
-    auto found = artifacts::collect(fd, options);
+    auto found = artifacts::collect(fd, options).files;
     ::close(fd);
     REQUIRE(found.size() == 2);
     CHECK(found[0].path == "b.txt");
@@ -85,35 +88,71 @@ TEST_CASE("artifacts: regular files only, in name order, inputs left out") {
     CHECK(found[1].path == "sub/a.json");
 }
 
-TEST_CASE("artifacts: with a start time, only files modified after it") {
-    // A --workdir's earlier files are not this run's artifacts, even one written in the same
-    // clock tick the run started in (its mtime equals the start).
+TEST_CASE("artifacts: hashing stops at the bounds: per file, in all, and in time") {
     TempDir work;
-    const std::int64_t start = 1'700'000'000'000'000'000;
-    auto touch = [&](const char* name, std::int64_t mtime_ns) {
-        write(work.path / name, name);
-        const timespec times[2] = {{0, UTIME_OMIT},
-                                   {mtime_ns / 1'000'000'000, mtime_ns % 1'000'000'000}};
-        REQUIRE(::utimensat(AT_FDCWD, (work.path / name).c_str(), times, 0) == 0);
-    };
-    touch("before", start - 1);
-    touch("at-start", start);
-    touch("after", start + 1);
-    touch("epoch", 0);
-    auto names = [&](const artifacts::Options& options) {
-        int fd = work.open();
-        std::vector<std::string> listed;
-        for (const auto& artifact : artifacts::collect(fd, options))
-            listed.push_back(artifact.path);
-        ::close(fd);
-        return listed;
-    };
-    artifacts::Options since_start;
-    since_start.modified_after_ns = start;
-    CHECK(names(since_start) == std::vector<std::string>{"after"});
-    // Without one every file counts, whatever its time.
-    CHECK(names(artifacts::Options{}) ==
-          std::vector<std::string>{"after", "at-start", "before", "epoch"});
+    write(work.path / "a.txt", std::string(40, 'a'));
+    write(work.path / "b.txt", std::string(40, 'b'));
+    write(work.path / "c.txt", std::string(200, 'c'));
+    write(work.path / "d.txt", std::string(40, 'd'));
+    artifacts::Options options;
+    options.max_file_size = 100;
+    options.max_total_size = 100;
+    int fd = work.open();
+    auto found = artifacts::collect(fd, options).files;
+    REQUIRE(found.size() == 4);
+    CHECK(found[0].sha256);           // 40 bytes read
+    CHECK(found[1].sha256);           // 80
+    CHECK_FALSE(found[2].sha256);     // over the per-file size
+    CHECK_FALSE(found[3].sha256);     // 120 would be over the total
+    CHECK(found[3].skipped.empty());  // only copies say why they were skipped
+    options.max_total_size = 1000;
+    options.deadline = std::chrono::steady_clock::now();  // already passed
+    for (const auto& artifact : artifacts::collect(fd, options).files) CHECK_FALSE(artifact.sha256);
+    ::close(fd);
+}
+
+TEST_CASE("artifacts: at most kMaxListed are listed, the rest counted") {
+    TempDir work;
+    for (std::size_t i = 0; i < artifacts::kMaxListed + 5; ++i)
+        write(work.path / ("f" + std::to_string(i)), "");
+    artifacts::Options options;
+    int fd = work.open();
+    auto listing = artifacts::collect(fd, options);
+    ::close(fd);
+    CHECK(listing.files.size() == artifacts::kMaxListed);
+    CHECK(listing.omitted == 5);
+}
+
+TEST_CASE("artifacts: a name that is not UTF-8 is listed but never copied") {
+    TempDir work, out;
+    write(work.path / "\xff\xfe.txt", "x");
+    fs::create_directory(work.path / "\xc3(");
+    write(work.path / "\xc3(" / "inner.txt", "y");
+    write(work.path / "ok.txt", "z");
+    auto found = collect_into(work, out);
+    REQUIRE(found.size() == 3);
+    for (const auto& artifact : found) {
+        CAPTURE(artifact.path);
+        if (artifact.path == "ok.txt") {
+            CHECK(artifact.host_path);
+            continue;
+        }
+        CHECK(artifact.skipped == "invalid_name");
+        CHECK_FALSE(artifact.host_path);
+    }
+    CHECK(std::distance(fs::directory_iterator(out.path), fs::directory_iterator()) == 1);
+}
+
+TEST_CASE("artifacts: a directory already in the output directory is not entered") {
+    TempDir work, out;
+    fs::create_directory(work.path / "sub");
+    write(work.path / "sub" / "x.py", "evil");
+    fs::create_directory(out.path / "sub");  // made by someone else, after the plan
+    auto found = collect_into(work, out);
+    REQUIRE(found.size() == 1);
+    CHECK(found[0].skipped == "exists");
+    CHECK_FALSE(found[0].host_path);
+    CHECK(fs::is_empty(out.path / "sub"));
 }
 
 TEST_CASE("artifacts: copies recreate subdirectories and never overwrite or exceed caps") {
@@ -146,7 +185,7 @@ TEST_CASE("artifacts: a symlink planted in the output directory is not followed"
     fs::create_symlink(elsewhere.path / "f.txt", out.path / "f.txt");
     auto found = collect_into(work, out);
     REQUIRE(found.size() == 2);
-    CHECK(found[0].skipped == "error");
+    CHECK(found[0].skipped == "exists");  // d: not a directory this walk made
     CHECK(found[1].skipped == "exists");
     CHECK(fs::is_empty(elsewhere.path));
 }

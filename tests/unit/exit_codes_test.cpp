@@ -133,8 +133,12 @@ TEST_SUITE("human summary") {
     }
 
     TEST_CASE("the CPU line names the CPU limit") {
-        CHECK(pysandbox::human_summary(plan, with_signal(Kind::signaled, SIGXCPU)) ==
+        Outcome o = with_signal(Kind::signaled, SIGXCPU);
+        o.cpu_ms = 2000;
+        CHECK(pysandbox::human_summary(plan, o) ==
               "CPU time limit of 2s reached; the script was killed");
+        o.cpu_ms = 10;  // a SIGXCPU the script sent itself
+        CHECK(pysandbox::human_summary(plan, o).empty());
     }
 
     TEST_CASE("interrupted names the signal") {

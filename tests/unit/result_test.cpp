@@ -28,23 +28,47 @@ PythonException exception_of(std::string type) {
     return e;
 }
 
+// An outcome with the kernel's measures of what the script used.
+Outcome used(Outcome o, std::int64_t cpu_ms, std::int64_t max_rss_kib) {
+    o.cpu_ms = cpu_ms;
+    o.max_rss_kib = max_rss_kib;
+    return o;
+}
+
 }  // namespace
 
 TEST_CASE("statuses, one per kind of ending") {
-    const Plan plan;
+    const Plan plan;  // 5 s of CPU, 256 MiB
     CHECK(classify(plan, make(Kind::exited, 0), {}) == Status::ok);
     CHECK(classify(plan, make(Kind::exited, 3), {}) == Status::error);
     CHECK(classify(plan, make(Kind::exited, 1), exception_of("KeyError")) == Status::exception);
-    CHECK(classify(plan, make(Kind::exited, 1), exception_of("MemoryError")) ==
-          Status::memory_limit);
+    CHECK(classify(plan, used(make(Kind::exited, 1), 100, 200 * 1024),
+                   exception_of("MemoryError")) == Status::memory_limit);
     CHECK(classify(plan, make(Kind::timeout), {}) == Status::timeout);
-    CHECK(classify(plan, make(Kind::signaled, SIGXCPU), {}) == Status::cpu_limit);
+    CHECK(classify(plan, used(make(Kind::signaled, SIGXCPU), 5000, 0), {}) == Status::cpu_limit);
     CHECK(classify(plan, make(Kind::signaled, SIGSEGV), {}) == Status::killed);
     CHECK(classify(plan, make(Kind::interrupted, SIGINT), {}) == Status::killed);
     CHECK(classify(plan, make(Kind::lost), {}) == Status::killed);
     CHECK(classify(plan, make(Kind::policy_violation), {}) == Status::policy_violation);
     CHECK(classify(plan, make(Kind::setup_failed), {}) == Status::sandbox_error);
     CHECK(classify(plan, make(Kind::exec_failed), {}) == Status::sandbox_error);
+}
+
+// The script's own SIGXCPU or MemoryError is not the kernel's: the verdict needs the kernel's
+// measure (CPU time at least half the limit; peak memory at least half the limit).
+TEST_CASE("a limit the script only claims is not a limit") {
+    const Plan plan;
+    CHECK(classify(plan, used(make(Kind::signaled, SIGXCPU), 15, 0), {}) == Status::killed);
+    CHECK(classify(plan, used(make(Kind::signaled, SIGXCPU), 2499, 0), {}) == Status::killed);
+    CHECK(classify(plan, used(make(Kind::signaled, SIGXCPU), 2500, 0), {}) == Status::cpu_limit);
+    const auto memory_error = exception_of("MemoryError");
+    CHECK(classify(plan, used(make(Kind::exited, 1), 10, 10 * 1024), memory_error) ==
+          Status::exception);
+    CHECK(classify(plan, used(make(Kind::exited, 1), 10, 128 * 1024), memory_error) ==
+          Status::memory_limit);
+    CHECK(classify(plan, used(make(Kind::signaled, SIGSEGV), 10, 200 * 1024), {}) ==
+          Status::memory_limit);
+    CHECK(classify(plan, used(make(Kind::signaled, SIGSEGV), 10, 1024), {}) == Status::killed);
 }
 
 TEST_CASE("SIGKILL after the CPU limit is the CPU limit's hard stop; before it, just a kill") {

@@ -1,0 +1,72 @@
+#include "encoding.hpp"
+
+#include <cstdint>
+
+namespace pysandbox::encoding {
+
+bool is_utf8(std::string_view bytes) {
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    const auto* end = p + bytes.size();
+    while (p < end) {
+        const unsigned char c = *p;
+        if (c < 0x80) {
+            ++p;
+            continue;
+        }
+        int length;
+        std::uint32_t code;
+        if ((c & 0xe0) == 0xc0) {
+            length = 2;
+            code = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            length = 3;
+            code = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            length = 4;
+            code = c & 0x07;
+        } else {
+            return false;
+        }
+        if (end - p < length) return false;
+        for (int i = 1; i < length; ++i) {
+            if ((p[i] & 0xc0) != 0x80) return false;
+            code = (code << 6) | (p[i] & 0x3f);
+        }
+        constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (code < kSmallest[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
+            return false;
+        p += length;
+    }
+    return true;
+}
+
+bool is_text(std::string_view bytes) {
+    std::size_t controls = 0;
+    for (const char c : bytes)
+        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') ||
+            c == 0x7f)
+            ++controls;
+    return controls * 10 <= bytes.size() && is_utf8(bytes);
+}
+
+std::string base64(std::string_view bytes) {
+    static constexpr char kAlphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((bytes.size() + 2) / 3 * 4);
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    std::size_t i = 0;
+    for (; i + 3 <= bytes.size(); i += 3) {
+        const std::uint32_t n = (p[i] << 16) | (p[i + 1] << 8) | p[i + 2];
+        out += {kAlphabet[n >> 18], kAlphabet[(n >> 12) & 63], kAlphabet[(n >> 6) & 63],
+                kAlphabet[n & 63]};
+    }
+    if (const std::size_t rest = bytes.size() - i; rest > 0) {
+        const std::uint32_t n = (p[i] << 16) | (rest == 2 ? p[i + 1] << 8 : 0);
+        out += {kAlphabet[n >> 18], kAlphabet[(n >> 12) & 63],
+                rest == 2 ? kAlphabet[(n >> 6) & 63] : '=', '='};
+    }
+    return out;
+}
+
+}  // namespace pysandbox::encoding

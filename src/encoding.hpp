@@ -1,0 +1,20 @@
+#pragma once
+// Bytes the script produced, made fit for a JSON string: text stays text, anything else (not
+// UTF-8, or mostly control characters, which JSON would escape six bytes each) becomes base64.
+
+#include <string>
+#include <string_view>
+
+namespace pysandbox::encoding {
+
+// Whether `bytes` is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, at most
+// U+10FFFF).
+bool is_utf8(std::string_view bytes);
+
+// UTF-8 with at most one control character (other than tab, newline and carriage return) in ten.
+bool is_text(std::string_view bytes);
+
+// RFC 4648 base64, with padding.
+std::string base64(std::string_view bytes);
+
+}  // namespace pysandbox::encoding
