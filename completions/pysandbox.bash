@@ -12,7 +12,7 @@ _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
 _pysandbox_options() {  # $1: a command path; REPLY: its options
     case $1 in
         '') REPLY='-h --help --version' ;;
-        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --output-dir --workdir --incident-log -c --json -v --verbose' ;;
+        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --output-dir --workdir --incident-log -c --json -v --verbose --trace-syscalls' ;;
         'check') REPLY='-h --help -p --profile --json --incident-log' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;

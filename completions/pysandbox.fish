@@ -99,6 +99,7 @@ complete -c pysandbox -n '__pysandbox_at run' -l incident-log -r -F -d 'Append o
 complete -c pysandbox -n '__pysandbox_at run' -s c -x -d 'Run CODE instead of a script file'
 complete -c pysandbox -n '__pysandbox_at run' -l json -d 'Print one JSON result (schema pysandbox.result/v1) with the output inside'
 complete -c pysandbox -n '__pysandbox_at run' -s v -l verbose -d 'Say what the sandbox does, step by step'
+complete -c pysandbox -n '__pysandbox_at run' -l trace-syscalls -d 'List the system calls the script made and what the profile does with each (slower: every call is checked by pysandbox)'
 complete -c pysandbox -n '__pysandbox_at run' -F
 complete -c pysandbox -n '__pysandbox_at check' -s h -l help -d 'Print this help message and exit'
 complete -c pysandbox -n '__pysandbox_at check' -s p -l profile -x -a '(__pysandbox_profiles)' -d 'Profile whose [policy] applies'

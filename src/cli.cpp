@@ -190,6 +190,9 @@ void add_run_command(CLI::App& app, Invocation& out) {
     run->add_flag("--json", r.request.capture_output,
                   "Print one JSON result (schema pysandbox.result/v1) with the output inside");
     run->add_flag("-v,--verbose", r.request.verbose, "Say what the sandbox does, step by step");
+    run->add_flag("--trace-syscalls", r.request.trace_syscalls,
+                  "List the system calls the script made and what the profile does with each "
+                  "(slower: every call is checked by pysandbox)");
     run->add_option("script", r.script, "The script; '-' reads the program from stdin")
         ->type_name("SCRIPT");
     run->callback([&out] {

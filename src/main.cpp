@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 
 #include "check.hpp"
@@ -19,6 +20,7 @@
 #include "plan.hpp"
 #include "profile.hpp"
 #include "result.hpp"
+#include "seccomp.hpp"
 #include "units.hpp"
 
 extern char** environ;
@@ -67,6 +69,23 @@ void describe_plan(const Plan& plan) {
                                 "alone keep writes in /tmp)");
 }
 
+// --trace-syscalls in human mode: one line per call, and how to allow a denied one.
+void describe_trace(const Outcome& outcome) {
+    if (!outcome.traced_syscalls) return;
+    say("system calls the script made, as the profile answers them (--trace-syscalls):");
+    bool denied = false;
+    for (const auto& [name, call] : *outcome.traced_syscalls) {
+        char line[160];
+        std::snprintf(line, sizeof line, "  %-24s %8llu  %s", name.c_str(),
+                      static_cast<unsigned long long>(call.count), call.verdict.c_str());
+        say(line);
+        denied = denied || call.verdict == "denied";
+    }
+    if (denied)
+        say("to allow a denied call, add it to a profile: [seccomp] allow = [\"NAME\"] "
+            "(pysandbox(1), SYSTEM CALLS, says what that widens)");
+}
+
 int run(const RunInvocation& invocation) {
     Profile profile = load_profile(invocation.profile, profile_search_dirs());
     std::unique_ptr<const Plan> plan =
@@ -85,6 +104,7 @@ int run(const RunInvocation& invocation) {
         std::cout << dump_line(result_json(*plan, std::move(outcome), exit_code)) << std::endl;
         return exit_code;
     }
+    describe_trace(outcome);
     for (const std::string& warning : outcome.warnings) say("warning: " + warning);
     if (std::string summary = human_summary(*plan, outcome); !summary.empty()) say(summary);
     return exit_code;
@@ -107,7 +127,11 @@ int profile_show(const std::string& name) {
     Profile profile = load_profile(name, profile_search_dirs());
     std::cout << "# " << profile.name << ", from:";
     for (const auto& source : profile.sources) std::cout << " " << source.string();
-    std::cout << "\n" << to_toml(profile);
+    const auto sockets = profile.network.mode == NetMode::none ? seccomp::Sockets::unix_only
+                                                               : seccomp::Sockets::unix_and_inet;
+    std::cout << "\n# seccomp allows " << seccomp::allowed_calls(profile.seccomp, sockets).size()
+              << " system calls (x86_64); everything else is denied\n"
+              << to_toml(profile);
     return 0;
 }
 

@@ -45,6 +45,17 @@ struct Outcome {
     std::map<std::string, std::uint64_t> blocked_syscalls;  // name -> times denied
     std::string killing_syscall;                            // for policy_violation
     std::uint64_t oom_kills = 0;  // from the cgroup's memory.events, when one was used
+    // An allocation the kernel refused at the memory limit, as the supervisor measured it
+    // (seccomp.hpp, AllocationWatch).
+    bool allocation_refused = false;
+
+    // --trace-syscalls: every call the script made, by name, and what the profile does with it
+    // ("allowed", "denied", "errno ENOSYS", "killed").
+    struct TracedCall {
+        std::uint64_t count = 0;
+        std::string verdict;
+    };
+    std::optional<std::map<std::string, TracedCall>> traced_syscalls;
 
     // With --json the script's output is kept here (capped) instead of passed through: each
     // stream once, and the order the bytes arrived in.

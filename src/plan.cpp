@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr uid_t kOverflowId = 65534;  // "nobody": what root's sandboxes run as on the host
+constexpr std::uint64_t kAllocationWatchFloor = 16ULL << 20;
 constexpr std::uintmax_t kMaxScriptBytes = 16 << 20;
 
 // Root of the host, not root of some container's user namespace: only then can the sandbox be
@@ -181,6 +182,10 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
     env["PYSANDBOX_WORK_DIR"] = plan.workdir;
     const std::string threads = std::to_string(CPU_COUNT(&plan.affinity));
     for (const char* name : kThreadPoolVariables) env[name] = threads;
+    // Under an address-space limit (no memory cgroup), glibc's malloc reserves 64 MiB of it for
+    // each thread's arena: ten threads and a 1 GiB limit is "can't start new thread". Two arenas
+    // cost a little contention instead.
+    if (!plan.cgroup) env["MALLOC_ARENA_MAX"] = "2";
     for (const auto& [name, value] : plan.profile.env_set) env[name] = value;
     auto pass = [&](const std::string& name) {
         if (auto it = host.find(name); it != host.end()) env[name] = it->second;
@@ -543,12 +548,21 @@ void add_filesystem(Plan& plan) {
 
 // What the kernel enforces: rlimits (or the cgroup), the seccomp filter, Landlock's rules.
 void add_kernel_layers(Plan& plan) {
-    find_cgroup(plan);
     add_rlimits(plan.profile.limits, plan);
     const auto sockets = plan.profile.network.mode == NetMode::none
                              ? seccomp::Sockets::unix_only
                              : seccomp::Sockets::unix_and_inet;
-    plan.seccomp_program = seccomp::compile(plan.profile.seccomp, sockets);
+    // Where RLIMIT_AS is the memory limit, big allocations are watched: the evidence that one
+    // failed at the limit (seccomp.hpp, AllocationWatch).
+    std::optional<seccomp::AllocationWatch> watch;
+    if (!plan.cgroup)
+        watch = seccomp::AllocationWatch{
+            std::max<std::uint64_t>(kAllocationWatchFloor, plan.profile.limits.memory / 16)};
+    plan.seccomp_program = seccomp::compile(plan.profile.seccomp, sockets, watch);
+    if (plan.trace_syscalls) {
+        plan.profile_seccomp_program = std::move(plan.seccomp_program);
+        plan.seccomp_program = seccomp::compile(plan.profile.seccomp, sockets, watch, true);
+    }
     std::vector<std::string> readable{"/etc", std::string(kScriptDir)};
     for (const auto& bind : plan.ro_binds) readable.push_back(bind.source);
     plan.landlock = landlock::plan_rules(landlock::kernel_abi(), readable, "/tmp");
@@ -570,6 +584,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
     auto plan = std::make_unique<Plan>();
     plan->profile = std::move(profile);
     plan->verbose = request.verbose;
+    plan->trace_syscalls = request.trace_syscalls;
     plan->capture_output = request.capture_output || program.kind == Program::Kind::check;
     plan->interpreter = plan->profile.interpreter;
     check_interpreter(*plan);
@@ -585,6 +600,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
         plan->profile.policy = {{}, {}, plan->profile.policy.incident_log};
     check_hook_reachable(plan->profile);
     add_sandbox_python(program, *plan);
+    find_cgroup(*plan);  // before the environment, which depends on it
     add_environment(request.overrides, host_env, *plan);
     add_font_list(*plan);
     add_kernel_layers(*plan);

@@ -137,7 +137,11 @@ struct Plan {
     std::vector<Rlimit> rlimits;
     cpu_set_t affinity{};  // the first limits.cpus of the CPUs pysandbox may use
     std::vector<sock_filter> seccomp_program;  // loaded by the interpreter's process
-    landlock::Ruleset landlock;                // abi 0: the kernel lacks Landlock (degraded)
+    // --trace-syscalls: the program loaded sends every call to the supervisor, which answers as
+    // this one, the profile's, would.
+    bool trace_syscalls = false;
+    std::vector<sock_filter> profile_seccomp_program;
+    landlock::Ruleset landlock;  // abi 0: the kernel lacks Landlock (degraded)
     int verbose = 0;
 
     // NULL-terminated views of argv/envp, built once so the child does not allocate.

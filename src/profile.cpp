@@ -325,8 +325,8 @@ void add_program_keys(std::vector<KeySpec>& keys) {
 
 void add_seccomp_keys(std::vector<KeySpec>& keys) {
     keys.push_back({"seccomp.action", "string",
-                    "What a denied system call does: \"errno\" (EPERM) or \"kill\" (the "
-                    "sandbox ends).",
+                    "What a system call outside the allowlist does: \"errno\" (the errno a "
+                    "refusing kernel gives, mostly EPERM) or \"kill\" (the sandbox ends).",
                     [](const toml::node& n, Profile& p) {
                         const std::string& action = expect_string(n);
                         if (action != "errno" && action != "kill")
@@ -337,15 +337,33 @@ void add_seccomp_keys(std::vector<KeySpec>& keys) {
                     [](Profile& p, toml::table& t, const std::string& leaf) {
                         t.insert_or_assign(leaf, p.seccomp.kill ? "kill" : "errno");
                     }});
+    keys.push_back(
+        {"seccomp.base", "string",
+         "The allowlist a profile starts from: \"standard\" (what the standard "
+         "library needs) or \"minimal\" (computation: no sockets, no changes to "
+         "file owners, modes or links).",
+         [](const toml::node& n, Profile& p) {
+             const std::string& base = expect_string(n);
+             if (base != "standard" && base != "minimal")
+                 throw std::invalid_argument("expected \"standard\" or \"minimal\"; found \"" +
+                                             base + "\"");
+             p.seccomp.base = base == "minimal" ? seccomp::Base::minimal : seccomp::Base::standard;
+         },
+         [](Profile& p, toml::table& t, const std::string& leaf) {
+             t.insert_or_assign(leaf,
+                                p.seccomp.base == seccomp::Base::minimal ? "minimal" : "standard");
+         }});
     keys.push_back(bool_key("seccomp.allow_processes",
-                            "Allow fork/vfork/clone of processes (up to limits.max_procs).",
+                            "Add process creation to the allowlist: fork, vfork, clone of "
+                            "processes (up to limits.max_procs).",
                             at<&Profile::seccomp, &seccomp::Settings::allow_processes>));
-    keys.push_back(syscall_list_key("seccomp.deny",
-                                    "System calls denied on top of the default policy.",
+    keys.push_back(syscall_list_key("seccomp.deny", "System calls taken out of the allowlist.",
                                     at<&Profile::seccomp, &seccomp::Settings::deny>));
-    keys.push_back(syscall_list_key("seccomp.allow",
-                                    "System calls taken out of the default denials.",
-                                    at<&Profile::seccomp, &seccomp::Settings::allow>));
+    keys.push_back(syscall_list_key(
+        "seccomp.allow",
+        "System calls added to the allowlist, whatever their arguments (each widens what the "
+        "script can ask of the host's kernel: see pysandbox(1), SYSTEM CALLS).",
+        at<&Profile::seccomp, &seccomp::Settings::allow>));
 }
 
 void add_policy_keys(std::vector<KeySpec>& keys) {

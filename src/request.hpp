@@ -59,6 +59,7 @@ struct Request {
     Program program;
     Overrides overrides;
     bool capture_output = false;  // the output goes into the result instead of through
+    bool trace_syscalls = false;  // record every system call and what the profile does with it
     int verbose = 0;
 };
 

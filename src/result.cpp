@@ -237,6 +237,15 @@ json files_json(const std::vector<artifacts::Artifact>& files) {
     return list;
 }
 
+// --trace-syscalls: [{"name", "count", "verdict"}], by name; null without it.
+json syscalls_json(const Outcome& outcome) {
+    if (!outcome.traced_syscalls) return nullptr;
+    json calls = json::array();
+    for (const auto& [name, call] : *outcome.traced_syscalls)
+        calls.push_back({{"name", name}, {"count", call.count}, {"verdict", call.verdict}});
+    return calls;
+}
+
 json usage_json(const Outcome& outcome) {
     return {{"wall_ms", outcome.wall.count()},
             {"cpu_ms", outcome.cpu_ms},
@@ -339,6 +348,7 @@ json result_json(const Plan& plan, Outcome outcome, int exit_code) {
         {"violations", violations_json(outcome, status)},
         {"files", files_json(outcome.files)},
         {"files_omitted", outcome.files_omitted},
+        {"syscalls", syscalls_json(outcome)},
         {"usage", usage_json(outcome)},
         {"limits", limits_json(plan)},
         {"enforcement", enforcement_json(plan, outcome)},
@@ -366,6 +376,7 @@ json early_error_json(std::string_view message, std::string_view profile) {
             {"violations", json::array()},
             {"files", json::array()},
             {"files_omitted", 0},
+            {"syscalls", nullptr},
             {"usage", nullptr},
             {"limits", nullptr},
             {"enforcement", nullptr},

@@ -1,48 +1,97 @@
 #pragma once
-// The system-call policy: what a script may not ask the kernel for. Compiled to BPF by libseccomp
-// in the supervisor (compile), loaded by the interpreter's process just before execve (load).
+// The system-call policy: an allowlist. Each profile allows the calls CPython and the libraries it
+// promises need (the table in seccomp.cpp, each call once with the reason it is there) and
+// nothing else. Compiled to BPF by libseccomp in the supervisor (compile), loaded by the
+// interpreter's process just before execve (load).
 //
-// Every denial goes through SECCOMP_RET_USER_NOTIF: the supervisor receives each denied call,
-// counts it by name and answers EPERM (or, with action = "kill", ends the sandbox). That is how
-// the result can list blocked calls deterministically instead of guessing from stderr.
+// Everything not allowed goes to SECCOMP_RET_USER_NOTIF: the supervisor receives each denied call,
+// counts it by name and answers with the errno that call expects from a kernel that refuses it
+// (denial_errno), or, with action = "kill", ends the sandbox. That is how the result can list
+// blocked calls deterministically instead of guessing from stderr. A few newer calls that libc
+// tries before an older one (clone3, ...) get ENOSYS from the filter itself, without a record,
+// so libc falls back as on an older kernel.
 
 #include <linux/filter.h>
+#include <linux/seccomp.h>
 
+#include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace pysandbox::seccomp {
 
+// How much of the table a profile takes: the minimal set (computation only, no sockets, no
+// file-metadata changes), the standard one (the standard library's needs), and, on top of either,
+// process creation.
+enum class Base { minimal, standard };
+
 struct Settings {
-    bool kill = false;               // end the sandbox on the first denied call (else EPERM)
-    bool allow_processes = false;    // fork/vfork/clone without CLONE_THREAD
-    std::vector<std::string> deny;   // added to the default denials
-    std::vector<std::string> allow;  // removed from the default denials
+    bool kill = false;  // end the sandbox on the first denied call (else an errno)
+    Base base = Base::standard;
+    bool allow_processes = false;    // fork/vfork/clone of processes (up to limits.max_procs)
+    std::vector<std::string> deny;   // taken out of the allowlist
+    std::vector<std::string> allow;  // added to the allowlist
 };
 
-// The calls denied outright, with the reason (for docs and `profile show`).
-struct Denial {
+// The socket families a script may create: always AF_UNIX (standard base); AF_INET and AF_INET6
+// when it has a network (loopback, or the proxy on loopback).
+enum class Sockets { unix_only, unix_and_inet };
+
+// One row of the allowlist.
+enum class Level { minimal, standard, processes };
+struct Allowed {
     const char* name;
-    const char* why;
+    Level level;  // the least that allows it
+    const char* reason;
 };
-const std::vector<Denial>& default_denials();
+std::span<const Allowed> allowlist_table();
+
+// The calls the filter allows for these settings (unconditionally or with arguments checked:
+// ioctl, prctl, clone, socket, personality), sorted.
+std::vector<std::string> allowed_calls(const Settings& settings, Sockets sockets);
+
+// The calls the filter answers ENOSYS itself, without asking the supervisor: newer calls that
+// libc tries before an older one, so it falls back as it would on an older kernel.
+std::span<const char* const> fallback_calls();
 
 // True when libseccomp knows the name on this architecture.
 bool is_known_syscall(std::string_view name);
 
-// The socket families a script may create: always AF_UNIX; AF_INET and AF_INET6 when it has a
-// network (loopback, or the proxy on loopback).
-enum class Sockets { unix_only, unix_and_inet };
+// Large allocations are watched, not denied: an mmap (or mremap growing) by at least this many
+// bytes goes to the supervisor, which measures the process's address space before letting the
+// call continue. That is the kernel-side evidence that an allocation failed at the memory limit
+// (result.cpp). Only where RLIMIT_AS is the limit (no memory cgroup).
+struct AllocationWatch {
+    std::uint64_t threshold;
+};
 
-// Compiles the policy to a BPF program. Throws SysError.
-std::vector<sock_filter> compile(const Settings& settings, Sockets sockets);
+// Compiles the policy to a BPF program. With `trace`, every call but the few the interpreter's
+// process makes before its listener reaches the supervisor goes to the supervisor, which lets
+// through what `settings` would and records everything (--trace-syscalls). Throws SysError.
+std::vector<sock_filter> compile(const Settings& settings, Sockets sockets,
+                                 std::optional<AllocationWatch> watch, bool trace = false);
 
 // In the child: loads the program with a user-notification listener. Returns the listener fd or
 // -errno. Needs no_new_privs.
 int load(const std::vector<sock_filter>& program) noexcept;
 
-// In the supervisor: the name of syscall `nr` on audit architecture `arch`.
+// In the supervisor: the name of syscall `nr` on audit architecture `arch`; "syscall N" when
+// libseccomp has none.
 std::string syscall_name(std::uint32_t arch, int nr);
+
+// The errno a denied call gets: ENOTTY for an ioctl, EINVAL for a prctl, EAFNOSUPPORT for a
+// socket family, ENOSYS for a call newer than libseccomp knows (or one of the newer calls the
+// table names), EPERM for the rest.
+int denial_errno(std::uint32_t arch, int nr);
+
+// Whether a notification is the allocation watch (mmap, mremap), not a denial.
+bool is_allocation_watch(std::uint32_t arch, int nr);
+
+// What a program answers for one call (the kernel's SECCOMP_RET_* value, data included): a
+// classic-BPF evaluator over seccomp_data, for --trace-syscalls and the tests.
+std::uint32_t evaluate(std::span<const sock_filter> program, const seccomp_data& data);
 
 }  // namespace pysandbox::seccomp

@@ -3,9 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/sched.h>
-#include <linux/seccomp.h>
 #include <sched.h>
-#include <seccomp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -27,13 +25,13 @@
 #include "errors.hpp"
 #include "policy_channel.hpp"
 #include "report.hpp"
-#include "seccomp.hpp"
 #include "stream.hpp"
 #include "sys/child_guard.hpp"
 #include "sys/poller.hpp"
 #include "sys/records.hpp"
 #include "sys/signal_fd.hpp"
 #include "sys/timer_fd.hpp"
+#include "syscall_watch.hpp"
 
 namespace pysandbox {
 namespace {
@@ -134,40 +132,6 @@ struct Pipes {
     }
 };
 
-// Receives denied system calls from the seccomp listener: request and response buffers of the
-// size this kernel wants.
-class Notifications {
-  public:
-    Notifications() {
-        check_sys(-std::abs(seccomp_notify_alloc(&request_, &response_)), "seccomp_notify_alloc");
-        seccomp_notif_sizes sizes{};
-        if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) == 0)
-            request_size_ = std::max<std::size_t>(request_size_, sizes.seccomp_notif);
-    }
-    ~Notifications() { seccomp_notify_free(request_, response_); }
-    Notifications(const Notifications&) = delete;
-    Notifications& operator=(const Notifications&) = delete;
-
-    // The next denied call, or nullptr when none could be read.
-    const seccomp_notif* receive(int listener) {
-        // The kernel refuses (EINVAL) a request buffer that is not zeroed.
-        std::memset(request_, 0, request_size_);
-        return seccomp_notify_receive(listener, request_) == 0 ? request_ : nullptr;
-    }
-    // Answers the last request with EPERM. ENOENT: the caller died meanwhile.
-    void refuse(int listener) {
-        std::memset(response_, 0, sizeof *response_);
-        response_->id = request_->id;
-        response_->error = -EPERM;
-        seccomp_notify_respond(listener, response_);
-    }
-
-  private:
-    seccomp_notif* request_ = nullptr;
-    seccomp_notif_resp* response_ = nullptr;
-    std::size_t request_size_ = sizeof(seccomp_notif);
-};
-
 // The poll loop's state: what the supervisor watches and what it learned.
 class Supervision {
   public:
@@ -224,7 +188,10 @@ class Supervision {
     }
 
     void on_report();
-    void on_denied_syscall();
+
+    void on_notification() {
+        if (syscalls_.handle(notify_.get())) child_.kill(SIGKILL);
+    }
 
     void on_policy_record() {
         if (policy_->drain(outcome_policy_) == PolicyChannel::Drained::closed) policy_open_ = false;
@@ -248,9 +215,7 @@ class Supervision {
     std::optional<Report> failure_;
     UniqueFd work_dir_;  // the sandbox's /tmp/work, sent during setup
     UniqueFd notify_;    // the seccomp listener, once the interpreter's process sent it
-    Notifications notifications_;
-    std::map<std::string, std::uint64_t> blocked_;
-    std::string killing_syscall_;
+    SyscallWatch syscalls_{plan_};
     bool timed_out_ = false;
     int interrupted_by_ = 0;
     std::unique_ptr<proxy::Proxy> proxy_;  // network mode "proxy", once the sandbox sent its port
@@ -324,7 +289,7 @@ void Supervision::watch_events() {
         },
         [this](short revents) {
             if (revents & POLLIN)
-                on_denied_syscall();
+                on_notification();
             else
                 notify_.reset();  // every filtered process is gone
         });
@@ -365,23 +330,6 @@ void Supervision::on_report() {
     }
 }
 
-// A script asked for a denied system call: count it by name, then refuse it (EPERM) or end the
-// sandbox, as the profile says.
-void Supervision::on_denied_syscall() {
-    const seccomp_notif* request = notifications_.receive(notify_.get());
-    if (request == nullptr) return;
-    std::string name = seccomp::syscall_name(request->data.arch, request->data.nr);
-    count_bounded(blocked_, name, std::string("(other system calls)"));
-    if (plan_.verbose) std::fprintf(stderr, "pysandbox: denied %s\n", name.c_str());
-    if (plan_.profile.seccomp.kill) {
-        // No answer: the call stays blocked until the kill lands, so nothing after it runs.
-        if (killing_syscall_.empty()) killing_syscall_ = name;
-        child_.kill(SIGKILL);
-        return;
-    }
-    notifications_.refuse(notify_.get());
-}
-
 Outcome Supervision::take_outcome(Clock::time_point start) {
     const Clock::time_point end = Clock::now();
     Outcome outcome;
@@ -411,7 +359,7 @@ Outcome Supervision::take_outcome(Clock::time_point start) {
         outcome.cpu_ms = exited_->cpu_us / 1000;
         outcome.max_rss_kib = exited_->max_rss_kib;
     }
-    outcome.blocked_syscalls = blocked_;
+    syscalls_.report(outcome);
     outcome.policy = outcome_policy_;
     if (failure_) {
         outcome.kind = failure_->kind == ReportKind::exec_failed ? Outcome::Kind::exec_failed
@@ -419,9 +367,8 @@ Outcome Supervision::take_outcome(Clock::time_point start) {
         outcome.error = failure_->error;
         outcome.step = child_step_name(failure_->step);
         outcome.detail = failure_->detail;
-    } else if (!killing_syscall_.empty()) {
+    } else if (!outcome.killing_syscall.empty()) {
         outcome.kind = Outcome::Kind::policy_violation;
-        outcome.killing_syscall = killing_syscall_;
     } else if (interrupted_by_) {
         outcome.kind = Outcome::Kind::interrupted;
         outcome.signal = interrupted_by_;

@@ -20,7 +20,8 @@ SCHEMA = "pysandbox.result/v1"
 TOP_LEVEL_FIELDS = {
     "schema", "version", "status", "exit_code", "signal", "pysandbox_exit_code", "message",
     "stdout", "stderr", "encoding", "output", "truncated", "bytes", "exception", "violations",
-    "files", "files_omitted", "usage", "limits", "enforcement", "profile", "error", "warnings",
+    "files", "files_omitted", "syscalls", "usage", "limits", "enforcement", "profile", "error",
+    "warnings",
 }
 
 
@@ -83,6 +84,7 @@ class StatusTest(JsonTestCase):
         self.assertEqual(obj["violations"], [])
         self.assertEqual(obj["files"], [])
         self.assertEqual(obj["files_omitted"], 0)
+        self.assertIsNone(obj["syscalls"])
         self.assertIsNone(obj["error"])
         self.assertEqual(obj["warnings"], [])
         self.assertEqual(obj["profile"], "default")

@@ -286,6 +286,7 @@ TEST_SUITE("plan") {
         expected.push_back("VECLIB_MAXIMUM_THREADS=1");
         expected.push_back("PYTHONPATH=/sandbox/.pysandbox");
         expected.push_back("PYSANDBOX_WORK_DIR=/tmp/work");
+        if (!plan->cgroup) expected.push_back("MALLOC_ARENA_MAX=2");
         if (!profile.env_set.contains("MPLBACKEND"))
             expected.push_back("MPLBACKEND=module://pysandbox_figures");
         std::sort(expected.begin(), expected.end());
@@ -312,7 +313,8 @@ TEST_SUITE("plan") {
         std::erase(envp, "PYTHONUNBUFFERED=1");
         std::erase_if(envp, [](const std::string& var) {
             return contains(var, "_THREADS=") || var.starts_with("PYTHONPATH=") ||
-                   var.starts_with("MPLBACKEND=") || var.starts_with("PYSANDBOX_WORK_DIR=");
+                   var.starts_with("MPLBACKEND=") || var.starts_with("PYSANDBOX_WORK_DIR=") ||
+                   var.starts_with("MALLOC_ARENA_MAX=");
         });
         CHECK(envp == Strings{"A=host", "TERM=xterm"});
     }
