@@ -45,7 +45,7 @@ int kernel_abi() noexcept {
 }
 
 Ruleset plan_rules(int abi, const std::vector<std::string>& read_only,
-                   const std::string& writable) {
+                   const std::vector<std::string>& writable) {
     Ruleset ruleset;
     ruleset.abi = abi;
     if (abi <= 0) return ruleset;
@@ -57,7 +57,7 @@ Ruleset plan_rules(int abi, const std::vector<std::string>& read_only,
     // /dev holds only null, zero, full, random and urandom: writing to them is harmless.
     ruleset.rules.push_back({"/dev", kRead | LANDLOCK_ACCESS_FS_WRITE_FILE |
                                          (ruleset.handled & LANDLOCK_ACCESS_FS_TRUNCATE)});
-    ruleset.rules.push_back({writable, ruleset.handled & ~kExecute});
+    for (const auto& path : writable) ruleset.rules.push_back({path, ruleset.handled & ~kExecute});
     return ruleset;
 }
 

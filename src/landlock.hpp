@@ -27,9 +27,10 @@ struct Ruleset {
 // The kernel's Landlock ABI version, or 0.
 int kernel_abi() noexcept;
 
-// Rules for a sandbox whose read-only content lives at `read_only` and whose writable place is
+// Rules for a sandbox whose read-only content lives at `read_only` and whose writable places are
 // `writable`.
-Ruleset plan_rules(int abi, const std::vector<std::string>& read_only, const std::string& writable);
+Ruleset plan_rules(int abi, const std::vector<std::string>& read_only,
+                   const std::vector<std::string>& writable);
 
 int step_restrict_filesystem(ChildContext& ctx) noexcept;
 

@@ -193,6 +193,13 @@ int step_populate_dev(ChildContext& ctx) noexcept {
         if (::symlink(target, path.c_str()) != 0)
             return step_fail(ctx, "symlink(%s -> %s)", path.c_str(), target);
     }
+    if (ctx.plan.shm_mount_options.empty()) return 0;
+    StagedPath shm("/dev/shm");
+    if (::mkdir(shm.c_str(), 0755) != 0) return step_fail(ctx, "mkdir(%s)", shm.c_str());
+    if (::mount("sandbox-shm", shm.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                ctx.plan.shm_mount_options.c_str()) != 0)
+        return step_fail(ctx, "mount(tmpfs -> %s, %s)", shm.c_str(),
+                         ctx.plan.shm_mount_options.c_str());
     return 0;
 }
 

@@ -543,6 +543,11 @@ void add_filesystem(Plan& plan) {
         "size=" + std::to_string(plan.profile.limits.tmp_size) +
         ",nr_inodes=65536,mode=0755,uid=" + std::to_string(plan.ids.inner_uid) +
         ",gid=" + std::to_string(plan.ids.inner_gid);
+    if (plan.profile.seccomp.allow_processes)
+        plan.shm_mount_options =
+            "size=" + std::to_string(plan.profile.limits.tmp_size) +
+            ",nr_inodes=4096,mode=0755,uid=" + std::to_string(plan.ids.inner_uid) +
+            ",gid=" + std::to_string(plan.ids.inner_gid);
     add_identity_files(plan);
 }
 
@@ -565,7 +570,9 @@ void add_kernel_layers(Plan& plan) {
     }
     std::vector<std::string> readable{"/etc", std::string(kScriptDir)};
     for (const auto& bind : plan.ro_binds) readable.push_back(bind.source);
-    plan.landlock = landlock::plan_rules(landlock::kernel_abi(), readable, "/tmp");
+    std::vector<std::string> writable{"/tmp"};
+    if (!plan.shm_mount_options.empty()) writable.emplace_back("/dev/shm");
+    plan.landlock = landlock::plan_rules(landlock::kernel_abi(), readable, writable);
 }
 
 void point_into_strings(Plan& plan) {

@@ -104,6 +104,9 @@ struct Plan {
     std::vector<std::string> proc_masked;  // /proc entries hidden behind /dev/null or empty tmpfs
     std::vector<std::string> proc_readonly;
     std::string tmp_mount_options;  // for the writable /tmp tmpfs
+    // /dev/shm, for POSIX semaphores and shared memory (multiprocessing's locks and queues), where
+    // processes are allowed: a tmpfs of tmp_size. Empty: no /dev/shm.
+    std::string shm_mount_options;
     std::string workdir{kWorkDir};
     std::vector<InputFile> inputs;
     // --output-dir: absolute; held open when it existed (empty), made after the run when not.

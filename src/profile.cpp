@@ -355,7 +355,8 @@ void add_seccomp_keys(std::vector<KeySpec>& keys) {
          }});
     keys.push_back(bool_key("seccomp.allow_processes",
                             "Add process creation to the allowlist: fork, vfork, clone of "
-                            "processes (up to limits.max_procs).",
+                            "processes (up to limits.max_procs), with a /dev/shm (a tmpfs of "
+                            "limits.tmp_size) for multiprocessing's locks and queues.",
                             at<&Profile::seccomp, &seccomp::Settings::allow_processes>));
     keys.push_back(syscall_list_key("seccomp.deny", "System calls taken out of the allowlist.",
                                     at<&Profile::seccomp, &seccomp::Settings::deny>));

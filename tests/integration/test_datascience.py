@@ -9,7 +9,7 @@ import textwrap
 import unittest
 from pathlib import Path
 
-from harness import PYSANDBOX, SandboxTestCase, temp_dir, write_file
+from harness import PYSANDBOX, SandboxTestCase, parse_report, temp_dir, write_file
 
 CSV = "day,value\n1,10\n2,\n3,30\n4,oops\n5,50\n"
 
@@ -90,6 +90,26 @@ import matplotlib.pyplot as plt
 plt.figure(figsize=(2, 1), dpi=50); plt.plot([1, 2]); plt.title("fonts")
 plt.savefig("plot.png")
 """
+
+
+class MultiprocessingTest(SandboxTestCase):
+    def test_pool_executor_and_queue_work(self):
+        # They need POSIX semaphores (sem_open: a file in /dev/shm); datascience has a /dev/shm
+        # of its own. Before it, mp.Pool failed with FileNotFoundError in SemLock.
+        r = self.run_script("""
+            import multiprocessing as mp
+            from concurrent.futures import ProcessPoolExecutor
+            with mp.Pool(2) as pool:
+                squares = pool.map(abs, [-1, -2, -3])
+            with ProcessPoolExecutor(2) as executor:
+                more = list(executor.map(abs, [-4, -5]))
+            queue = mp.Queue()
+            queue.put(7)
+            report([squares, more, queue.get(timeout=10)])
+            """, options=["-p", "datascience", "--json"], timeout=90)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["status"], "ok", r.describe())
+        self.assertEqual(parse_report(out["stdout"].encode()), [[1, 2, 3], [4, 5], 7])
 
 
 class FontListTest(SandboxTestCase):
