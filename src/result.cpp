@@ -49,7 +49,9 @@ bool hit_cpu_limit(const Plan& plan, const Outcome& outcome) {
 }
 
 // The cgroup's out-of-memory kills, or an allocation failure (MemoryError, or a crash of code
-// that does not check) while the measured peak was at least half the limit.
+// that does not check) while the measured peak was at least half the limit or the supervisor saw
+// an allocation the address-space limit refused (memory Python asks for and never touches, a
+// big bytearray or calloc, is not resident: the peak alone misses it).
 bool hit_memory_limit(const Plan& plan, const Outcome& outcome,
                       const std::optional<PythonException>& exception) {
     if (outcome.oom_kills > 0 && outcome.kind != Kind::exited) return true;
@@ -59,7 +61,7 @@ bool hit_memory_limit(const Plan& plan, const Outcome& outcome,
         (outcome.kind == Kind::signaled &&
          (outcome.signal == SIGKILL || outcome.signal == SIGSEGV || outcome.signal == SIGABRT));
     const std::uint64_t peak = static_cast<std::uint64_t>(outcome.max_rss_kib) * 1024;
-    return failed && 2 * peak >= plan.profile.limits.memory;
+    return failed && (outcome.allocation_refused || 2 * peak >= plan.profile.limits.memory);
 }
 
 std::string join(const std::string& a, const std::string& b) {

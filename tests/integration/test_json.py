@@ -193,15 +193,23 @@ class StatusTest(JsonTestCase):
                       obj["violations"])
         self.assertGreaterEqual(obj["usage"]["max_rss_kib"] * 1024, 32 * 2**20)
 
-    def test_a_memory_error_far_below_the_limit_is_an_exception(self):
-        # One allocation too big to make leaves the measured peak far below the limit: there is
-        # no evidence the limit was reached (a script can raise MemoryError itself), so the
-        # status is the exception's, and the hint still points at --memory.
+    def test_one_allocation_over_the_limit_is_memory_limit(self):
+        # One allocation too big to make leaves the measured peak far below the limit, but the
+        # supervisor saw the kernel refuse it at the address-space limit (the allocation watch):
+        # that is evidence the limit was reached.
         r, obj = self.run_json("b = bytearray(512 * 2**20)\n", options=["--memory", "64MiB"])
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(obj["status"], "memory_limit")
+        self.assertEqual(obj["exception"]["type"], "MemoryError")
+        self.assertIn("--memory", obj["exception"]["hint"])
+        self.assertLess(obj["usage"]["max_rss_kib"] * 1024, 32 * 2**20)
+
+    def test_a_memory_error_the_script_raises_is_an_exception(self):
+        # No allocation failed: a script can raise MemoryError itself, and that is its word.
+        r, obj = self.run_json("raise MemoryError('made up')\n", options=["--memory", "64MiB"])
         self.assertEqual(r.returncode, 1)
         self.assertEqual(obj["status"], "exception")
         self.assertEqual(obj["exception"]["type"], "MemoryError")
-        self.assertIn("--memory", obj["exception"]["hint"])
 
     def test_cpu_limit(self):
         r, obj = self.run_json("while True: pass\n",
