@@ -297,6 +297,12 @@ constexpr std::uint64_t kLow32 = 0xffffffffULL;
 constexpr std::uint64_t kNewNamespaces = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS |
                                          CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET;
 
+// One comparison of argument `index` with `value` (libseccomp's SCMP_An with the unused second
+// datum spelled out, as -Wmissing-field-initializers asks).
+constexpr scmp_arg_cmp argument(unsigned index, scmp_compare op, scmp_datum_t value) {
+    return {index, op, value, 0};
+}
+
 void add_rule(scmp_filter_ctx ctx, std::uint32_t action, int nr, const char* what,
               std::initializer_list<scmp_arg_cmp> args = {}) {
     int rc = seccomp_rule_add_array(ctx, action, nr, static_cast<unsigned>(args.size()),
@@ -362,22 +368,22 @@ void add_argument_rules(scmp_filter_ctx ctx, const Settings& settings, Sockets s
         // A full 64-bit compare: garbage in the upper half is refused.
         for (int family : families)
             add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), "socket",
-                     {SCMP_A0(SCMP_CMP_EQ, static_cast<scmp_datum_t>(family))});
+                     {argument(0, SCMP_CMP_EQ, static_cast<scmp_datum_t>(family))});
     }
     // personality() may only be queried: a changed persona (READ_IMPLIES_EXEC,
     // ADDR_NO_RANDOMIZE) weakens the process.
     if (filtered("personality"))
         add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), "personality",
-                 {SCMP_A0(SCMP_CMP_EQ, 0xffffffffULL)});
+                 {argument(0, SCMP_CMP_EQ, 0xffffffffULL)});
 }
 
 // mmap and mremap below the threshold pass; bigger ones go to the supervisor (see
 // AllocationWatch).
 void add_watched_allocations(scmp_filter_ctx ctx, const AllocationWatch& watch) {
     add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), "mmap",
-             {SCMP_A1(SCMP_CMP_LT, static_cast<scmp_datum_t>(watch.threshold))});
+             {argument(1, SCMP_CMP_LT, watch.threshold)});
     add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mremap), "mremap",
-             {SCMP_A2(SCMP_CMP_LT, static_cast<scmp_datum_t>(watch.threshold))});
+             {argument(2, SCMP_CMP_LT, watch.threshold)});
 }
 
 void add_fallbacks(scmp_filter_ctx ctx, const Settings& settings) {
