@@ -92,7 +92,9 @@ class StatusTest(JsonTestCase):
         usage = obj["usage"]
         self.assertEqual(set(usage), {"wall_ms", "cpu_ms", "max_rss_kib", "setup_ms", "collect_ms"})
         self.assertGreaterEqual(usage["collect_ms"], 0)
-        self.assertGreater(usage["setup_ms"], 0)
+        # Whole milliseconds: a set-up of 0.9 ms reads 0 (it takes 1-2 ms here).
+        self.assertIsInstance(usage["setup_ms"], int)
+        self.assertGreaterEqual(usage["setup_ms"], 0)
         self.assertLess(usage["setup_ms"] + usage["wall_ms"], r.elapsed * 1000 + 5)
         self.assertGreater(usage["wall_ms"], 0)
         self.assertGreaterEqual(usage["cpu_ms"], 0)
