@@ -4,7 +4,7 @@
 
 _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
     case $1 in
-        '') REPLY='run check profile doctor' ;;
+        '') REPLY='run check session profile doctor' ;;
         'profile') REPLY='list show' ;;
         *) REPLY='' ;;
     esac
@@ -14,6 +14,7 @@ _pysandbox_options() {  # $1: a command path; REPLY: its options
         '') REPLY='-h --help --version' ;;
         'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --output-dir --workdir --incident-log -c --json -v --verbose --trace-syscalls' ;;
         'check') REPLY='-h --help -p --profile --json --incident-log' ;;
+        'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log --ndjson -v --verbose' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
         'profile show') REPLY='-h --help' ;;
@@ -41,6 +42,22 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'run|-c') REPLY='text' ;;
         'check|-p'|'check|--profile') REPLY='profile' ;;
         'check|--incident-log') REPLY='file' ;;
+        'session|-p'|'session|--profile') REPLY='profile' ;;
+        'session|--timeout') REPLY='text' ;;
+        'session|--cpu-time') REPLY='text' ;;
+        'session|--memory') REPLY='text' ;;
+        'session|--max-procs') REPLY='text' ;;
+        'session|--cpus') REPLY='text' ;;
+        'session|--tmp-size') REPLY='text' ;;
+        'session|--output-limit') REPLY='text' ;;
+        'session|--idle-timeout') REPLY='text' ;;
+        'session|--lifetime') REPLY='text' ;;
+        'session|--net') REPLY='choice none loopback proxy' ;;
+        'session|--allow') REPLY='text' ;;
+        'session|--env') REPLY='text' ;;
+        'session|--input') REPLY='file' ;;
+        'session|--output-dir') REPLY='directory' ;;
+        'session|--incident-log') REPLY='file' ;;
         *) REPLY='flag' ;;
     esac
 }

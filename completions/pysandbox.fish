@@ -40,7 +40,7 @@ end
 function __pysandbox_subcommands  # $argv: a command path
     switch "$argv"
         case ''
-            echo run check profile doctor
+            echo run check session profile doctor
         case 'profile'
             echo list show
     end
@@ -67,7 +67,24 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'run|-c' \
             'check|-p' \
             'check|--profile' \
-            'check|--incident-log'
+            'check|--incident-log' \
+            'session|-p' \
+            'session|--profile' \
+            'session|--timeout' \
+            'session|--cpu-time' \
+            'session|--memory' \
+            'session|--max-procs' \
+            'session|--cpus' \
+            'session|--tmp-size' \
+            'session|--output-limit' \
+            'session|--idle-timeout' \
+            'session|--lifetime' \
+            'session|--net' \
+            'session|--allow' \
+            'session|--env' \
+            'session|--input' \
+            'session|--output-dir' \
+            'session|--incident-log'
             return 0
     end
     return 1
@@ -76,6 +93,7 @@ end
 complete -c pysandbox -f
 complete -c pysandbox -n '__pysandbox_at' -f -a 'run' -d 'Run a Python script inside the sandbox'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'check' -d 'Report the script'\''s denied imports and calls (Python'\''s ast, run in the sandbox)'
+complete -c pysandbox -n '__pysandbox_at' -f -a 'session' -d 'Keep one sandboxed interpreter across cells: NDJSON requests on stdin, one result line each on stdout; a small REPL when stdin is a terminal'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'profile' -d 'List or show profiles'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'doctor' -d 'Check what this host allows, and how to fix what it does not'
 complete -c pysandbox -n '__pysandbox_at' -s h -l help -d 'Print this help message and exit'
@@ -106,6 +124,25 @@ complete -c pysandbox -n '__pysandbox_at check' -s p -l profile -x -a '(__pysand
 complete -c pysandbox -n '__pysandbox_at check' -l json -d 'Print one JSON object (schema pysandbox.check/v1)'
 complete -c pysandbox -n '__pysandbox_at check' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
 complete -c pysandbox -n '__pysandbox_at check' -F
+complete -c pysandbox -n '__pysandbox_at session' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at session' -s p -l profile -x -a '(__pysandbox_profiles)' -d 'Profile name, or a path containing '\''/'\'''
+complete -c pysandbox -n '__pysandbox_at session' -l timeout -x -d 'Wall-clock limit, e.g. 5s, 250ms, 2m (exit 124)'
+complete -c pysandbox -n '__pysandbox_at session' -l cpu-time -x -d 'CPU time limit, e.g. 10s'
+complete -c pysandbox -n '__pysandbox_at session' -l memory -x -d 'Memory limit, e.g. 256MiB, 1G'
+complete -c pysandbox -n '__pysandbox_at session' -l max-procs -x -d 'Processes and threads, together'
+complete -c pysandbox -n '__pysandbox_at session' -l cpus -x -d 'CPUs to run on; also sizes numeric thread pools'
+complete -c pysandbox -n '__pysandbox_at session' -l tmp-size -x -d 'Size of the writable /tmp'
+complete -c pysandbox -n '__pysandbox_at session' -l output-limit -x -d 'Bytes of stdout+stderr kept'
+complete -c pysandbox -n '__pysandbox_at session' -l idle-timeout -x -d 'End the session when no request came for DUR (limits.idle_timeout)'
+complete -c pysandbox -n '__pysandbox_at session' -l lifetime -x -d 'End the session DUR after it started (limits.lifetime)'
+complete -c pysandbox -n '__pysandbox_at session' -l net -x -a 'none loopback proxy' -d 'Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to the allowed HOST:PORTs only)'
+complete -c pysandbox -n '__pysandbox_at session' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
+complete -c pysandbox -n '__pysandbox_at session' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
+complete -c pysandbox -n '__pysandbox_at session' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
+complete -c pysandbox -n '__pysandbox_at session' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy what each cell changed under /tmp/work into host DIR/cell-N; DIR must be empty or absent (it is then made)'
+complete -c pysandbox -n '__pysandbox_at session' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
+complete -c pysandbox -n '__pysandbox_at session' -l ndjson -d 'Speak NDJSON even when stdin is a terminal'
+complete -c pysandbox -n '__pysandbox_at session' -s v -l verbose -d 'Say what the sandbox does, step by step'
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'list' -d 'List the profiles that can be named'
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'show' -d 'Print a profile, fully resolved, as TOML'
 complete -c pysandbox -n '__pysandbox_at profile' -s h -l help -d 'Print this help message and exit'

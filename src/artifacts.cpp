@@ -108,6 +108,10 @@ class HostCopy {
     bool published_ = false;
 };
 
+std::int64_t timespec_ns(const timespec& time) {
+    return static_cast<std::int64_t>(time.tv_sec) * 1'000'000'000 + time.tv_nsec;
+}
+
 bool same_inode(const struct stat& a, const struct stat& b) {
     return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
@@ -160,7 +164,7 @@ class Walker {
         }
     }
 
-    Listing take() { return {std::move(found_), omitted_}; }
+    Listing take() { return {std::move(found_), omitted_, std::move(seen_)}; }
 
   private:
     // An artifact lands only in a directory this walk made: a directory that is already there
@@ -198,6 +202,12 @@ class Walker {
 
     void file(int dir, int host_dir, const std::string& name, const struct stat& st,
               const std::string& path) {
+        const Stamp stamp{st.st_ino, st.st_size, timespec_ns(st.st_mtim), timespec_ns(st.st_ctim)};
+        seen_[path] = stamp;
+        if (options_.unchanged != nullptr) {
+            const auto before = options_.unchanged->find(path);
+            if (before != options_.unchanged->end() && before->second == stamp) return;
+        }
         if (found_.size() >= kMaxListed) {
             ++omitted_;
             return;
@@ -274,6 +284,7 @@ class Walker {
     std::vector<Artifact> found_;
     std::uint64_t omitted_ = 0;
     std::string refusal_below_;  // why the files below a directory not made here are skipped
+    Snapshot seen_;
 };
 
 }  // namespace

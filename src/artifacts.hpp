@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,6 +40,17 @@ inline constexpr int kHostDirMissing = -2;
 // At most this many artifacts are listed; the rest are only counted (Listing::omitted).
 inline constexpr std::size_t kMaxListed = 1000;
 
+// What a regular file was when a walk saw it: a file whose stamp is unchanged was not written
+// since (a session lists only what each cell changed).
+struct Stamp {
+    ino_t inode = 0;
+    off_t size = 0;
+    std::int64_t mtime_ns = 0;
+    std::int64_t ctime_ns = 0;
+    bool operator==(const Stamp&) const = default;
+};
+using Snapshot = std::map<std::string, Stamp>;  // path -> stamp
+
 struct Options {
     std::vector<std::string> inputs;   // top-level names bound by --input: never artifacts
     int output_dir = kListOnly;        // an open host directory, or one of the above
@@ -48,11 +60,14 @@ struct Options {
     std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
     std::optional<uid_t> owner;  // chown copies to this uid/gid (root's runs: the sandbox's)
     std::optional<gid_t> group;
+    // Files with the same stamp as here are left out (not listed, hashed or copied).
+    const Snapshot* unchanged = nullptr;
 };
 
 struct Listing {
     std::vector<Artifact> files;
     std::uint64_t omitted = 0;  // regular files past kMaxListed
+    Snapshot seen;              // every regular file the walk saw, for the next walk's `unchanged`
 };
 
 // The media type a file's extension suggests; application/octet-stream when none does.

@@ -15,6 +15,7 @@
 #include <span>
 
 #include "caps.hpp"
+#include "control_channel.hpp"
 #include "exit_codes.hpp"
 #include "landlock.hpp"
 #include "limits.hpp"
@@ -52,14 +53,14 @@ int step_keep_only_own_fds(ChildContext& ctx) noexcept {
     int own[8 + kMaxInputs];
     std::size_t count = 0;
     for (int fd : {fds.release_read, fds.report_write, fds.stdin_read, fds.stdout_write,
-                   fds.stderr_write, fds.policy_write})
+                   fds.stderr_write, fds.policy_write, fds.control})
         own[count++] = fd;
     if (ctx.plan.host_workdir) own[count++] = ctx.plan.host_workdir->fd.get();
     for (const InputFile& input : ctx.plan.inputs) own[count++] = input.fd.get();
     std::sort(own, own + count);
     unsigned first = STDERR_FILENO + 1;
     for (int fd : std::span(own, count)) {
-        if (fd < 0) continue;  // no policy channel
+        if (fd < 0) continue;  // no policy or control channel
         if (static_cast<unsigned>(fd) > first && ::close_range(first, fd - 1, 0) != 0)
             return step_fail(ctx, "close_range(%u, %d)", first, fd - 1);
         first = std::max(first, static_cast<unsigned>(fd) + 1);
@@ -124,26 +125,29 @@ int step_new_session(ChildContext& ctx) noexcept {
     return 0;
 }
 
-// Only stdin, stdout, stderr (the supervisor's pipes), the report pipe and the policy channel stay
-// open: whatever the caller leaked into pysandbox does not reach the script. The policy channel,
-// when the profile has a [policy], is the only one the interpreter inherits (the audit hook
-// writes to it).
+// Only stdin, stdout, stderr (the supervisor's pipes), the report pipe and the two channels stay
+// open: whatever the caller leaked into pysandbox does not reach the script. The policy channel
+// (a profile with a [policy]: the audit hook writes to it) and the cell driver's channel are the
+// only ones the interpreter inherits.
 int step_close_fds(ChildContext& ctx) noexcept {
     const ChildFds& fds = ctx.fds;
     if (::dup2(fds.stdin_read, STDIN_FILENO) < 0 || ::dup2(fds.stdout_write, STDOUT_FILENO) < 0 ||
         ::dup2(fds.stderr_write, STDERR_FILENO) < 0)
         return step_fail(ctx, "dup2(stdio pipes -> 0, 1, 2)");
-    // Out of the way first: either may sit where the other one goes.
-    constexpr int kAbove = kPolicyFd + 1;
+    // Out of the way first: any of them may sit where another one goes.
+    constexpr int kAbove = kControlFd + 1;
     const int report = ::fcntl(fds.report_write, F_DUPFD_CLOEXEC, kAbove);
-    const bool has_channel = fds.policy_write >= 0;
-    const int channel = has_channel ? ::fcntl(fds.policy_write, F_DUPFD_CLOEXEC, kAbove) : -1;
-    if (report < 0 || (has_channel && channel < 0))
+    const int policy =
+        fds.policy_write >= 0 ? ::fcntl(fds.policy_write, F_DUPFD_CLOEXEC, kAbove) : -1;
+    const int control = fds.control >= 0 ? ::fcntl(fds.control, F_DUPFD_CLOEXEC, kAbove) : -1;
+    if (report < 0 || (fds.policy_write >= 0 && policy < 0) || (fds.control >= 0 && control < 0))
         return step_fail(ctx, "fcntl(F_DUPFD_CLOEXEC, %d)", kAbove);
     if (::dup3(report, kReportFd, O_CLOEXEC) < 0)
         return step_fail(ctx, "dup3(report pipe -> %d)", kReportFd);
-    if (has_channel && ::dup2(channel, kPolicyFd) < 0)
+    if (policy >= 0 && ::dup2(policy, kPolicyFd) < 0)
         return step_fail(ctx, "dup2(policy channel -> %d)", kPolicyFd);
+    if (control >= 0 && ::dup2(control, kControlFd) < 0)
+        return step_fail(ctx, "dup2(control channel -> %d)", kControlFd);
     if (::close_range(kAbove, ~0U, 0) != 0) return step_fail(ctx, "close_range(%d, ~0)", kAbove);
     ctx.report_fd = kReportFd;
     return 0;

@@ -19,6 +19,8 @@ struct ChildFds {
     int stderr_write;
     int policy_write;  // the audit hook's records, at kPolicyFd in the interpreter
                        // (policy_channel.hpp); -1 without a [policy]
+    int control;       // the cell driver's channel, at kControlFd in the interpreter
+                       // (control_channel.hpp); -1 for other programs
 };
 
 // Everything a step may touch. `detail` receives the failing call with its arguments.

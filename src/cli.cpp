@@ -127,7 +127,21 @@ void add_network_options(CLI::App& run, Overrides& o) {
         ->type_name("HOST:PORT");
 }
 
-void add_file_options(CLI::App& run, Overrides& o) {
+void add_session_limit_options(CLI::App& session, Overrides& o) {
+    parsed_option(
+        session, "--idle-timeout", "--idle-timeout",
+        [&o](const std::string& t) { o.idle_timeout = parse_limit_duration(t); },
+        "End the session when no request came for DUR (limits.idle_timeout)")
+        ->type_name("DUR");
+    parsed_option(
+        session, "--lifetime", "--lifetime",
+        [&o](const std::string& t) { o.lifetime = parse_limit_duration(t); },
+        "End the session DUR after it started (limits.lifetime)")
+        ->type_name("DUR");
+}
+
+// --env and --input: what goes into the sandbox.
+void add_input_options(CLI::App& run, Overrides& o) {
     repeated_option(
         run, "--env",
         [&o](const std::string& text) {
@@ -142,6 +156,10 @@ void add_file_options(CLI::App& run, Overrides& o) {
         "Make host FILE readable as /tmp/work/NAME (default: its basename); "
         "repeatable")
         ->type_name("FILE[=NAME]");
+}
+
+void add_file_options(CLI::App& run, Overrides& o) {
+    add_input_options(run, o);
     run.add_option("--output-dir", o.output_dir,
                    "Copy the run's artifacts (new or modified files under /tmp/work) into host "
                    "DIR, which must be empty or absent (it is then made)")
@@ -152,6 +170,13 @@ void add_file_options(CLI::App& run, Overrides& o) {
                    "(65534 when root runs pysandbox)")
         ->type_name("DIR");
     add_incident_log_option(run, o.incident_log);
+}
+
+void check_allow_needs_proxy(const Overrides& o) {
+    if (!o.allow.empty() && o.net && *o.net != NetMode::proxy)
+        throw CLI::ValidationError("--allow",
+                                   "needs --net proxy (the allowlist is the proxy's), not --net " +
+                                       std::string(to_string(*o.net)));
 }
 
 // After the run command's options: the program, and the combinations no single flag can check.
@@ -171,11 +196,7 @@ void finish_run(RunInvocation& run) {
     } else {
         throw CLI::ValidationError("run", "a SCRIPT, -c CODE or - (program on stdin) is required");
     }
-    const Overrides& o = run.request.overrides;
-    if (!o.allow.empty() && o.net && *o.net != NetMode::proxy)
-        throw CLI::ValidationError("--allow",
-                                   "needs --net proxy (the allowlist is the proxy's), not --net " +
-                                       std::string(to_string(*o.net)));
+    check_allow_needs_proxy(run.request.overrides);
 }
 
 void add_run_command(CLI::App& app, Invocation& out) {
@@ -215,6 +236,36 @@ void add_check_command(CLI::App& app, Invocation& out) {
     check->footer("Exit status: 0 clean, 1 findings (a syntax error is one), 125 error.");
 }
 
+void add_session_command(CLI::App& app, Invocation& out) {
+    CLI::App* session = app.add_subcommand(
+        "session",
+        "Keep one sandboxed interpreter across cells: NDJSON requests on stdin, one result line "
+        "each on stdout; a small REPL when stdin is a terminal");
+    SessionInvocation& s = out.session;
+    session->add_option("-p,--profile", s.profile, "Profile name, or a path containing '/'")
+        ->type_name("PROFILE");
+    add_limit_options(*session, s.overrides);
+    add_session_limit_options(*session, s.overrides);
+    add_network_options(*session, s.overrides);
+    add_input_options(*session, s.overrides);
+    session
+        ->add_option("--output-dir", s.overrides.output_dir,
+                     "Copy what each cell changed under /tmp/work into host DIR/cell-N; DIR must "
+                     "be empty or absent (it is then made)")
+        ->type_name("DIR");
+    add_incident_log_option(*session, s.overrides.incident_log);
+    session->add_flag("--ndjson", s.ndjson, "Speak NDJSON even when stdin is a terminal");
+    session->add_flag("-v,--verbose", s.verbose, "Say what the sandbox does, step by step");
+    session->callback([&out] {
+        out.command = Command::session;
+        check_allow_needs_proxy(out.session.overrides);
+    });
+    session->footer(
+        "Request: {\"id\": any, \"code\": \"...\", \"timeout\": \"2s\", \"files\": "
+        "[{\"name\", \"text\"|\"base64\"}]}; --timeout is the longest a cell may run. "
+        "See SESSIONS in pysandbox(1).");
+}
+
 void add_profile_command(CLI::App& app, Invocation& out) {
     CLI::App* profile = app.add_subcommand("profile", "List or show profiles");
     profile->require_subcommand(1);
@@ -248,6 +299,7 @@ std::unique_ptr<CLI::App> build_cli(Invocation& out) {
     app->require_subcommand(1);
     add_run_command(*app, out);
     add_check_command(*app, out);
+    add_session_command(*app, out);
     add_profile_command(*app, out);
     CLI::App* doctor = app->add_subcommand(
         "doctor", "Check what this host allows, and how to fix what it does not");

@@ -14,7 +14,7 @@
 
 namespace pysandbox {
 
-enum class Command { none, run, check, profile_list, profile_show, doctor };
+enum class Command { none, run, check, session, profile_list, profile_show, doctor };
 
 // `pysandbox run`.
 struct RunInvocation {
@@ -33,11 +33,20 @@ struct CheckInvocation {
     bool json = false;
 };
 
+// `pysandbox session`.
+struct SessionInvocation {
+    std::string profile = "default";
+    Overrides overrides;
+    bool ndjson = false;  // NDJSON even when stdin is a terminal
+    int verbose = 0;
+};
+
 struct Invocation {
     Command command = Command::none;
     bool doctor_json = false;
     RunInvocation run;
     CheckInvocation check;
+    SessionInvocation session;
     std::string profile_name;  // `profile show NAME`
 };
 

@@ -1,5 +1,9 @@
 #include "encoding.hpp"
 
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 
 namespace pysandbox::encoding {
@@ -67,6 +71,22 @@ std::string base64(std::string_view bytes) {
                 rest == 2 ? kAlphabet[(n >> 6) & 63] : '=', '='};
     }
     return out;
+}
+
+std::optional<std::string> decode_base64(std::string_view text) {
+    if (text.size() % 4 != 0 || text.size() > (1U << 30)) return std::nullopt;
+    const std::size_t padding = text.ends_with("==") ? 2 : text.ends_with('=') ? 1 : 0;
+    const bool alphabet = std::ranges::all_of(text.substr(0, text.size() - padding), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/';
+    });
+    if (!alphabet) return std::nullopt;
+    std::string bytes(text.size() / 4 * 3, '\0');
+    const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(bytes.data()),
+                                  reinterpret_cast<const unsigned char*>(text.data()),
+                                  static_cast<int>(text.size()));
+    if (n < 0) return std::nullopt;
+    bytes.resize(static_cast<std::size_t>(n) - padding);  // the block counts the padding
+    return bytes;
 }
 
 }  // namespace pysandbox::encoding

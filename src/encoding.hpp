@@ -2,6 +2,7 @@
 // Bytes the script produced, made fit for a JSON string: text stays text, anything else (not
 // UTF-8, or mostly control characters, which JSON would escape six bytes each) becomes base64.
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,5 +17,8 @@ bool is_text(std::string_view bytes);
 
 // RFC 4648 base64, with padding.
 std::string base64(std::string_view bytes);
+
+// The bytes of RFC 4648 base64 with padding (no white space); none when `text` is not that.
+std::optional<std::string> decode_base64(std::string_view text);
 
 }  // namespace pysandbox::encoding

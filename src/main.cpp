@@ -21,6 +21,7 @@
 #include "profile.hpp"
 #include "result.hpp"
 #include "seccomp.hpp"
+#include "session_front.hpp"
 #include "units.hpp"
 
 extern char** environ;
@@ -160,6 +161,7 @@ int dispatch(const Invocation& invocation) {
     switch (invocation.command) {
         case Command::run: return run(invocation.run);
         case Command::check: return check::run(invocation.check, host_environment());
+        case Command::session: return run_session(invocation.session, host_environment());
         case Command::profile_list: return profile_list();
         case Command::profile_show: return profile_show(invocation.profile_name);
         case Command::doctor: return doctor::report(doctor::run_checks(), invocation.doctor_json);
@@ -188,8 +190,10 @@ int main(int argc, char** argv) {
     }
     const Invocation& invocation = command_line.invocation();
     const JsonWanted json = wants_json(command_line);
-    const std::string& profile =
-        invocation.command == Command::check ? invocation.check.profile : invocation.run.profile;
+    const std::string& profile = invocation.command == Command::check ? invocation.check.profile
+                                 : invocation.command == Command::session
+                                     ? invocation.session.profile
+                                     : invocation.run.profile;
     try {
         return dispatch(invocation);
     } catch (const UsageError& e) {

@@ -28,6 +28,9 @@ struct Outcome {
         policy_violation,  // a denied system call ended the sandbox (seccomp action "kill")
     };
     Kind kind = Kind::lost;
+    // A session cell after which the sandbox lives on: a limit it reached interrupted the cell
+    // (KeyboardInterrupt, MemoryError) rather than killing anything.
+    bool sandbox_kept = false;
     int exit_code = 0;
     int signal = 0;
     int error = 0;
@@ -37,6 +40,8 @@ struct Outcome {
     std::chrono::milliseconds wall{0};     // execve to the end of the script
     std::chrono::milliseconds collect{0};  // the end of the script to the end of collection
     std::int64_t cpu_ms = 0;
+    // A session cell's: the CPU time of every cell so far, which the session's CPU limit counts.
+    std::optional<std::int64_t> session_cpu_ms;
     std::int64_t max_rss_kib = 0;
     std::uint64_t stdout_bytes = 0;
     std::uint64_t stderr_bytes = 0;

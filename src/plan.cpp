@@ -13,6 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "control_channel.hpp"
 #include "errors.hpp"
 #include "mounts.hpp"
 #include "policy.hpp"
@@ -139,6 +140,18 @@ void add_program(const Program& program, Plan& plan) {
             plan.script_label = program.text;
             break;
         }
+        case Program::Kind::driver:
+            // pysandbox_driver.py CONTROL_FD MODULE...: the modules to preload.
+            plan.argv.push_back(std::string(kSandboxPythonDir) +
+                                std::string(python::kDriverModule) + ".py");
+            plan.argv.push_back(std::to_string(kControlFd));
+            // The modules to preload stand where a script's arguments do (init's command line
+            // keeps them); a cell has no arguments of its own.
+            plan.script_args = plan.argv.size();
+            for (const auto& module : plan.profile.preload) plan.argv.push_back(module);
+            plan.script_label = "session";
+            plan.script_file = "<cell>";
+            return;
     }
     plan.script_args = plan.argv.size();
     for (const auto& arg : program.args) plan.argv.push_back(arg);
@@ -464,6 +477,7 @@ void add_sandbox_python(const Program& program, Plan& plan) {
          policy::sitecustomize_source(plan.profile.policy, plan.profile.name, setup), 0444});
     if (plan.profile.policy.wants_hook()) add_sandbox_module(python::kHookModule, plan);
     if (program.kind == Program::Kind::check) add_sandbox_module(python::kCheckModule, plan);
+    if (program.kind == Program::Kind::driver) add_sandbox_module(python::kDriverModule, plan);
 }
 
 void find_cgroup(Plan& plan) {
@@ -505,6 +519,8 @@ void apply_overrides(Profile& profile, const Overrides& overrides) {
     if (overrides.memory) limits.memory = *overrides.memory;
     if (overrides.tmp_size) limits.tmp_size = *overrides.tmp_size;
     if (overrides.output_limit) limits.output_limit = *overrides.output_limit;
+    if (overrides.idle_timeout) limits.idle_timeout = *overrides.idle_timeout;
+    if (overrides.lifetime) limits.lifetime = *overrides.lifetime;
     if (overrides.cpus) limits.cpus = *overrides.cpus;
     if (overrides.max_procs) limits.max_procs = *overrides.max_procs;
     if (overrides.net) profile.network.mode = *overrides.net;
@@ -592,6 +608,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
     plan->profile = std::move(profile);
     plan->verbose = request.verbose;
     plan->trace_syscalls = request.trace_syscalls;
+    plan->program_kind = program.kind;
     plan->capture_output = request.capture_output || program.kind == Program::Kind::check;
     plan->interpreter = plan->profile.interpreter;
     check_interpreter(*plan);

@@ -118,6 +118,7 @@ struct Plan {
     std::optional<FontList> font_list;  // none: no list prepared, or no MPLCONFIGDIR in /tmp
 
     // The program.
+    Program::Kind program_kind = Program::Kind::code;
     std::string interpreter;
     std::vector<std::string> argv;
     std::size_t script_args = 0;  // where sys.argv[1:] begins in argv

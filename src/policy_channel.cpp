@@ -5,6 +5,7 @@
 #include <cerrno>
 
 #include "errors.hpp"
+#include "sys/records.hpp"
 
 namespace pysandbox {
 namespace {
@@ -33,18 +34,11 @@ PolicyChannel::PolicyChannel() {
 
 PolicyChannel::Drained PolicyChannel::drain(policy::Records& records) {
     char record[kMaxRecord];
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
     for (int i = 0; i < kRecordsPerDrain; ++i) {
-        iovec part{record, sizeof record};
-        msghdr message{};
-        message.msg_iov = &part;
-        message.msg_iovlen = 1;
-        message.msg_control = control;
-        message.msg_controllen = sizeof control;
-        const ssize_t n =
-            ::recvmsg(read_.get(), &message, MSG_DONTWAIT | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+        const auto [n, ended] =
+            sys::receive_untrusted(read_.get(), record, sizeof record, MSG_DONTWAIT);
         if (n < 0) return errno == EINTR ? Drained::more : Drained::empty;
-        if (n == 0 && message.msg_controllen == 0) return Drained::closed;
+        if (ended) return Drained::closed;
         if (n > 0 && static_cast<std::size_t>(n) <= sizeof record)
             records.add(std::string_view(record, static_cast<std::size_t>(n)));
     }

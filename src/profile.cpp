@@ -236,9 +236,12 @@ void add_top_keys(std::vector<KeySpec>& keys) {
 
 void add_limit_keys(std::vector<KeySpec>& keys) {
     keys.push_back(duration_key("limits.wall_time",
-                                "Wall-clock limit; the sandbox is killed and exits 124.",
+                                "Wall-clock limit; the sandbox is killed and exits 124. In a "
+                                "session, the longest a cell may run.",
                                 at<&Profile::limits, &Limits::wall_time>));
-    keys.push_back(duration_key("limits.cpu_time", "CPU time limit of the script.",
+    keys.push_back(duration_key("limits.cpu_time",
+                                "CPU time limit of the script (of all cells together in a "
+                                "session).",
                                 at<&Profile::limits, &Limits::cpu_time>));
     keys.push_back(size_key("limits.memory", "Memory limit (address space without cgroups).",
                             at<&Profile::limits, &Limits::memory>, kMinMemory));
@@ -256,8 +259,16 @@ void add_limit_keys(std::vector<KeySpec>& keys) {
                             "Size of the writable /tmp; with --workdir, also what the script may "
                             "write there.",
                             at<&Profile::limits, &Limits::tmp_size>, kMinTmpSize));
-    keys.push_back(size_key("limits.output_limit", "Bytes of stdout and stderr kept.",
+    keys.push_back(size_key("limits.output_limit",
+                            "Bytes of stdout and stderr kept (of a run; of each session cell).",
                             at<&Profile::limits, &Limits::output_limit>));
+    keys.push_back(duration_key("limits.idle_timeout",
+                                "A session ends when no request came for this long.",
+                                at<&Profile::limits, &Limits::idle_timeout>));
+    keys.push_back(duration_key("limits.lifetime",
+                                "A session ends this long after it started, a cell still running "
+                                "included.",
+                                at<&Profile::limits, &Limits::lifetime>));
     keys.push_back(size_key("limits.artifact_size",
                             "Largest artifact hashed or copied to the host; bigger ones are listed "
                             "without a hash (with --output-dir: \"skipped\": \"too_large\").",
@@ -318,6 +329,14 @@ void add_program_keys(std::vector<KeySpec>& keys) {
                               at<&Profile::interpreter>));
     keys.push_back(list_key("python.args", "Interpreter options placed before the script.",
                             at<&Profile::interpreter_args>));
+    keys.push_back(checked_list_key(
+        "python.preload",
+        "Modules imported when a session's, the MCP server's or a batch's sandbox starts, before "
+        "any code arrives (a sandbox started ahead of need has them ready); one that fails to "
+        "import is reported in the first result's warnings. `run` does not preload.",
+        at<&Profile::preload>, [](const std::string& name) {
+            return policy::is_module_name(name) ? std::string() : std::string("not a module name");
+        }));
     keys.push_back(env_set_key());
     keys.push_back(
         list_key("env.pass", "Host variables copied in when set.", at<&Profile::env_pass>));

@@ -34,8 +34,8 @@ inline constexpr std::uint64_t kMinMemory = 16ULL << 20;  // python3 cannot star
 inline constexpr std::uint64_t kMinTmpSize = 4096;
 
 struct Limits {
-    std::chrono::milliseconds wall_time{5000};
-    std::chrono::milliseconds cpu_time{5000};
+    std::chrono::milliseconds wall_time{5000};  // of a run; of each cell in a session
+    std::chrono::milliseconds cpu_time{5000};   // of a run; of a whole session
     std::uint64_t memory = 256ULL << 20;
     std::uint64_t max_procs = 64;  // processes and threads together (RLIMIT_NPROC / pids.max)
     std::uint64_t open_files = 256;
@@ -45,6 +45,9 @@ struct Limits {
     std::uint64_t cpus = 1;  // CPUs the script may run on; also the numeric libraries' thread pools
     std::uint64_t artifact_size = 64ULL << 20;     // largest artifact --output-dir copies
     std::uint64_t artifacts_total = 256ULL << 20;  // all artifacts --output-dir copies, together
+    // A session ends when no request came for idle_timeout, and after lifetime whatever comes.
+    std::chrono::milliseconds idle_timeout{std::chrono::minutes(10)};
+    std::chrono::milliseconds lifetime{std::chrono::hours(1)};
 };
 
 struct Network {
@@ -60,7 +63,10 @@ struct Profile {
     Network network;
     std::vector<std::string> ro_paths;  // host paths bound read-only, same place inside
     std::string interpreter = "/usr/bin/python3";
-    std::vector<std::string> interpreter_args;   // before the script, e.g. "-s"
+    std::vector<std::string> interpreter_args;  // before the script, e.g. "-s"
+    // Modules the cell driver imports when a sandbox starts, before any code arrives (sessions,
+    // the server, batch; `run` does not use the driver).
+    std::vector<std::string> preload;
     std::map<std::string, std::string> env_set;  // set inside, whatever the host has
     std::vector<std::string> env_pass;           // copied from the host when present
     seccomp::Settings seccomp;

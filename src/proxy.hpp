@@ -98,8 +98,11 @@ class Proxy {
     Proxy(const Proxy&) = delete;
     Proxy& operator=(const Proxy&) = delete;
 
-    // Stops the thread, closes every connection; returns "host:port" -> times denied.
+    // Stops the thread, closes every connection; returns "host:port" -> times denied since the
+    // last take_blocked().
     std::map<std::string, std::uint64_t> stop();
+    // "host:port" -> times denied so far; the count starts again from zero.
+    std::map<std::string, std::uint64_t> take_blocked();
 
   private:
     struct Server;

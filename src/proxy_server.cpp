@@ -17,6 +17,7 @@
 #include <list>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "addresses.hpp"
 #include "bounded_counts.hpp"
@@ -224,6 +225,7 @@ struct Proxy::Server {
     Wakeup stop_request;
     std::shared_ptr<Wakeup> lookups_done = std::make_shared<Wakeup>();
     std::list<Connection> connections;
+    std::mutex blocked_mutex;  // the proxy's thread counts; a session takes them per cell
     std::map<std::string, std::uint64_t> blocked;
     std::uint64_t total_bytes = 0;
     std::thread thread;
@@ -238,6 +240,11 @@ struct Proxy::Server {
         }
         connections.clear();
         listener.reset();
+    }
+
+    void count_blocked(const std::string& destination) {
+        std::lock_guard lock(blocked_mutex);
+        count_bounded(blocked, destination, std::string("(other destinations)"));
     }
 
     bool poll_once() {
@@ -381,8 +388,7 @@ struct Proxy::Server {
                                         "pysandbox: " + refusal->reason + "\n"));
         c.plan = std::get<ForwardPlan>(std::move(decision));
         if (!allowlist.allows(c.plan.destination)) {
-            count_bounded(blocked, c.plan.destination.to_string(),
-                          std::string("(other destinations)"));
+            count_blocked(c.plan.destination.to_string());
             return answer(c, denial_response(c.plan.destination, allowlist));
         }
         c.phase = Connection::Phase::looking_up;
@@ -414,7 +420,7 @@ struct Proxy::Server {
     // The allowed name leads only where no name may: a violation, like a name not allowed.
     void refuse_forbidden(Connection& c) {
         const std::string destination = c.plan.destination.to_string();
-        count_bounded(blocked, destination, std::string("(other destinations)"));
+        count_blocked(destination);
         answer(c, http_response(502, "Bad Gateway",
                                 "pysandbox: the sandbox policy blocked the connection to " +
                                     destination + ": the name resolves to " + c.lookup->forbidden +
@@ -535,7 +541,12 @@ std::map<std::string, std::uint64_t> Proxy::stop() {
         server_->stop_request.signal();
         server_->thread.join();
     }
-    return server_->blocked;
+    return take_blocked();
+}
+
+std::map<std::string, std::uint64_t> Proxy::take_blocked() {
+    std::lock_guard lock(server_->blocked_mutex);
+    return std::exchange(server_->blocked, {});
 }
 
 }  // namespace pysandbox::proxy

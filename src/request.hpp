@@ -40,6 +40,8 @@ struct Overrides {
     std::optional<std::string> workdir;       // host directory seen as /tmp/work
     std::optional<std::string> output_dir;    // host directory the artifacts are copied to
     std::optional<std::string> incident_log;  // replaces policy.incident_log
+    std::optional<std::chrono::milliseconds> idle_timeout;  // a session's
+    std::optional<std::chrono::milliseconds> lifetime;      // a session's
 };
 
 // The program the interpreter runs.
@@ -49,6 +51,8 @@ struct Program {
         code,           // `text` is the code (python -c)
         stdin_program,  // the program is read from pysandbox's own stdin (python -)
         check,          // `pysandbox check`: the analyzer reads the script at host path `text`
+        driver,  // the cell driver (sessions, the server, batch): code arrives later, over the
+                 // control channel; `text` and `args` are unused
     };
     Kind kind = Kind::code;
     std::string text;

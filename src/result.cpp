@@ -45,7 +45,8 @@ bool output_truncated(const Outcome& outcome) {
 bool hit_cpu_limit(const Plan& plan, const Outcome& outcome) {
     if (outcome.kind != Kind::signaled) return false;
     if (outcome.signal != SIGXCPU && outcome.signal != SIGKILL) return false;
-    return 2 * outcome.cpu_ms >= plan.profile.limits.cpu_time.count();
+    return 2 * outcome.session_cpu_ms.value_or(outcome.cpu_ms) >=
+           plan.profile.limits.cpu_time.count();
 }
 
 // The cgroup's out-of-memory kills, or an allocation failure (MemoryError, or a crash of code
@@ -114,11 +115,13 @@ bool hook_missing(const Plan& plan, const Outcome& outcome) {
 
 }  // namespace
 
-std::optional<PythonException> find_exception(const Plan& plan, const Outcome& outcome) {
+std::optional<PythonException> find_exception(const Plan& plan, const Outcome& outcome,
+                                              std::string_view script_file) {
     // Python reports an uncaught exception with exit status 1, and only then.
     if (!outcome.captured || outcome.kind != Kind::exited || outcome.exit_code != 1)
         return std::nullopt;
-    return parse_python_exception(outcome.captured->stderr_text, plan.script_file);
+    return parse_python_exception(outcome.captured->stderr_text,
+                                  script_file.empty() ? plan.script_file : script_file);
 }
 
 Status classify(const Plan& plan, const Outcome& outcome,
@@ -220,7 +223,9 @@ json violations_json(const Outcome& outcome, Status status) {
         violations.push_back({{"kind", "resource"},
                               {"what", limit},
                               {"count", 1},
-                              {"action", status == Status::output_limit ? "truncated" : "killed"}});
+                              {"action", status == Status::output_limit ? "truncated"
+                                         : outcome.sandbox_kept         ? "interrupted"
+                                                                        : "killed"}});
     return violations;
 }
 
@@ -319,8 +324,8 @@ json error_json(const Plan& plan, const Outcome& outcome) {
 
 }  // namespace
 
-json result_json(const Plan& plan, Outcome outcome, int exit_code) {
-    const std::optional<PythonException> exception = find_exception(plan, outcome);
+json result_json(const Plan& plan, Outcome outcome, int exit_code, std::string_view script_file) {
+    const std::optional<PythonException> exception = find_exception(plan, outcome, script_file);
     const Status status = classify(plan, outcome, exception);
     Outcome::Captured output =
         outcome.captured ? std::move(*outcome.captured) : Outcome::Captured{};

@@ -35,8 +35,10 @@ enum class Status {
 };
 std::string_view to_string(Status status);
 
-// The exception Python printed, when the output was captured and ends in one.
-std::optional<PythonException> find_exception(const Plan& plan, const Outcome& outcome);
+// The exception Python printed, when the output was captured and ends in one. `script_file` is
+// the program's name in tracebacks when it is not the plan's (a session's "<cell-3>").
+std::optional<PythonException> find_exception(const Plan& plan, const Outcome& outcome,
+                                              std::string_view script_file = {});
 
 Status classify(const Plan& plan, const Outcome& outcome,
                 const std::optional<PythonException>& exception);
@@ -47,7 +49,8 @@ std::string human_summary(const Plan& plan, const Outcome& outcome);
 // The whole result, for --json; `exit_code` is pysandbox's own (exit_codes::for_outcome).
 // Takes the outcome by value: the captured output (up to the output limit, three times) moves
 // into the JSON instead of being copied.
-nlohmann::ordered_json result_json(const Plan& plan, Outcome outcome, int exit_code);
+nlohmann::ordered_json result_json(const Plan& plan, Outcome outcome, int exit_code,
+                                   std::string_view script_file = {});
 
 // The result when pysandbox failed before a sandbox existed (usage, profile, host set-up).
 nlohmann::ordered_json early_error_json(std::string_view message, std::string_view profile);

@@ -57,6 +57,7 @@ std::string TailRing::drain() {
     out.append(ring_.begin(), ring_.begin() + static_cast<long>(next_));
     ring_.clear();
     next_ = 0;
+    omitted_ = 0;
     return out;
 }
 
@@ -126,21 +127,48 @@ bool Stream::splice_head() {
 }
 
 void Stream::on_readable() {
+    read_once();
+}
+
+Stream::Read Stream::read_once() {
     if (splice_ && pending() == 0 && budget_->head_left > 0) {
-        if (splice_head()) return;
+        const std::uint64_t before = total_;
+        if (splice_head()) return total_ > before ? Read::data : from_ ? Read::again : Read::end;
         splice_ = false;
     }
     char chunk[kBuffer];
     ssize_t n = ::read(from_.get(), chunk, sizeof chunk - pending());
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return Read::again;
     if (n <= 0) {
         from_.reset();
-        if (budget_ != nullptr) deliver(tail_.drain());
+        if (budget_ != nullptr) deliver_tail();
         close_sink_if_done();
-        return;
+        return Read::end;
     }
     total_ += static_cast<std::uint64_t>(n);
     admit(chunk, static_cast<std::size_t>(n));
+    return Read::data;
+}
+
+// Bounded: a script that keeps writing cannot hold the supervisor here; what it writes after the
+// reads belongs to whatever comes next.
+void Stream::read_available() {
+    constexpr int kMaxReads = 64;
+    for (int i = 0; i < kMaxReads && wants_read(); ++i)
+        if (read_once() != Read::data) return;
+}
+
+void Stream::deliver_tail() {
+    omitted_ += tail_.omitted();
+    deliver(tail_.drain());
+}
+
+Stream::Cut Stream::cut() {
+    if (budget_ != nullptr) deliver_tail();
+    const Cut cut{total_, omitted_};
+    total_ = 0;
+    omitted_ = 0;
+    return cut;
 }
 
 void Stream::on_writable() {

@@ -41,6 +41,8 @@ class Transcript {
     std::vector<Segment> order() const;
     // Hands over one channel's bytes.
     std::string take(Channel channel) { return std::move(text_[channel]); }
+    // Starts again, empty (a session's next cell).
+    void clear() { *this = Transcript{}; }
 
   private:
     std::string text_[2];
@@ -54,7 +56,8 @@ class TailRing {
     explicit TailRing(std::size_t capacity) : capacity_(capacity) {}
     void push(const char* data, std::size_t n);
     std::uint64_t omitted() const { return omitted_; }
-    // The marker (when something was omitted) followed by the kept bytes, oldest first.
+    // The marker (when something was omitted) followed by the kept bytes, oldest first; the ring
+    // is then empty and counts from zero.
     std::string drain();
 
   private:
@@ -82,9 +85,18 @@ class Stream {
     int from_fd() const { return from_.get(); }
     int to_fd() const { return to_.get(); }
     std::uint64_t total() const { return total_; }
-    std::uint64_t omitted() const { return tail_.omitted(); }
+    std::uint64_t omitted() const { return omitted_ + tail_.omitted(); }
 
     void on_readable();
+    // Reads what the source holds now, without waiting for more (a bounded number of reads).
+    void read_available();
+    // Ends the current part of the output (a session's cell): the tail kept so far is delivered
+    // after its marker, and the counts start again from zero. Returns them as they were.
+    struct Cut {
+        std::uint64_t total = 0;
+        std::uint64_t omitted = 0;
+    };
+    Cut cut();
     void on_writable();
     void on_sink_error();  // nothing more can be delivered
 
@@ -96,6 +108,9 @@ class Stream {
     void deliver(std::string_view bytes);  // to the sink: pending_, or the transcript
     void close_sink_if_done();
     bool splice_head();  // false: splicing is not possible here, copy instead
+    void deliver_tail();
+    enum class Read { data, again, end };
+    Read read_once();
 
     sys::UniqueFd from_;
     sys::UniqueFd to_;
@@ -107,6 +122,7 @@ class Stream {
     std::string pending_;  // read, not yet written; bytes before offset_ are written
     std::size_t offset_ = 0;
     std::uint64_t total_ = 0;
+    std::uint64_t omitted_ = 0;  // in tails already delivered since the last cut
     // Pipe to pipe, the head of the output moves in the kernel (splice) without a copy through
     // this process; sink_full_ waits for the sink to drain.
     bool splice_ = false;

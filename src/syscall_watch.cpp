@@ -136,4 +136,10 @@ void SyscallWatch::report(Outcome& outcome) const {
     if (plan_.trace_syscalls) outcome.traced_syscalls = traced_;
 }
 
+void SyscallWatch::take(Outcome& outcome) {
+    report(outcome);
+    blocked_.clear();
+    allocation_refused_ = false;
+}
+
 }  // namespace pysandbox

@@ -31,6 +31,11 @@ class SyscallWatch {
     // What was seen, into the outcome: denied calls, the killing one, the allocation evidence,
     // the trace.
     void report(Outcome& outcome) const;
+    // The same, then the denied calls and the allocation evidence count from zero again (a
+    // session reports them per cell).
+    void take(Outcome& outcome);
+    // The denied call that ended the sandbox under action "kill", or empty.
+    const std::string& killing_syscall() const { return killing_syscall_; }
 
   private:
     bool deny(int listener, const std::string& name);

@@ -1,9 +1,11 @@
 """pysandbox's matplotlib backend: plt.show() has no screen to go to, so it saves each open
-figure as figure-N.png in the run's work directory (an artifact) and closes it. Everything else
+figure as figure-N.png in the run's work directory (an artifact) and closes it; in a session it
+hands each figure to the driver instead, which returns it with the cell's result. Everything else
 is matplotlib's own Agg backend. MPLBACKEND=module://pysandbox_figures selects it; the work
 directory comes from PYSANDBOX_WORK_DIR, set by pysandbox (plan.cpp).
 """
 import os
+import sys
 
 from matplotlib._pylab_helpers import Gcf
 from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas  # noqa: F401
@@ -20,6 +22,9 @@ def _next_path():
 
 
 def show(*args, **kwargs):
+    driver = sys.modules.get("pysandbox_driver")
     for manager in Gcf.get_all_fig_managers():
-        manager.canvas.figure.savefig(_next_path())
+        figure = manager.canvas.figure
+        if driver is None or not driver.keep_figure(figure):
+            figure.savefig(_next_path())
     Gcf.destroy_all()

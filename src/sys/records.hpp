@@ -49,4 +49,27 @@ inline ssize_t receive_record(int socket, void* data, std::size_t size, int& fd)
     return received;
 }
 
+// A record from a peer that may be hostile, on a socket with SO_PASSCRED: the control buffer holds
+// credentials only, so descriptors sent along are discarded by the kernel (MSG_CTRUNC), never
+// installed. `size` is the record's whole length (MSG_TRUNC), even when more than the buffer.
+// With SO_PASSCRED every record carries credentials, so a 0-byte record (ended is false) differs
+// from the peer's end (size 0, ended true).
+struct UntrustedRecord {
+    ssize_t size;  // -1: errno says why
+    bool ended;
+};
+
+inline UntrustedRecord receive_untrusted(int socket, void* data, std::size_t size,
+                                         int flags = 0) noexcept {
+    iovec part{data, size};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
+    msghdr message{};
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(socket, &message, flags | MSG_TRUNC | MSG_CMSG_CLOEXEC);
+    return {n, n == 0 && message.msg_controllen == 0};
+}
+
 }  // namespace pysandbox::sys

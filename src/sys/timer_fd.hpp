@@ -25,6 +25,12 @@ class TimerFd {
         check_sys(::timerfd_settime(fd_.get(), 0, &spec, nullptr), "timerfd_settime");
     }
 
+    void disarm() noexcept {
+        itimerspec spec{};
+        ::timerfd_settime(fd_.get(), 0, &spec, nullptr);
+        acknowledge();
+    }
+
     // Clears the expiry so poll() stops reporting it.
     void acknowledge() noexcept {
         std::uint64_t expirations;

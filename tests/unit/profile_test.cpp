@@ -137,7 +137,9 @@ TEST_SUITE("profile") {
         CHECK(load_error(file) ==
               file.string() +
                   ":4:3: limits.wal_time: unknown key ([limits] accepts: artifact_size, "
-                  "artifacts_total, cpu_time, cpus, file_size, max_procs, memory, open_files, "
+                  "artifacts_total, cpu_time, cpus, file_size, idle_timeout, lifetime, max_procs, "
+                  "memory, "
+                  "open_files, "
                   "output_limit, tmp_size, wall_time)");
     }
 
@@ -185,7 +187,9 @@ TEST_SUITE("profile") {
                 .starts_with("inline.toml:1:1: limits.wall_time: expected a string, found table"));
         CHECK(text_error("[limits.extra]\nx = 1\n") ==
               "inline.toml:1:9: limits.extra: unknown key ([limits] accepts: artifact_size, "
-              "artifacts_total, cpu_time, cpus, file_size, max_procs, memory, open_files, "
+              "artifacts_total, cpu_time, cpus, file_size, idle_timeout, lifetime, max_procs, "
+              "memory, "
+              "open_files, "
               "output_limit, tmp_size, wall_time)");
     }
 

@@ -1,0 +1,320 @@
+"""pysandbox's cell driver: the interpreter of a session (and of the server's and batch's runs),
+started as `python3 pysandbox_driver.py CONTROL_FD MODULE...` inside the sandbox.
+
+It imports the profile's [python] preload modules, says "ready" on the control channel, and then
+runs one cell per request, in one persistent __main__ namespace, as a REPL would: the value of a
+final expression statement is reported (its repr), an uncaught exception is printed to stderr as
+Python prints it (without this file's frames), matplotlib figures left open are returned as PNG.
+
+The channel (control_channel.hpp) is a SOCK_SEQPACKET socket: a message is one JSON object,
+split into records of at most 64 KiB; each record is a flag byte ("+" more follows, "." the last),
+eight hex digits numbering it within its message, and the text. The numbers let a record be sent
+again after a KeyboardInterrupt without being taken twice.
+
+This file shares its process with the script, so everything it says is the script's word; the
+supervisor keeps time, limits and the session's framing itself, and checks each cell's token.
+pysandbox embeds this file and writes it into the sandbox's module directory for each run.
+"""
+
+import ast
+import base64
+import io
+import json
+import linecache
+import os
+import signal
+import sys
+import traceback
+import types
+
+RECORD = 64 * 1024
+HEADER = 9  # flag byte and eight hex digits
+MAX_VALUE = 64 * 1024  # characters of a repr
+MAX_FIGURES = 32
+MAX_FIGURE_BYTES = 16 * 1024 * 1024  # all of a cell's PNGs together
+DRIVER_FILE = __file__
+
+
+class _Channel:
+    def __init__(self, fd):
+        self.fd = fd
+
+    def send(self, message):
+        data = json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        step = RECORD - HEADER
+        count = max(1, (len(data) + step - 1) // step)
+        index = 0
+        while index < count:
+            flag = b"." if index == count - 1 else b"+"
+            record = flag + b"%08x" % index + data[index * step:(index + 1) * step]
+            try:
+                os.write(self.fd, record)
+                index += 1
+            except KeyboardInterrupt:
+                continue  # a late interrupt: the record goes again; the supervisor drops copies
+
+    def receive(self):
+        """The next message, or None when the supervisor is gone."""
+        parts = []
+        expected = 0
+        while True:
+            try:
+                record = os.read(self.fd, RECORD + 1)
+            except KeyboardInterrupt:
+                continue
+            except OSError:
+                return None
+            if not record:
+                return None
+            flag, index = record[:1], int(record[1:HEADER], 16)
+            if index != expected:
+                parts, expected = [], 0
+                if index != 0:
+                    continue
+            parts.append(record[HEADER:])
+            expected += 1
+            if flag == b".":
+                return json.loads(b"".join(parts))
+
+
+def _ignore_interrupt(signum, frame):
+    """SIGINT while no cell runs: a cell's timeout that came after the cell was done."""
+
+
+class _Interrupts:
+    """The cell's SIGINT handler while a cell runs (by default Python's: KeyboardInterrupt, so
+    a timeout ends a plain loop), and one that ignores it while this file's own code runs."""
+
+    def __init__(self):
+        self.cell_handler = signal.default_int_handler
+        signal.signal(signal.SIGINT, _ignore_interrupt)
+
+    def enter_cell(self):
+        signal.signal(signal.SIGINT, self.cell_handler)
+
+    def leave_cell(self):
+        # A handler the cell installed (SIG_IGN, its own) is kept for the next cell. Any step may
+        # be interrupted while the cell's handler is in place: each is safe to repeat.
+        while True:
+            try:
+                current = signal.getsignal(signal.SIGINT)
+                if current is not _ignore_interrupt:
+                    self.cell_handler = current
+                signal.signal(signal.SIGINT, _ignore_interrupt)
+                return
+            except KeyboardInterrupt:
+                continue
+
+
+class _Figures:
+    def __init__(self):
+        self.pngs = []
+        self.size = 0
+        self.omitted = 0
+
+    def keep(self, figure):
+        """Renders one figure now (plt.show() during a cell, and every figure left open)."""
+        if len(self.pngs) >= MAX_FIGURES:
+            self.omitted += 1
+            return
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png")
+        data = buffer.getvalue()
+        if self.size + len(data) > MAX_FIGURE_BYTES:
+            self.omitted += 1
+            return
+        self.size += len(data)
+        self.pngs.append(base64.b64encode(data).decode("ascii"))
+
+    def collect_open(self):
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is None:
+            return
+        for number in pyplot.get_fignums():
+            try:
+                self.keep(pyplot.figure(number))
+            except Exception as error:  # a figure that cannot be drawn is the cell's problem
+                print("pysandbox: figure %d could not be saved: %r" % (number, error),
+                      file=sys.stderr)
+        pyplot.close("all")
+
+
+_current_figures = None
+
+
+def keep_figure(figure):
+    """Called by pysandbox_figures.show() while a cell runs."""
+    if _current_figures is None:
+        return False
+    _current_figures.keep(figure)
+    return True
+
+
+def _without_driver_frames(tb):
+    while tb is not None and tb.tb_frame.f_code.co_filename == DRIVER_FILE:
+        tb = tb.tb_next
+    return tb
+
+
+def _print_exception(error):
+    traceback.print_exception(type(error), error, _without_driver_frames(error.__traceback__))
+
+
+def _flush():
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _capped_repr(value):
+    text = repr(value)
+    if len(text) > MAX_VALUE:
+        omitted = len(text) - MAX_VALUE
+        text = text[:MAX_VALUE] + "... [%d characters omitted]" % omitted
+    return text
+
+
+class _Session:
+    def __init__(self, channel):
+        self.channel = channel
+        self.interrupts = _Interrupts()
+        self.namespace = self._fresh_main()
+        self.flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        self.loop = None
+
+    @staticmethod
+    def _fresh_main():
+        module = types.ModuleType("__main__")
+        module.__dict__["__builtins__"] = __builtins__
+        sys.modules["__main__"] = module
+        return module.__dict__
+
+    def _compile(self, code, filename):
+        """The cell's body and, when it ends in an expression statement, that expression."""
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST | self.flags, dont_inherit=True)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        body = compile(tree, filename, "exec", self.flags, dont_inherit=True)
+        for feature in _future_flags(body):
+            self.flags |= feature
+        expression = None
+        if last is not None:
+            expression = compile(last, filename, "eval", self.flags, dont_inherit=True)
+        return body, expression
+
+    def _run(self, code):
+        result = eval(code, self.namespace)
+        if code.co_flags & 0x80:  # CO_COROUTINE: top-level await
+            if self.loop is None:
+                import asyncio
+                self.loop = asyncio.new_event_loop()
+            result = self.loop.run_until_complete(result)
+        return result
+
+    def cell(self, message):
+        global _current_figures
+        done = {"kind": "done", "token": message.get("token"), "outcome": "ok", "value": None}
+        filename = "<cell-%d>" % int(message.get("cell", 0))
+        figures = _Figures()
+        problem = _write_files(message.get("files") or [])
+        if problem:
+            done["files_error"] = problem
+        _current_figures = figures
+        try:
+            self.interrupts.enter_cell()
+            try:
+                body, expression = self._compile(message["code"], filename)
+                self._run(body)
+                if expression is not None:
+                    value = self._run(expression)
+                    if value is not None:
+                        done["value"] = _capped_repr(value)
+            finally:
+                self.interrupts.leave_cell()
+        except SystemExit as exit:
+            code = exit.code
+            if code is None or isinstance(code, int):
+                done["exit_code"] = code or 0
+            else:
+                print(code, file=sys.stderr)
+                done["exit_code"] = 1
+            done["outcome"] = "exit"
+        except BaseException as error:
+            _print_exception(error)
+            done["outcome"] = "exception"
+        _current_figures = None
+        try:
+            figures.collect_open()
+        except Exception as error:
+            print("pysandbox: figures could not be collected: %r" % (error,), file=sys.stderr)
+        done["figures"] = figures.pngs
+        done["figures_omitted"] = figures.omitted
+        _flush()
+        self.channel.send(done)
+
+
+def _future_flags(code):
+    import __future__
+    for name in __future__.all_feature_names:
+        flag = getattr(__future__, name).compiler_flag
+        if code.co_flags & flag:
+            yield flag
+
+
+def _write_files(files):
+    """The request's files, into the working directory before the cell runs."""
+    for entry in files:
+        try:
+            data = base64.b64decode(entry["data"], validate=True)
+            with open(entry["name"], "xb") as out:
+                out.write(data)
+        except Exception as error:
+            return "%s: %s" % (entry.get("name"), error)
+    return None
+
+
+def _preload(modules):
+    failed = {}
+    for name in modules:
+        try:
+            __import__(name)
+        except BaseException as error:  # SystemExit and KeyboardInterrupt included
+            failed[name] = "%s: %s" % (type(error).__name__, error)
+    return failed
+
+
+def main():
+    channel = _Channel(int(sys.argv[1]))
+    try:
+        os.set_inheritable(channel.fd, False)  # programs a cell starts must not hold it
+    except OSError:
+        pass
+    sys.modules["pysandbox_driver"] = sys.modules[__name__]
+    failed = _preload(sys.argv[2:])
+    sys.argv = [""]  # as in an interactive interpreter
+    sys.path[0] = ""  # modules in the working directory import, as there
+    # Each line as it is printed, as at a terminal: stdout and stderr then arrive in the order
+    # the cell wrote them.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(line_buffering=True)
+        except (AttributeError, ValueError):
+            pass
+    session = _Session(channel)
+    _flush()
+    channel.send({"kind": "ready", "failed": failed})
+    while True:
+        message = channel.receive()
+        if message is None:
+            break
+        if message.get("kind") == "cell":
+            session.cell(message)
+    _flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,380 @@
+#include "session.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "collect.hpp"
+#include "encoding.hpp"
+#include "errors.hpp"
+#include "exit_codes.hpp"
+#include "result.hpp"
+#include "units.hpp"
+
+namespace pysandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+// A value's repr, and a figure, as the driver may send them: more is the script's doing and is
+// dropped with a warning.
+constexpr std::size_t kMaxValue = 256 * 1024;
+constexpr std::size_t kMaxFigures = 32;
+constexpr std::string_view kPngBase64 = "iVBORw0KGgo";  // the PNG signature, base64
+
+std::string new_token() {
+    unsigned char bytes[16];
+    std::size_t got = 0;
+    while (got < sizeof bytes) {
+        const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw SysError("getrandom", errno);
+        got += static_cast<std::size_t>(n);
+    }
+    std::string token;
+    for (unsigned char byte : bytes) {
+        char hex[3];
+        std::snprintf(hex, sizeof hex, "%02x", byte);
+        token += hex;
+    }
+    return token;
+}
+
+bool is_base64_png(const std::string& text) {
+    if (!text.starts_with(kPngBase64) || text.size() % 4 != 0) return false;
+    return std::ranges::all_of(
+        text, [](unsigned char c) { return std::isalnum(c) || c == '+' || c == '/' || c == '='; });
+}
+
+const std::string* string_field(const json& message, const char* name) {
+    const auto it = message.find(name);
+    return it != message.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
+}
+
+}  // namespace
+
+Session::Session(const Plan& plan, sys::Poller& poller) : plan_(plan), poller_(poller) {
+    using Interest = sys::Poller::Interest;
+    poller_.watch(
+        [this] {
+            return Interest{timer_.get(), POLLIN};
+        },
+        [this](short) { on_timer(); }, this);
+}
+
+Session::~Session() {
+    poller_.forget(this);
+}
+
+void Session::start() {
+    if (!sandbox_) start_sandbox();
+}
+
+void Session::start_sandbox() {
+    sandbox_start_ = Clock::now();
+    sandbox_ = std::make_unique<Sandbox>(plan_, poller_);
+    sandbox_->feed_stdin({});  // a cell's input() reads end of file
+    phase_ = Phase::starting;
+    ++sandboxes_;
+    files_seen_.clear();
+    usage_before_ = {};
+    last_usage_ = {};
+    oom_before_ = 0;
+    dropped_reported_ = 0;
+}
+
+void Session::run(Cell cell) {
+    cell_ = std::move(cell);
+    ++cells_;
+    cell_start_ = Clock::now();
+    cell_setup_ = milliseconds{0};
+    const milliseconds limit = plan_.profile.limits.wall_time;
+    timeout_ = cell_->timeout.count() > 0 ? std::min(cell_->timeout, limit) : limit;
+    if (!sandbox_) {
+        try {
+            start_sandbox();
+        } catch (const std::exception& e) {  // clone3 or the id maps: the host refused
+            Outcome outcome;
+            outcome.kind = Outcome::Kind::setup_failed;
+            outcome.error = EAGAIN;
+            outcome.step = "start a sandbox";
+            outcome.detail = e.what();
+            result_ = cell_result(std::move(outcome), nullptr);
+            cell_.reset();
+            return;
+        }
+    }
+    if (phase_ == Phase::idle) dispatch();
+}
+
+void Session::dispatch() {
+    token_ = new_token();
+    json files = json::array();
+    for (const CellFile& file : cell_->files)
+        files.push_back({{"name", file.name}, {"data", encoding::base64(file.data)}});
+    sandbox_->control()->send({{"kind", "cell"},
+                               {"token", token_},
+                               {"cell", cells_},
+                               {"code", cell_->code},
+                               {"files", std::move(files)}});
+    const Clock::time_point now = Clock::now();
+    cell_setup_ = duration_cast<milliseconds>(now - cell_start_);
+    cell_start_ = now;
+    usage_before_ = sandbox_->interpreter_usage().value_or(usage_before_);
+    if (cgroup::RunCgroup* cgroup = sandbox_->cgroup()) oom_before_ = cgroup->oom_kills();
+    timed_out_ = false;
+    timer_.arm(timeout_);
+    phase_ = Phase::running;
+}
+
+// The cell's timeout, then the grace after the interrupt.
+void Session::on_timer() {
+    timer_.acknowledge();
+    if (phase_ == Phase::running) {
+        timed_out_ = true;
+        interrupt();
+    } else if (phase_ == Phase::interrupting) {
+        interrupt(true);
+    }
+}
+
+void Session::interrupt(bool kill_now) {
+    if (!sandbox_ || (phase_ != Phase::running && phase_ != Phase::interrupting)) return;
+    if (kill_now || phase_ == Phase::interrupting) {
+        if (auto usage = sandbox_->interpreter_usage()) last_usage_ = *usage;
+        sandbox_->kill();
+        return;
+    }
+    sandbox_->signal(SIGINT);  // init passes it on: KeyboardInterrupt in the cell
+    timer_.arm(kInterruptGrace);
+    phase_ = Phase::interrupting;
+}
+
+void Session::close() {
+    if (!sandbox_) return;
+    cell_.reset();
+    phase_ = Phase::ending;
+    sandbox_->kill();
+}
+
+void Session::advance() {
+    if (!sandbox_) return;
+    if (ControlChannel* control = sandbox_->control())
+        while (auto message = control->receive()) {
+            on_message(*message);
+            if (!sandbox_) return;
+        }
+    if (sandbox_->finished()) on_sandbox_end();
+}
+
+void Session::on_message(const json& message) {
+    const std::string* kind = string_field(message, "kind");
+    if (kind == nullptr) return;
+    if (*kind == "ready" && phase_ == Phase::starting) {
+        phase_ = Phase::idle;
+        if (const auto failed = message.find("failed");
+            failed != message.end() && failed->is_object())
+            for (const auto& [module, error] : failed->items())
+                warnings_.push_back("python.preload: " + module.substr(0, 200) +
+                                    " could not be imported (" +
+                                    (error.is_string() ? error.get<std::string>().substr(0, 300)
+                                                       : std::string("?")) +
+                                    ")");
+        if (cell_) dispatch();
+        return;
+    }
+    const bool in_cell = phase_ == Phase::running || phase_ == Phase::interrupting;
+    const std::string* token = string_field(message, "token");
+    if (*kind == "done" && in_cell && token != nullptr && *token == token_) finish(&message);
+}
+
+// The cell ended and its sandbox lives on.
+void Session::finish(const json* done) {
+    timer_.disarm();
+    Outcome outcome = cell_outcome(done, nullptr);
+    result_ = cell_result(std::move(outcome), done);
+    cell_.reset();
+    phase_ = Phase::idle;
+}
+
+void Session::on_sandbox_end() {
+    timer_.disarm();
+    const bool in_cell = phase_ == Phase::running || phase_ == Phase::interrupting;
+    Supervised ended = sandbox_->take(Ending{timed_out_ && in_cell, 0});
+    if (in_cell || (phase_ == Phase::starting && cell_)) {
+        Outcome outcome = cell_outcome(nullptr, &ended);
+        result_ = cell_result(std::move(outcome), nullptr);
+        cell_.reset();
+    } else if (phase_ == Phase::starting) {
+        if (sandboxes_ == 1) start_failure_ = std::move(ended.outcome);
+    } else if (phase_ == Phase::idle) {
+        const std::string why = human_summary(plan_, ended.outcome);
+        warnings_.push_back("the sandbox ended between cells" +
+                            (why.empty() ? "" : " (" + why + ")") +
+                            "; its state is lost: this cell ran in a fresh sandbox");
+    }
+    if (ended.proxy) ended.proxy->stop();
+    sandbox_.reset();
+    phase_ = Phase::none;
+}
+
+Outcome Session::cell_outcome(const json* done, Supervised* ended) {
+    Outcome outcome;
+    if (ended != nullptr) {
+        outcome = std::move(ended->outcome);
+        // The exited report has the interpreter's whole CPU time and peak; without one (the
+        // sandbox was killed) the last reading stands.
+        const Sandbox::Usage total =
+            outcome.cpu_ms > 0 ? Sandbox::Usage{outcome.cpu_ms, outcome.max_rss_kib} : last_usage_;
+        outcome.session_cpu_ms = total.cpu_ms;
+        outcome.cpu_ms = std::max<std::int64_t>(0, total.cpu_ms - usage_before_.cpu_ms);
+        outcome.max_rss_kib = total.max_rss_kib;
+        if (ended->work_dir) list_files(ended->work_dir.get(), outcome);
+        if (ended->proxy) outcome.blocked_connections = ended->proxy->take_blocked();
+        if (ended->cgroup) outcome.oom_kills = ended->cgroup->oom_kills() - oom_before_;
+    } else {
+        CutOutput cut = sandbox_->cut_output();
+        outcome.captured = std::move(cut.captured);
+        outcome.stdout_bytes = cut.stdout_bytes;
+        outcome.stderr_bytes = cut.stderr_bytes;
+        outcome.stdout_omitted = cut.stdout_omitted;
+        outcome.stderr_omitted = cut.stderr_omitted;
+        sandbox_->take_blocks(outcome);
+        const Sandbox::Usage now = sandbox_->interpreter_usage().value_or(usage_before_);
+        last_usage_ = now;
+        outcome.session_cpu_ms = now.cpu_ms;
+        outcome.cpu_ms = std::max<std::int64_t>(0, now.cpu_ms - usage_before_.cpu_ms);
+        outcome.max_rss_kib = now.max_rss_kib;
+        outcome.kind = timed_out_ ? Outcome::Kind::timeout : Outcome::Kind::exited;
+        const std::string* how = string_field(*done, "outcome");
+        if (how != nullptr && *how == "exception") outcome.exit_code = 1;
+        if (how != nullptr && *how == "exit") {
+            const auto code = done->find("exit_code");
+            outcome.exit_code =
+                code != done->end() && code->is_number_integer() ? code->get<int>() & 0xff : 1;
+        }
+        outcome.sandbox_kept = true;
+        if (sandbox_->work_dir() >= 0) list_files(sandbox_->work_dir(), outcome);
+        if (proxy::Proxy* proxy = sandbox_->proxy())
+            outcome.blocked_connections = proxy->take_blocked();
+        if (cgroup::RunCgroup* cgroup = sandbox_->cgroup())
+            outcome.oom_kills = cgroup->oom_kills() - oom_before_;
+    }
+    outcome.setup = cell_setup_;
+    outcome.wall = duration_cast<milliseconds>(Clock::now() - cell_start_);
+    return outcome;
+}
+
+// What the cell changed under /tmp/work; with --output-dir, copied to DIR/cell-N.
+void Session::list_files(int work_dir, Outcome& outcome) {
+    const Clock::time_point start = Clock::now();
+    ArtifactTarget target;
+    sys::UniqueFd cell_dir;
+    const std::string name = "cell-" + std::to_string(cells_);
+    if (plan_.output_dir) {
+        target = {artifacts::kHostDirMissing, *plan_.output_dir + "/" + name};
+        if (!output_dir_ && ::mkdir(plan_.output_dir->c_str(), 0755) == 0)
+            output_dir_.reset(
+                ::open(plan_.output_dir->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        const int dir = plan_.output_dir_fd ? plan_.output_dir_fd.get() : output_dir_.get();
+        if (dir >= 0 && ::mkdirat(dir, name.c_str(), 0755) == 0) {
+            cell_dir.reset(
+                ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            if (cell_dir && plan_.ids.privileged)
+                ::fchown(cell_dir.get(), plan_.ids.outer_uid, plan_.ids.outer_gid);
+        }
+        if (cell_dir)
+            target.dir = cell_dir.get();
+        else
+            outcome.warnings.push_back("--output-dir: cannot create " + target.path + ": " +
+                                       std::strerror(errno) + "; no artifact was copied");
+        files_seen_ = list_artifacts(plan_, work_dir, target, &files_seen_, outcome);
+        if (cell_dir && outcome.files.empty()) ::unlinkat(dir, name.c_str(), AT_REMOVEDIR);
+    } else {
+        files_seen_ = list_artifacts(plan_, work_dir, target, &files_seen_, outcome);
+    }
+    outcome.collect = duration_cast<milliseconds>(Clock::now() - start);
+}
+
+ordered_json Session::cell_result(Outcome outcome, const json* done) {
+    const bool kept = outcome.sandbox_kept;
+    const bool timed_out = outcome.kind == Outcome::Kind::timeout;
+    const int exit_code = exit_codes::for_outcome(outcome);
+    const std::string file = "<cell-" + std::to_string(cells_) + ">";
+    ordered_json body = result_json(plan_, std::move(outcome), exit_code, file);
+
+    ordered_json result = {{"schema", body["schema"]}, {"version", body["version"]}};
+    result["id"] = cell_ ? cell_->id : json(nullptr);
+    result["cell"] = cells_;
+    result["sandbox"] = sandboxes_;
+    result["state"] = kept ? "kept" : "lost";
+    for (auto& [key, value] : body.items())
+        if (key != "schema" && key != "version") result[key] = std::move(value);
+    result["limits"]["wall_time_ms"] = timeout_.count();
+    if (timed_out)
+        result["message"] =
+            "the cell's timeout of " + units::format_duration(timeout_) + " was reached; " +
+            (kept ? "it was interrupted (KeyboardInterrupt) and the session's state was kept"
+                  : "it did not stop within " + units::format_duration(kInterruptGrace) +
+                        " of the interrupt, so the sandbox was killed and the session's state "
+                        "is lost");
+
+    json value = nullptr;
+    json figures = json::array();
+    if (done != nullptr) {
+        if (const std::string* repr = string_field(*done, "value")) {
+            if (repr->size() <= kMaxValue)
+                value = *repr;
+            else
+                warnings_.push_back("the cell's value was over " + std::to_string(kMaxValue) +
+                                    " bytes and was dropped");
+        }
+        if (const auto pngs = done->find("figures"); pngs != done->end() && pngs->is_array())
+            for (const auto& png : *pngs) {
+                if (png.is_string() && is_base64_png(png.get_ref<const std::string&>()) &&
+                    figures.size() < kMaxFigures)
+                    figures.push_back({{"media_type", "image/png"}, {"data", png}});
+                else
+                    warnings_.push_back("a figure that is not a PNG (or one too many) was dropped");
+            }
+        const auto omitted = done->find("figures_omitted");
+        if (omitted != done->end() && omitted->is_number_unsigned() &&
+            omitted->get<std::uint64_t>())
+            warnings_.push_back(std::to_string(omitted->get<std::uint64_t>()) +
+                                " figures were left out (at most 32 and 16 MiB of PNG a cell)");
+        if (const std::string* problem = string_field(*done, "files_error"))
+            warnings_.push_back("a file could not be placed in /tmp/work: " +
+                                problem->substr(0, 300));
+    }
+    if (const std::uint64_t dropped =
+            sandbox_ && sandbox_->control() ? sandbox_->control()->dropped() : 0;
+        dropped > dropped_reported_) {
+        warnings_.push_back(std::to_string(dropped - dropped_reported_) +
+                            " malformed messages on the driver's channel were dropped");
+        dropped_reported_ = dropped;
+    }
+    result["value"] = std::move(value);
+    result["figures"] = std::move(figures);
+    if (cell_)
+        for (const std::string& warning : cell_->warnings) result["warnings"].push_back(warning);
+    for (std::string& warning : warnings_) result["warnings"].push_back(std::move(warning));
+    warnings_.clear();
+    return result;
+}
+
+std::optional<ordered_json> Session::take_result() {
+    return std::exchange(result_, std::nullopt);
+}
+
+}  // namespace pysandbox

@@ -1,0 +1,251 @@
+// The session's pieces that need no sandbox: the driver's channel (framing, and what it does
+// with records the script forges) and the parsing of requests.
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <variant>
+
+#include <doctest/doctest.h>
+
+#include "cell_request.hpp"
+#include "control_channel.hpp"
+#include "encoding.hpp"
+#include "units.hpp"
+
+using namespace pysandbox;
+using json = nlohmann::json;
+
+namespace {
+
+// A record as the driver writes it: flag, eight hex digits, text.
+std::string record(char flag, unsigned index, const std::string& text) {
+    char header[16];
+    std::snprintf(header, sizeof header, "%c%08x", flag, index);
+    return header + text;
+}
+
+void send_from_driver(const ControlChannel& channel, const std::string& bytes) {
+    REQUIRE(::send(channel.child_fd(), bytes.data(), bytes.size(), 0) ==
+            static_cast<ssize_t>(bytes.size()));
+}
+
+std::vector<json> receive_all(ControlChannel& channel) {
+    channel.on_readable();
+    std::vector<json> messages;
+    while (auto message = channel.receive()) messages.push_back(*message);
+    return messages;
+}
+
+}  // namespace
+
+TEST_SUITE("control channel") {
+    TEST_CASE("a message in one record, and one over several") {
+        ControlChannel channel;
+        send_from_driver(channel, record('.', 0, R"({"kind":"ready"})"));
+        send_from_driver(channel, record('+', 0, R"({"kind":"done",)"));
+        send_from_driver(channel, record('.', 1, R"("token":"t"})"));
+        const auto messages = receive_all(channel);
+        REQUIRE(messages.size() == 2);
+        CHECK(messages[0]["kind"] == "ready");
+        CHECK(messages[1]["token"] == "t");
+        CHECK(channel.dropped() == 0);
+    }
+
+    TEST_CASE("a record sent again after an interrupt is taken once") {
+        ControlChannel channel;
+        send_from_driver(channel, record('+', 0, R"({"a":)"));
+        send_from_driver(channel, record('+', 0, R"({"a":)"));  // the retry of record 0
+        send_from_driver(channel, record('.', 1, "1}"));
+        const auto messages = receive_all(channel);
+        REQUIRE(messages.size() == 1);
+        CHECK(messages[0]["a"] == 1);
+    }
+
+    TEST_CASE("forged and broken records lose only their own message") {
+        ControlChannel channel;
+        send_from_driver(channel, "garbage");                             // no header
+        send_from_driver(channel, record('+', 0, R"({"lost":)"));         // then out of order:
+        send_from_driver(channel, record('.', 5, "true}"));               // lost
+        send_from_driver(channel, record('.', 0, "[1, 2]"));              // not an object
+        send_from_driver(channel, record('.', 0, "{not json"));           // not JSON
+        send_from_driver(channel, record('+', 0, R"({"half":)"));         // replaced by
+        send_from_driver(channel, record('.', 0, R"({"kind":"next"})"));  // a new message
+        send_from_driver(channel, std::string());                         // 0 bytes: not EOF
+        send_from_driver(channel, record('.', 0, R"({"kind":"last"})"));
+        const auto messages = receive_all(channel);
+        REQUIRE(messages.size() == 2);
+        CHECK(messages[0]["kind"] == "next");
+        CHECK(messages[1]["kind"] == "last");
+        CHECK(channel.dropped() >= 5);
+        CHECK_FALSE(channel.closed());
+    }
+
+    TEST_CASE("a message over the cap is dropped whole") {
+        ControlChannel channel;
+        const std::string chunk(kControlRecord - 9, 'x');
+        std::size_t sent = 0;
+        unsigned index = 0;
+        send_from_driver(channel, record('+', index++, "{\"big\":\""));
+        // Drained as it goes: the socket holds only a few records.
+        while (sent <= kMaxControlMessage) {
+            send_from_driver(channel, record('+', index++, chunk));
+            sent += chunk.size();
+            if (index % 2 == 0) channel.on_readable();
+        }
+        send_from_driver(channel, record('.', index, "\"}"));
+        send_from_driver(channel, record('.', 0, R"({"kind":"after"})"));
+        const auto messages = receive_all(channel);
+        REQUIRE(messages.size() == 1);
+        CHECK(messages[0]["kind"] == "after");
+        CHECK(channel.dropped() >= 1);
+    }
+
+    TEST_CASE("descriptors sent along are not installed") {
+        ControlChannel channel;
+        int pipe_fds[2];
+        REQUIRE(::pipe(pipe_fds) == 0);
+        const std::string text = record('.', 0, R"({"kind":"x"})");
+        iovec part{const_cast<char*>(text.data()), text.size()};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+        msghdr message{};
+        message.msg_iov = &part;
+        message.msg_iovlen = 1;
+        message.msg_control = control;
+        message.msg_controllen = sizeof control;
+        cmsghdr* cmsg = CMSG_FIRSTHDR(&message);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(cmsg), &pipe_fds[1], sizeof(int));
+        REQUIRE(::sendmsg(channel.child_fd(), &message, 0) > 0);
+        ::close(pipe_fds[1]);
+        const auto messages = receive_all(channel);
+        CHECK(messages.size() == 1);
+        // Had the write end been installed in this process, the pipe would not read EOF.
+        char byte;
+        CHECK(::read(pipe_fds[0], &byte, 1) == 0);
+        ::close(pipe_fds[0]);
+    }
+
+    TEST_CASE("the driver's end closing is the end of the channel") {
+        ControlChannel channel;
+        channel.close_child_end();
+        channel.on_readable();
+        CHECK(channel.closed());
+    }
+
+    TEST_CASE("what the supervisor sends arrives as numbered records") {
+        ControlChannel channel;
+        const std::string code(200 * 1024, 'a');
+        channel.send({{"kind", "cell"}, {"code", code}});
+        std::string text;
+        unsigned expected = 0;
+        for (;;) {
+            channel.on_writable();
+            char buffer[kControlRecord + 1];
+            const ssize_t n = ::recv(channel.child_fd(), buffer, sizeof buffer, MSG_DONTWAIT);
+            REQUIRE(n > 9);
+            REQUIRE(static_cast<std::size_t>(n) <= kControlRecord);
+            CHECK(std::string(buffer + 1, 8) == [&] {
+                char hex[9];
+                std::snprintf(hex, sizeof hex, "%08x", expected);
+                return std::string(hex);
+            }());
+            ++expected;
+            text.append(buffer + 9, static_cast<std::size_t>(n) - 9);
+            if (buffer[0] == '.') break;
+            REQUIRE(buffer[0] == '+');
+        }
+        CHECK(expected == 4);
+        CHECK(json::parse(text)["code"] == code);
+    }
+}
+
+TEST_SUITE("cell requests") {
+    Limits limits;
+
+    const Cell& cell_of(const std::variant<Cell, BadRequest>& parsed) {
+        REQUIRE(std::holds_alternative<Cell>(parsed));
+        return std::get<Cell>(parsed);
+    }
+
+    std::string problem(std::string_view line) {
+        const auto parsed = parse_cell_request(line, limits);
+        REQUIRE(std::holds_alternative<BadRequest>(parsed));
+        return std::get<BadRequest>(parsed).message;
+    }
+
+    TEST_CASE("a request with every field") {
+        const auto parsed = parse_cell_request(
+            R"({"id": {"any": [1]}, "code": "x = 1", "timeout": "2s",)"
+            R"( "files": [{"name": "a.csv", "text": "1,2"}, {"name": "b", "base64": "AAE="}]})",
+            limits);
+        const Cell& cell = cell_of(parsed);
+        CHECK(cell.id == json{{"any", {1}}});
+        CHECK(cell.code == "x = 1");
+        CHECK(cell.timeout == std::chrono::seconds(2));
+        REQUIRE(cell.files.size() == 2);
+        CHECK(cell.files[0].data == "1,2");
+        CHECK(cell.files[1].data == std::string("\0\1", 2));
+        CHECK(cell.warnings.empty());
+    }
+
+    TEST_CASE("a timeout in seconds, and one over the profile's limit") {
+        CHECK(cell_of(parse_cell_request(R"({"code": "", "timeout": 0.25})", limits)).timeout ==
+              std::chrono::milliseconds(250));
+        const auto parsed = parse_cell_request(R"({"code": "", "timeout": "1h"})", limits);
+        const Cell& cell = cell_of(parsed);
+        CHECK(cell.timeout == limits.wall_time);
+        REQUIRE(cell.warnings.size() == 1);
+        CHECK(cell.warnings[0].find("over the profile's limit") != std::string::npos);
+    }
+
+    TEST_CASE("bad requests name the problem, and keep the id when there is one") {
+        CHECK(problem("not json") == "the request is not valid JSON");
+        CHECK(problem("[1]") == "the request must be a JSON object, not array");
+        CHECK(problem(R"({"id": 3})") == "\"code\" is missing");
+        CHECK(problem(R"({"code": 3})") == "\"code\" must be a string, not number");
+        CHECK(problem(R"({"code": "", "timout": "1s"})") ==
+              "unknown field \"timout\" (fields: id, code, timeout, files)");
+        CHECK(problem(R"({"code": "", "timeout": -1})") ==
+              "\"timeout\" must be more than 0 seconds");
+        CHECK(problem(R"({"code": "", "timeout": "soon"})").starts_with("\"timeout\": "));
+        CHECK(problem(R"({"code": "", "files": [{"name": "../x", "text": ""}]})") ==
+              "files[0].name \"../x\" must be a plain file name (no '/', not . or ..)");
+        CHECK(problem(R"({"code": "", "files": [{"name": "a", "text": "", "base64": ""}]})") ==
+              "files[0] needs exactly one of \"text\" and \"base64\"");
+        CHECK(problem(R"({"code": "", "files": [{"name": "a", "base64": "!!"}]})") ==
+              "files[0].base64 is not valid base64");
+        CHECK(problem(R"({"code": "", "files": [{"name": "a", "text": ""},)"
+                      R"( {"name": "a", "text": ""}]})") == "files[1].name \"a\" is given twice");
+        const auto parsed = parse_cell_request(R"({"id": "seven", "code": 1})", limits);
+        CHECK(std::get<BadRequest>(parsed).id == "seven");
+        CHECK(
+            problem(std::string(kMaxRequestLine + 1, ' ')).starts_with("the request line is over"));
+    }
+
+    TEST_CASE("files are held to limits.tmp_size together") {
+        Limits small;
+        small.tmp_size = 4;
+        const auto parsed = parse_cell_request(
+            R"({"code": "", "files": [{"name": "a", "text": "abc"}, {"name": "b", "text": "de"}]})",
+            small);
+        REQUIRE(std::holds_alternative<BadRequest>(parsed));
+        CHECK(std::get<BadRequest>(parsed).message ==
+              "the files are over " + units::format_size(4) + " together (limits.tmp_size)");
+    }
+
+    TEST_CASE("base64 decoding takes only well-formed, padded text") {
+        CHECK(encoding::decode_base64("") == std::string());
+        CHECK(encoding::decode_base64("aGk=") == std::string("hi"));
+        CHECK(encoding::decode_base64("aGlp") == std::string("hii"));
+        CHECK(encoding::decode_base64(encoding::base64(std::string("\0\xff\x10", 3))) ==
+              std::string("\0\xff\x10", 3));
+        CHECK_FALSE(encoding::decode_base64("aGk"));
+        CHECK_FALSE(encoding::decode_base64("aG k"));
+        CHECK_FALSE(encoding::decode_base64("a=Gk"));
+    }
+}
