@@ -4,7 +4,7 @@
 
 _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
     case $1 in
-        '') REPLY='run check session profile doctor' ;;
+        '') REPLY='run check session mcp profile doctor' ;;
         'profile') REPLY='list show' ;;
         *) REPLY='' ;;
     esac
@@ -15,6 +15,7 @@ _pysandbox_options() {  # $1: a command path; REPLY: its options
         'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --output-dir --workdir --incident-log -c --json -v --verbose --trace-syscalls' ;;
         'check') REPLY='-h --help -p --profile --json --incident-log' ;;
         'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log --ndjson -v --verbose' ;;
+        'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log -v --verbose' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
         'profile show') REPLY='-h --help' ;;
@@ -58,6 +59,25 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'session|--input') REPLY='file' ;;
         'session|--output-dir') REPLY='directory' ;;
         'session|--incident-log') REPLY='file' ;;
+        'mcp|-p'|'mcp|--profile') REPLY='profile' ;;
+        'mcp|--pool') REPLY='text' ;;
+        'mcp|--max-sessions') REPLY='text' ;;
+        'mcp|--max-calls') REPLY='text' ;;
+        'mcp|--timeout') REPLY='text' ;;
+        'mcp|--cpu-time') REPLY='text' ;;
+        'mcp|--memory') REPLY='text' ;;
+        'mcp|--max-procs') REPLY='text' ;;
+        'mcp|--cpus') REPLY='text' ;;
+        'mcp|--tmp-size') REPLY='text' ;;
+        'mcp|--output-limit') REPLY='text' ;;
+        'mcp|--idle-timeout') REPLY='text' ;;
+        'mcp|--lifetime') REPLY='text' ;;
+        'mcp|--net') REPLY='choice none loopback proxy' ;;
+        'mcp|--allow') REPLY='text' ;;
+        'mcp|--env') REPLY='text' ;;
+        'mcp|--input') REPLY='file' ;;
+        'mcp|--output-dir') REPLY='directory' ;;
+        'mcp|--incident-log') REPLY='file' ;;
         *) REPLY='flag' ;;
     esac
 }

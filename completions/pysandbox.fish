@@ -40,7 +40,7 @@ end
 function __pysandbox_subcommands  # $argv: a command path
     switch "$argv"
         case ''
-            echo run check session profile doctor
+            echo run check session mcp profile doctor
         case 'profile'
             echo list show
     end
@@ -84,7 +84,27 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'session|--env' \
             'session|--input' \
             'session|--output-dir' \
-            'session|--incident-log'
+            'session|--incident-log' \
+            'mcp|-p' \
+            'mcp|--profile' \
+            'mcp|--pool' \
+            'mcp|--max-sessions' \
+            'mcp|--max-calls' \
+            'mcp|--timeout' \
+            'mcp|--cpu-time' \
+            'mcp|--memory' \
+            'mcp|--max-procs' \
+            'mcp|--cpus' \
+            'mcp|--tmp-size' \
+            'mcp|--output-limit' \
+            'mcp|--idle-timeout' \
+            'mcp|--lifetime' \
+            'mcp|--net' \
+            'mcp|--allow' \
+            'mcp|--env' \
+            'mcp|--input' \
+            'mcp|--output-dir' \
+            'mcp|--incident-log'
             return 0
     end
     return 1
@@ -94,6 +114,7 @@ complete -c pysandbox -f
 complete -c pysandbox -n '__pysandbox_at' -f -a 'run' -d 'Run a Python script inside the sandbox'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'check' -d 'Report the script'\''s denied imports and calls (Python'\''s ast, run in the sandbox)'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'session' -d 'Keep one sandboxed interpreter across cells: NDJSON requests on stdin, one result line each on stdout; a small REPL when stdin is a terminal'
+complete -c pysandbox -n '__pysandbox_at' -f -a 'mcp' -d 'Serve the Model Context Protocol on stdio: tools run_python, start_session and end_session, each call in its own sandbox or session, from warm sandboxes'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'profile' -d 'List or show profiles'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'doctor' -d 'Check what this host allows, and how to fix what it does not'
 complete -c pysandbox -n '__pysandbox_at' -s h -l help -d 'Print this help message and exit'
@@ -143,6 +164,27 @@ complete -c pysandbox -n '__pysandbox_at session' -l output-dir -x -a '(__fish_c
 complete -c pysandbox -n '__pysandbox_at session' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
 complete -c pysandbox -n '__pysandbox_at session' -l ndjson -d 'Speak NDJSON even when stdin is a terminal'
 complete -c pysandbox -n '__pysandbox_at session' -s v -l verbose -d 'Say what the sandbox does, step by step'
+complete -c pysandbox -n '__pysandbox_at mcp' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at mcp' -s p -l profile -x -a '(__pysandbox_profiles)' -d 'A profile clients may choose (repeatable; the first is the default; default: default). Clients get no other'
+complete -c pysandbox -n '__pysandbox_at mcp' -l pool -x -d 'Sandboxes kept started ahead of need, per profile; each serves one call or session, then a new one starts (0: none)'
+complete -c pysandbox -n '__pysandbox_at mcp' -l max-sessions -x -d 'Sessions alive at once'
+complete -c pysandbox -n '__pysandbox_at mcp' -l max-calls -x -d 'Calls running at once; more wait their turn (default: one per CPU)'
+complete -c pysandbox -n '__pysandbox_at mcp' -l timeout -x -d 'Wall-clock limit, e.g. 5s, 250ms, 2m (exit 124)'
+complete -c pysandbox -n '__pysandbox_at mcp' -l cpu-time -x -d 'CPU time limit, e.g. 10s'
+complete -c pysandbox -n '__pysandbox_at mcp' -l memory -x -d 'Memory limit, e.g. 256MiB, 1G'
+complete -c pysandbox -n '__pysandbox_at mcp' -l max-procs -x -d 'Processes and threads, together'
+complete -c pysandbox -n '__pysandbox_at mcp' -l cpus -x -d 'CPUs to run on; also sizes numeric thread pools'
+complete -c pysandbox -n '__pysandbox_at mcp' -l tmp-size -x -d 'Size of the writable /tmp'
+complete -c pysandbox -n '__pysandbox_at mcp' -l output-limit -x -d 'Bytes of stdout+stderr kept'
+complete -c pysandbox -n '__pysandbox_at mcp' -l idle-timeout -x -d 'End the session when no request came for DUR (limits.idle_timeout)'
+complete -c pysandbox -n '__pysandbox_at mcp' -l lifetime -x -d 'End the session DUR after it started (limits.lifetime)'
+complete -c pysandbox -n '__pysandbox_at mcp' -l net -x -a 'none loopback proxy' -d 'Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to the allowed HOST:PORTs only)'
+complete -c pysandbox -n '__pysandbox_at mcp' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
+complete -c pysandbox -n '__pysandbox_at mcp' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
+complete -c pysandbox -n '__pysandbox_at mcp' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
+complete -c pysandbox -n '__pysandbox_at mcp' -l output-dir -x -a '(__fish_complete_directories)' -d 'Keep the files each call made in host DIR (linked from results); DIR must be empty or absent. Default: a private directory removed at exit'
+complete -c pysandbox -n '__pysandbox_at mcp' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
+complete -c pysandbox -n '__pysandbox_at mcp' -s v -l verbose -d 'Say on stderr what the server does'
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'list' -d 'List the profiles that can be named'
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'show' -d 'Print a profile, fully resolved, as TOML'
 complete -c pysandbox -n '__pysandbox_at profile' -s h -l help -d 'Print this help message and exit'

@@ -91,6 +91,27 @@ std::vector<CellFile> parse_cell_files(const json& files, std::uint64_t max_byte
     return parsed;
 }
 
+Cell parse_cell_fields(const json& request, const Limits& limits) {
+    const auto code = request.find("code");
+    if (code == request.end()) throw std::invalid_argument("\"code\" is missing");
+    if (!code->is_string())
+        throw std::invalid_argument("\"code\" must be a string, not " + type_of(*code));
+    Cell cell;
+    cell.code = code->get<std::string>();
+    if (const auto timeout = request.find("timeout"); timeout != request.end()) {
+        cell.timeout = parse_cell_timeout(*timeout);
+        if (cell.timeout > limits.wall_time) {
+            cell.warnings.push_back("timeout " + units::format_duration(cell.timeout) +
+                                    " is over the profile's limit; " +
+                                    units::format_duration(limits.wall_time) + " applies");
+            cell.timeout = limits.wall_time;
+        }
+    }
+    if (const auto files = request.find("files"); files != request.end())
+        cell.files = parse_cell_files(*files, limits.tmp_size);
+    return cell;
+}
+
 std::variant<Cell, BadRequest> parse_cell_request(std::string_view line, const Limits& limits) {
     if (line.size() > kMaxRequestLine)
         return BadRequest{nullptr,
@@ -105,24 +126,8 @@ std::variant<Cell, BadRequest> parse_cell_request(std::string_view line, const L
             if (key != "id" && key != "code" && key != "timeout" && key != "files")
                 throw std::invalid_argument("unknown field \"" + key +
                                             "\" (fields: " + std::string(kFields) + ")");
-        const auto code = request.find("code");
-        if (code == request.end()) throw std::invalid_argument("\"code\" is missing");
-        if (!code->is_string())
-            throw std::invalid_argument("\"code\" must be a string, not " + type_of(*code));
-        Cell cell;
+        Cell cell = parse_cell_fields(request, limits);
         cell.id = id;
-        cell.code = code->get<std::string>();
-        if (const auto timeout = request.find("timeout"); timeout != request.end()) {
-            cell.timeout = parse_cell_timeout(*timeout);
-            if (cell.timeout > limits.wall_time) {
-                cell.warnings.push_back("timeout " + units::format_duration(cell.timeout) +
-                                        " is over the profile's limit; " +
-                                        units::format_duration(limits.wall_time) + " applies");
-                cell.timeout = limits.wall_time;
-            }
-        }
-        if (const auto files = request.find("files"); files != request.end())
-            cell.files = parse_cell_files(*files, limits.tmp_size);
         return cell;
     } catch (const std::invalid_argument& e) {
         return BadRequest{std::move(id), e.what()};

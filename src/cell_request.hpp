@@ -28,6 +28,11 @@ struct BadRequest {
 // A timeout over the profile's limit is lowered to it, with a warning in the cell.
 std::variant<Cell, BadRequest> parse_cell_request(std::string_view line, const Limits& limits);
 
+// The code, timeout and files of a request object (its other fields are the caller's): the
+// timeout held to limits.wall_time (with a warning), the files to limits.tmp_size. Throws
+// std::invalid_argument naming the field.
+Cell parse_cell_fields(const nlohmann::json& request, const Limits& limits);
+
 // The timeout of a request: a duration string ("500ms", "2s") or a number of seconds, more than 0.
 // Throws std::invalid_argument.
 std::chrono::milliseconds parse_cell_timeout(const nlohmann::json& value);

@@ -266,6 +266,48 @@ void add_session_command(CLI::App& app, Invocation& out) {
         "See SESSIONS in pysandbox(1).");
 }
 
+void add_mcp_command(CLI::App& app, Invocation& out) {
+    CLI::App* mcp = app.add_subcommand(
+        "mcp",
+        "Serve the Model Context Protocol on stdio: tools run_python, start_session and "
+        "end_session, each call in its own sandbox or session, from warm sandboxes");
+    McpInvocation& m = out.mcp;
+    mcp->add_option("-p,--profile", m.profiles,
+                    "A profile clients may choose (repeatable; the first is the default; "
+                    "default: default). Clients get no other")
+        ->type_name("PROFILE");
+    mcp->add_option("--pool", m.pool,
+                    "Sandboxes kept started ahead of need, per profile; each serves one call or "
+                    "session, then a new one starts (0: none)")
+        ->type_name("N")
+        ->check(CLI::Range(std::size_t{0}, std::size_t{64}));
+    mcp->add_option("--max-sessions", m.max_sessions, "Sessions alive at once")
+        ->type_name("N")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+    mcp->add_option("--max-calls", m.max_calls,
+                    "Calls running at once; more wait their turn (default: one per CPU)")
+        ->type_name("N")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+    add_limit_options(*mcp, m.overrides);
+    add_session_limit_options(*mcp, m.overrides);
+    add_network_options(*mcp, m.overrides);
+    add_input_options(*mcp, m.overrides);
+    mcp->add_option("--output-dir", m.overrides.output_dir,
+                    "Keep the files each call made in host DIR (linked from results); DIR must "
+                    "be empty or absent. Default: a private directory removed at exit")
+        ->type_name("DIR");
+    add_incident_log_option(*mcp, m.overrides.incident_log);
+    mcp->add_flag("-v,--verbose", m.verbose, "Say on stderr what the server does");
+    mcp->callback([&out] {
+        out.command = Command::mcp;
+        check_allow_needs_proxy(out.mcp.overrides);
+        if (out.mcp.profiles.empty()) out.mcp.profiles.push_back("default");
+    });
+    mcp->footer(
+        "Configure an MCP client with command \"pysandbox\" and args [\"mcp\"]. "
+        "See MCP SERVER in pysandbox(1).");
+}
+
 void add_profile_command(CLI::App& app, Invocation& out) {
     CLI::App* profile = app.add_subcommand("profile", "List or show profiles");
     profile->require_subcommand(1);
@@ -300,6 +342,7 @@ std::unique_ptr<CLI::App> build_cli(Invocation& out) {
     add_run_command(*app, out);
     add_check_command(*app, out);
     add_session_command(*app, out);
+    add_mcp_command(*app, out);
     add_profile_command(*app, out);
     CLI::App* doctor = app->add_subcommand(
         "doctor", "Check what this host allows, and how to fix what it does not");

@@ -14,7 +14,7 @@
 
 namespace pysandbox {
 
-enum class Command { none, run, check, session, profile_list, profile_show, doctor };
+enum class Command { none, run, check, session, mcp, profile_list, profile_show, doctor };
 
 // `pysandbox run`.
 struct RunInvocation {
@@ -41,12 +41,23 @@ struct SessionInvocation {
     int verbose = 0;
 };
 
+// `pysandbox mcp`.
+struct McpInvocation {
+    std::vector<std::string> profiles;  // offered; the first is the default ("default" if none)
+    std::size_t pool = 1;               // warm sandboxes kept per profile
+    std::size_t max_sessions = 16;      // live sessions at once
+    std::size_t max_calls = 0;          // calls running at once; 0: one per CPU
+    Overrides overrides;
+    int verbose = 0;
+};
+
 struct Invocation {
     Command command = Command::none;
     bool doctor_json = false;
     RunInvocation run;
     CheckInvocation check;
     SessionInvocation session;
+    McpInvocation mcp;
     std::string profile_name;  // `profile show NAME`
 };
 

@@ -1,10 +1,15 @@
 #include "encoding.hpp"
 
 #include <openssl/evp.h>
+#include <sys/random.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
+#include <vector>
+
+#include "errors.hpp"
 
 namespace pysandbox::encoding {
 
@@ -87,6 +92,25 @@ std::optional<std::string> decode_base64(std::string_view text) {
     if (n < 0) return std::nullopt;
     bytes.resize(static_cast<std::size_t>(n) - padding);  // the block counts the padding
     return bytes;
+}
+
+std::string random_hex(std::size_t bytes) {
+    std::vector<unsigned char> random(bytes);
+    std::size_t got = 0;
+    while (got < bytes) {
+        const ssize_t n = ::getrandom(random.data() + got, bytes - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw SysError("getrandom", errno);
+        got += static_cast<std::size_t>(n);
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string hex;
+    hex.reserve(2 * bytes);
+    for (unsigned char byte : random) {
+        hex += kHex[byte >> 4];
+        hex += kHex[byte & 15];
+    }
+    return hex;
 }
 
 }  // namespace pysandbox::encoding

@@ -21,4 +21,7 @@ std::string base64(std::string_view bytes);
 // The bytes of RFC 4648 base64 with padding (no white space); none when `text` is not that.
 std::optional<std::string> decode_base64(std::string_view text);
 
+// `bytes` bytes from the kernel's random source, as lowercase hex (tokens, ids). Throws SysError.
+std::string random_hex(std::size_t bytes);
+
 }  // namespace pysandbox::encoding

@@ -17,6 +17,7 @@
 #include "exit_codes.hpp"
 #include "incident.hpp"
 #include "json_text.hpp"
+#include "mcp.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
 #include "result.hpp"
@@ -162,6 +163,7 @@ int dispatch(const Invocation& invocation) {
         case Command::run: return run(invocation.run);
         case Command::check: return check::run(invocation.check, host_environment());
         case Command::session: return run_session(invocation.session, host_environment());
+        case Command::mcp: return run_mcp(invocation.mcp, host_environment());
         case Command::profile_list: return profile_list();
         case Command::profile_show: return profile_show(invocation.profile_name);
         case Command::doctor: return doctor::report(doctor::run_checks(), invocation.doctor_json);

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "errors.hpp"
 #include "exit_codes.hpp"
 #include "result.hpp"
+#include "sha256.hpp"
 #include "units.hpp"
 
 namespace pysandbox {
@@ -32,24 +32,6 @@ using std::chrono::milliseconds;
 constexpr std::size_t kMaxValue = 256 * 1024;
 constexpr std::size_t kMaxFigures = 32;
 constexpr std::string_view kPngBase64 = "iVBORw0KGgo";  // the PNG signature, base64
-
-std::string new_token() {
-    unsigned char bytes[16];
-    std::size_t got = 0;
-    while (got < sizeof bytes) {
-        const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw SysError("getrandom", errno);
-        got += static_cast<std::size_t>(n);
-    }
-    std::string token;
-    for (unsigned char byte : bytes) {
-        char hex[3];
-        std::snprintf(hex, sizeof hex, "%02x", byte);
-        token += hex;
-    }
-    return token;
-}
 
 bool is_base64_png(const std::string& text) {
     if (!text.starts_with(kPngBase64) || text.size() % 4 != 0) return false;
@@ -119,7 +101,7 @@ void Session::run(Cell cell) {
 }
 
 void Session::dispatch() {
-    token_ = new_token();
+    token_ = encoding::random_hex(16);
     json files = json::array();
     for (const CellFile& file : cell_->files)
         files.push_back({{"name", file.name}, {"data", encoding::base64(file.data)}});
@@ -281,7 +263,7 @@ void Session::list_files(int work_dir, Outcome& outcome) {
     const Clock::time_point start = Clock::now();
     ArtifactTarget target;
     sys::UniqueFd cell_dir;
-    const std::string name = "cell-" + std::to_string(cells_);
+    const std::string name = output_prefix_ + "cell-" + std::to_string(cells_);
     if (plan_.output_dir) {
         target = {artifacts::kHostDirMissing, *plan_.output_dir + "/" + name};
         if (!output_dir_ && ::mkdir(plan_.output_dir->c_str(), 0755) == 0)
@@ -300,11 +282,26 @@ void Session::list_files(int work_dir, Outcome& outcome) {
             outcome.warnings.push_back("--output-dir: cannot create " + target.path + ": " +
                                        std::strerror(errno) + "; no artifact was copied");
         files_seen_ = list_artifacts(plan_, work_dir, target, &files_seen_, outcome);
+        drop_inputs(outcome, cell_dir.get());
         if (cell_dir && outcome.files.empty()) ::unlinkat(dir, name.c_str(), AT_REMOVEDIR);
     } else {
         files_seen_ = list_artifacts(plan_, work_dir, target, &files_seen_, outcome);
+        drop_inputs(outcome, -1);
     }
     outcome.collect = duration_cast<milliseconds>(Clock::now() - start);
+}
+
+// The request's own files, as the cell found them, are not something it made: they leave the
+// listing (and their copies the cell's directory, `cell_dir`).
+void Session::drop_inputs(Outcome& outcome, int cell_dir) const {
+    if (!cell_ || cell_->files.empty()) return;
+    std::erase_if(outcome.files, [&](const artifacts::Artifact& file) {
+        const bool input = std::ranges::any_of(cell_->files, [&](const CellFile& given) {
+            return given.name == file.path && file.sha256 == Sha256::of(given.data);
+        });
+        if (input && cell_dir >= 0 && file.host_path) ::unlinkat(cell_dir, file.path.c_str(), 0);
+        return input;
+    });
 }
 
 ordered_json Session::cell_result(Outcome outcome, const json* done) {

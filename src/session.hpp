@@ -80,6 +80,9 @@ class Session {
     // at a terminal).
     bool output_pending() const { return sandbox_ && sandbox_->output_pending(); }
 
+    // Names the host copies of this session's cells (--output-dir): DIR/<prefix>cell-N.
+    void set_output_prefix(std::string prefix) { output_prefix_ = std::move(prefix); }
+
     // Ends the sandbox; closed() once nothing of it is left.
     void close();
     bool closed() const { return phase_ == Phase::none && !sandbox_; }
@@ -95,6 +98,7 @@ class Session {
     void finish(const nlohmann::json* done);
     Outcome cell_outcome(const nlohmann::json* done, Supervised* ended);
     void list_files(int work_dir, Outcome& outcome);
+    void drop_inputs(Outcome& outcome, int cell_dir) const;
     nlohmann::ordered_json cell_result(Outcome outcome, const nlohmann::json* done);
 
     const Plan& plan_;
@@ -120,6 +124,7 @@ class Session {
     bool timed_out_ = false;
     artifacts::Snapshot files_seen_;  // /tmp/work after the previous cell
     sys::UniqueFd output_dir_;        // --output-dir, once made (when the plan found none)
+    std::string output_prefix_;
     std::optional<nlohmann::ordered_json> result_;
 };
 

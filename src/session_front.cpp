@@ -13,6 +13,7 @@
 #include "errors.hpp"
 #include "exit_codes.hpp"
 #include "json_text.hpp"
+#include "line_io.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
 #include "result.hpp"
@@ -20,7 +21,6 @@
 #include "sys/poller.hpp"
 #include "sys/signal_fd.hpp"
 #include "sys/timer_fd.hpp"
-#include "sys/write_size.hpp"
 #include "units.hpp"
 
 namespace pysandbox {
@@ -29,107 +29,6 @@ namespace {
 void say(const std::string& line) {
     std::cerr << "pysandbox: " << line << std::endl;
 }
-
-// Lines from a descriptor, read when poll() says something is there, so never blocking. A line
-// over kMaxRequestLine is not kept: it comes out as one `too_long` line.
-class LineReader {
-  public:
-    struct Line {
-        std::string text;
-        bool too_long = false;
-    };
-
-    explicit LineReader(int fd) : fd_(fd) {}
-    int fd() const { return fd_; }
-    // Reading pauses while this much waits: a client that writes requests without reading the
-    // results is held back, rather than pysandbox's memory growing.
-    bool wants_read() const { return !eof_ && buffer_.size() - start_ < 2 * kMaxRequestLine; }
-    void on_readable() {
-        char chunk[65536];
-        const ssize_t n = ::read(fd_, chunk, sizeof chunk);
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-        if (n <= 0) {
-            eof_ = true;
-            return;
-        }
-        buffer_.append(chunk, static_cast<std::size_t>(n));
-    }
-
-    std::optional<Line> next() {
-        const std::size_t newline = buffer_.find('\n', scanned_);
-        if (newline == std::string::npos) {
-            scanned_ = buffer_.size();
-            if (buffer_.size() - start_ > kMaxRequestLine) {  // drop what is kept of it
-                skipping_ = true;
-                buffer_.clear();
-                start_ = scanned_ = 0;
-            }
-            if (!eof_ || (start_ == buffer_.size() && !skipping_)) return std::nullopt;
-            return take(buffer_.size(), buffer_.size());  // the last line, without its newline
-        }
-        return take(newline, newline + 1);
-    }
-
-    // End of input, and every line taken.
-    bool exhausted() const { return eof_ && start_ == buffer_.size() && !skipping_; }
-
-  private:
-    Line take(std::size_t end, std::size_t next_start) {
-        Line line;
-        line.too_long = skipping_;
-        if (!skipping_) line.text = buffer_.substr(start_, end - start_);
-        skipping_ = false;
-        start_ = scanned_ = next_start;
-        if (start_ > (1 << 20) && start_ * 2 > buffer_.size()) {
-            buffer_.erase(0, start_);
-            start_ = scanned_ = 0;
-        }
-        return line;
-    }
-
-    int fd_;
-    std::string buffer_;
-    std::size_t start_ = 0;    // where the next line begins
-    std::size_t scanned_ = 0;  // no newline before here
-    bool eof_ = false;
-    bool skipping_ = false;  // inside a line that was too long
-};
-
-// Text to a descriptor, written as poll() says it can take it.
-class LineWriter {
-  public:
-    explicit LineWriter(int fd) : fd_(fd), chunk_(sys::write_size_after_pollout(fd)) {}
-    int fd() const { return fd_; }
-    void write(std::string_view text) {
-        if (!broken_) pending_.append(text);
-    }
-    bool wants_write() const { return !broken_ && offset_ < pending_.size(); }
-    bool flushed() const { return !wants_write(); }
-    bool broken() const { return broken_; }
-    void on_writable() {
-        const ssize_t n =
-            ::write(fd_, pending_.data() + offset_, std::min(chunk_, pending_.size() - offset_));
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-        if (n < 0) {  // the reader went away
-            broken_ = true;
-            pending_.clear();
-            offset_ = 0;
-            return;
-        }
-        offset_ += static_cast<std::size_t>(n);
-        if (offset_ == pending_.size()) {
-            pending_.clear();
-            offset_ = 0;
-        }
-    }
-
-  private:
-    int fd_;
-    std::size_t chunk_;
-    std::string pending_;
-    std::size_t offset_ = 0;
-    bool broken_ = false;
-};
 
 // A terminal user's cells, as Python's own REPL reads them: one line, or a block that a line
 // ending in ':' or '\\' or leaving a bracket open begins. A compound statement's block ends with
@@ -199,7 +98,7 @@ class SessionFront {
           repl_(repl),
           signals_(signals),
           session_(plan, poller_),
-          input_(STDIN_FILENO),
+          input_(STDIN_FILENO, kMaxRequestLine),
           output_(STDOUT_FILENO) {
         using Interest = sys::Poller::Interest;
         poller_.watch(
@@ -217,18 +116,7 @@ class SessionFront {
                 return Interest{idle_.get(), POLLIN};
             },
             [this](short) { on_idle(); });
-        poller_.watch(
-            [this] {
-                return Interest{input_.wants_read() && !stopping_ ? input_.fd() : -1, POLLIN};
-            },
-            [this](short) { input_.on_readable(); });
-        poller_.watch(
-            [this] {
-                return Interest{output_.wants_write() ? output_.fd() : -1, POLLOUT};
-            },
-            [this](short revents) {
-                if (revents & (POLLOUT | POLLERR | POLLHUP)) output_.on_writable();
-            });
+        watch_lines(poller_, input_, output_, [this] { return !stopping_; });
     }
 
     int run() {

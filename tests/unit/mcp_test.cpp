@@ -1,0 +1,176 @@
+// The MCP server's tools without a server: arguments read, results rendered for a model.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "mcp_tools.hpp"
+
+using namespace pysandbox;
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+namespace {
+
+const std::vector<std::string> kOffered{"default", "datascience"};
+
+std::string refusal(const json& arguments) {
+    try {
+        mcp::parse_run_arguments(arguments, kOffered);
+    } catch (const std::invalid_argument& e) {
+        return e.what();
+    }
+    return "";
+}
+
+ordered_json segment(const char* stream, std::size_t length) {
+    return ordered_json::array({stream, length});
+}
+
+// A cell's result as the session makes it, cut to what run_result reads.
+ordered_json cell_result(const std::string& status, const std::string& out, const std::string& err,
+                         ordered_json order) {
+    return {
+        {"schema", "pysandbox.result/v1"},
+        {"status", status},
+        {"message", status == "ok" ? ordered_json(nullptr) : ordered_json("stopped: " + status)},
+        {"stdout", out},
+        {"stderr", err},
+        {"encoding", {{"stdout", "utf-8"}, {"stderr", "utf-8"}}},
+        {"output", std::move(order)},
+        {"truncated", {{"stdout", false}, {"stderr", false}}},
+        {"bytes", {{"stdout", out.size()}, {"stderr", err.size()}}},
+        {"exception", nullptr},
+        {"files", ordered_json::array()},
+        {"warnings", ordered_json::array()},
+        {"figures", ordered_json::array()}};
+}
+
+}  // namespace
+
+TEST_SUITE("mcp tools") {
+    TEST_CASE("tools/list: three tools, the profiles offered, the result schema as outputSchema") {
+        const ordered_json schema = {{"type", "object"}, {"title", "the result"}};
+        const ordered_json tools = mcp::tool_list(kOffered, schema);
+        REQUIRE(tools.size() == 3);
+        CHECK(tools[0]["name"] == "run_python");
+        CHECK(tools[0]["outputSchema"] == schema);
+        CHECK(tools[0]["inputSchema"]["required"] == ordered_json{"code"});
+        CHECK(tools[0]["inputSchema"]["properties"]["profile"]["enum"] ==
+              ordered_json{"default", "datascience"});
+        CHECK(tools[1]["name"] == "start_session");
+        CHECK(tools[2]["inputSchema"]["required"] == ordered_json{"session_id"});
+        for (const auto& tool : tools) {
+            CHECK(tool["inputSchema"]["additionalProperties"] == false);
+            CHECK(tool["outputSchema"]["type"] == "object");
+        }
+    }
+
+    TEST_CASE("run_python's arguments: each refusal names what to fix") {
+        CHECK(refusal({{"code", "1"}}).empty());
+        CHECK(refusal(json::array()) == "the arguments must be an object, not array");
+        CHECK(refusal({{"code", "1"}, {"cmd", "ls"}}) ==
+              "unknown argument \"cmd\" (arguments: code, session_id, timeout, profile, files)");
+        CHECK(refusal({{"code", "1"}, {"timeout", "2s"}}) ==
+              "\"timeout\" must be a number of seconds, not string");
+        CHECK(refusal({{"code", "1"}, {"profile", "network"}}) ==
+              "profile \"network\" is not offered by this server (offered: default, datascience)");
+        CHECK(refusal({{"code", "1"}, {"session_id", 3}}) ==
+              "\"session_id\" must be a string, not number");
+        CHECK(refusal({{"code", "1"}, {"session_id", "s"}, {"profile", "default"}}) ==
+              "a session has its profile: give session_id or profile");
+        const auto run =
+            mcp::parse_run_arguments({{"code", "1"}, {"profile", "datascience"}}, kOffered);
+        CHECK(run.profile == "datascience");
+        CHECK_FALSE(run.session_id);
+    }
+
+    TEST_CASE("start_session and end_session") {
+        CHECK(mcp::parse_start_arguments(json::object(), kOffered) == std::nullopt);
+        CHECK_THROWS_WITH(mcp::parse_start_arguments({{"profile", "x"}}, kOffered),
+                          "profile \"x\" is not offered by this server (offered: default, "
+                          "datascience)");
+        CHECK(mcp::parse_end_arguments({{"session_id", "abc"}}) == "abc");
+        CHECK_THROWS_WITH(mcp::parse_end_arguments(json::object()), "\"session_id\" is missing");
+    }
+
+    TEST_CASE("the text: both streams in the order they came, then what stopped the run") {
+        ordered_json order =
+            ordered_json::array({segment("stdout", 2), segment("stderr", 4), segment("stdout", 2)});
+        const ordered_json result =
+            mcp::run_result(cell_result("timeout", "a\nb\n", "err\n", std::move(order)));
+        CHECK(result["isError"] == true);
+        REQUIRE(result["content"].size() == 1);
+        CHECK(result["content"][0]["text"] == "a\nerr\nb\nstopped: timeout\n");
+        CHECK(result["structuredContent"]["stdout"] == "a\nb\n");
+    }
+
+    TEST_CASE("an exception's traceback is added only when stderr does not hold it") {
+        ordered_json cell = cell_result("exception", "", "", ordered_json::array());
+        cell["exception"] = {{"traceback", "Traceback...\nValueError: x\n"}};
+        CHECK(mcp::run_result(cell)["content"][0]["text"] == "Traceback...\nValueError: x\n");
+        cell["stderr"] = "Traceback...\nValueError: x\n";
+        cell["output"] =
+            ordered_json::array({segment("stderr", cell["stderr"].get<std::string>().size())});
+        CHECK(mcp::run_result(cell)["content"][0]["text"] == "Traceback...\nValueError: x\n");
+        CHECK(mcp::run_result(cell)["isError"] == true);
+    }
+
+    TEST_CASE("output over the message's share keeps its head and tail, with a warning") {
+        const std::string big = std::string(mcp::kOutputShown, 'h') + std::string(1000, 't');
+        const ordered_json result = mcp::run_result(
+            cell_result("ok", big, "", ordered_json::array({segment("stdout", big.size())})));
+        const std::string& shown =
+            result["structuredContent"]["stdout"].get_ref<const std::string&>();
+        CHECK(shown.size() < mcp::kOutputShown);
+        CHECK(shown.starts_with("hhhh"));
+        CHECK(shown.ends_with("tttt"));
+        CHECK(result["structuredContent"]["truncated"]["stdout"] == true);
+        CHECK(result["structuredContent"]["bytes"]["stdout"] == big.size());
+        CHECK(result["structuredContent"]["warnings"].size() == 1);
+        CHECK(result["content"][0]["text"] == shown);
+        CHECK(result["isError"] == false);
+    }
+
+    TEST_CASE("files: embedded up to the cap (text or blob), linked beyond, skipped ones not") {
+        char dir_template[] = "/tmp/pysandbox-mcp-test-XXXXXX";
+        REQUIRE(::mkdtemp(dir_template) != nullptr);
+        const std::filesystem::path dir = dir_template;
+        const auto write = [&](const std::string& name, const std::string& data) {
+            std::ofstream(dir / name, std::ios::binary) << data;
+            return (dir / name).string();
+        };
+        ordered_json cell = cell_result("ok", "", "", ordered_json::array());
+        const auto file = [](const std::string& name, std::size_t size, ordered_json host) {
+            return ordered_json{{"path", name},
+                                {"size", size},
+                                {"media_type", "application/octet-stream"},
+                                {"host_path", std::move(host)}};
+        };
+        cell["files"].push_back(file("a.txt", 2, write("a.txt", "hi")));
+        cell["files"].push_back(file("b.bin", 2, write("b.bin", std::string("\xff\x00", 2))));
+        cell["files"].push_back(file("big name.bin", mcp::kEmbedCap + 1,
+                                     write("big name.bin", std::string(mcp::kEmbedCap + 1, 'x'))));
+        cell["files"].push_back(file("skipped", 1, nullptr));
+        const ordered_json content = mcp::run_result(cell)["content"];
+        REQUIRE(content.size() == 4);
+        CHECK(content[1]["resource"]["uri"] == "file:///tmp/work/a.txt");
+        CHECK(content[1]["resource"]["text"] == "hi");
+        CHECK(content[2]["resource"]["blob"] == "/wA=");
+        CHECK(content[3]["type"] == "resource_link");
+        CHECK(content[3]["uri"] == mcp::file_uri((dir / "big name.bin").string()));
+        CHECK(content[3]["uri"].get<std::string>().ends_with("/big%20name.bin"));
+        std::filesystem::remove_all(dir);
+    }
+
+    TEST_CASE("file URIs percent-encode what is not plain") {
+        CHECK(mcp::file_uri("/tmp/a b/ü?.txt") == "file:///tmp/a%20b/%C3%BC%3F.txt");
+    }
+}
