@@ -4,7 +4,7 @@
 
 _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
     case $1 in
-        '') REPLY='run check session mcp profile doctor' ;;
+        '') REPLY='run check session mcp batch profile doctor' ;;
         'profile') REPLY='list show' ;;
         *) REPLY='' ;;
     esac
@@ -16,6 +16,7 @@ _pysandbox_options() {  # $1: a command path; REPLY: its options
         'check') REPLY='-h --help -p --profile --json --incident-log' ;;
         'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log --ndjson -v --verbose' ;;
         'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log -v --verbose' ;;
+        'batch') REPLY='-h --help -p --profile -j --jobs --keep-order --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --output-dir --incident-log -v --verbose' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
         'profile show') REPLY='-h --help' ;;
@@ -78,6 +79,20 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'mcp|--input') REPLY='file' ;;
         'mcp|--output-dir') REPLY='directory' ;;
         'mcp|--incident-log') REPLY='file' ;;
+        'batch|-p'|'batch|--profile') REPLY='profile' ;;
+        'batch|-j'|'batch|--jobs') REPLY='text' ;;
+        'batch|--timeout') REPLY='text' ;;
+        'batch|--cpu-time') REPLY='text' ;;
+        'batch|--memory') REPLY='text' ;;
+        'batch|--max-procs') REPLY='text' ;;
+        'batch|--cpus') REPLY='text' ;;
+        'batch|--tmp-size') REPLY='text' ;;
+        'batch|--output-limit') REPLY='text' ;;
+        'batch|--net') REPLY='choice none loopback proxy' ;;
+        'batch|--allow') REPLY='text' ;;
+        'batch|--env') REPLY='text' ;;
+        'batch|--output-dir') REPLY='directory' ;;
+        'batch|--incident-log') REPLY='file' ;;
         *) REPLY='flag' ;;
     esac
 }
@@ -85,6 +100,7 @@ _pysandbox_positional_kind() {  # $1: 'path|index'; REPLY: what that positional 
     case $1 in
         'run|0') REPLY='file' ;;
         'check|0') REPLY='file' ;;
+        'batch|0') REPLY='text' ;;
         'profile show|0') REPLY='profile' ;;
         *) REPLY='text' ;;
     esac

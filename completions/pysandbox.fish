@@ -40,7 +40,7 @@ end
 function __pysandbox_subcommands  # $argv: a command path
     switch "$argv"
         case ''
-            echo run check session mcp profile doctor
+            echo run check session mcp batch profile doctor
         case 'profile'
             echo list show
     end
@@ -104,7 +104,23 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'mcp|--env' \
             'mcp|--input' \
             'mcp|--output-dir' \
-            'mcp|--incident-log'
+            'mcp|--incident-log' \
+            'batch|-p' \
+            'batch|--profile' \
+            'batch|-j' \
+            'batch|--jobs' \
+            'batch|--timeout' \
+            'batch|--cpu-time' \
+            'batch|--memory' \
+            'batch|--max-procs' \
+            'batch|--cpus' \
+            'batch|--tmp-size' \
+            'batch|--output-limit' \
+            'batch|--net' \
+            'batch|--allow' \
+            'batch|--env' \
+            'batch|--output-dir' \
+            'batch|--incident-log'
             return 0
     end
     return 1
@@ -115,6 +131,7 @@ complete -c pysandbox -n '__pysandbox_at' -f -a 'run' -d 'Run a Python script in
 complete -c pysandbox -n '__pysandbox_at' -f -a 'check' -d 'Report the script'\''s denied imports and calls (Python'\''s ast, run in the sandbox)'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'session' -d 'Keep one sandboxed interpreter across cells: NDJSON requests on stdin, one result line each on stdout; a small REPL when stdin is a terminal'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'mcp' -d 'Serve the Model Context Protocol on stdio: tools run_python, start_session and end_session, each call in its own sandbox or session, from warm sandboxes'
+complete -c pysandbox -n '__pysandbox_at' -f -a 'batch' -d 'Run many jobs (JSON lines: code or script, args, stdin, timeout, profile, inputs), N at a time, each in a sandbox of its own; one result line per job on stdout'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'profile' -d 'List or show profiles'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'doctor' -d 'Check what this host allows, and how to fix what it does not'
 complete -c pysandbox -n '__pysandbox_at' -s h -l help -d 'Print this help message and exit'
@@ -185,6 +202,23 @@ complete -c pysandbox -n '__pysandbox_at mcp' -l input -r -F -d 'Make host FILE 
 complete -c pysandbox -n '__pysandbox_at mcp' -l output-dir -x -a '(__fish_complete_directories)' -d 'Keep the files each call made in host DIR (linked from results); DIR must be empty or absent. Default: a private directory removed at exit'
 complete -c pysandbox -n '__pysandbox_at mcp' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
 complete -c pysandbox -n '__pysandbox_at mcp' -s v -l verbose -d 'Say on stderr what the server does'
+complete -c pysandbox -n '__pysandbox_at batch' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at batch' -s p -l profile -x -a '(__pysandbox_profiles)' -d 'A profile jobs may name (repeatable; the first is the default; default: default)'
+complete -c pysandbox -n '__pysandbox_at batch' -s j -l jobs -x -d 'Jobs at once (default: one per CPU)'
+complete -c pysandbox -n '__pysandbox_at batch' -l keep-order -d 'Write the results in the input'\''s order (default: as jobs finish)'
+complete -c pysandbox -n '__pysandbox_at batch' -l timeout -x -d 'Wall-clock limit, e.g. 5s, 250ms, 2m (exit 124)'
+complete -c pysandbox -n '__pysandbox_at batch' -l cpu-time -x -d 'CPU time limit, e.g. 10s'
+complete -c pysandbox -n '__pysandbox_at batch' -l memory -x -d 'Memory limit, e.g. 256MiB, 1G'
+complete -c pysandbox -n '__pysandbox_at batch' -l max-procs -x -d 'Processes and threads, together'
+complete -c pysandbox -n '__pysandbox_at batch' -l cpus -x -d 'CPUs to run on; also sizes numeric thread pools'
+complete -c pysandbox -n '__pysandbox_at batch' -l tmp-size -x -d 'Size of the writable /tmp'
+complete -c pysandbox -n '__pysandbox_at batch' -l output-limit -x -d 'Bytes of stdout+stderr kept'
+complete -c pysandbox -n '__pysandbox_at batch' -l net -x -a 'none loopback proxy' -d 'Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to the allowed HOST:PORTs only)'
+complete -c pysandbox -n '__pysandbox_at batch' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
+complete -c pysandbox -n '__pysandbox_at batch' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
+complete -c pysandbox -n '__pysandbox_at batch' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy the files each job made into host DIR/job-N (N: the job'\''s line); DIR must be empty or absent'
+complete -c pysandbox -n '__pysandbox_at batch' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
+complete -c pysandbox -n '__pysandbox_at batch' -s v -l verbose -d 'Say on stderr what the batch does'
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'list' -d 'List the profiles that can be named'
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'show' -d 'Print a profile, fully resolved, as TOML'
 complete -c pysandbox -n '__pysandbox_at profile' -s h -l help -d 'Print this help message and exit'

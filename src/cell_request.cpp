@@ -43,6 +43,16 @@ std::chrono::milliseconds parse_cell_timeout(const json& value) {
         std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(seconds * 1000))));
 }
 
+std::chrono::milliseconds capped_timeout(const json& value, const Limits& limits,
+                                         std::vector<std::string>& warnings) {
+    const std::chrono::milliseconds timeout = parse_cell_timeout(value);
+    if (timeout <= limits.wall_time) return timeout;
+    warnings.push_back("timeout " + units::format_duration(timeout) +
+                       " is over the profile's limit; " + units::format_duration(limits.wall_time) +
+                       " applies");
+    return limits.wall_time;
+}
+
 std::vector<CellFile> parse_cell_files(const json& files, std::uint64_t max_bytes) {
     if (!files.is_array())
         throw std::invalid_argument("\"files\" must be an array, not " + type_of(files));
@@ -98,15 +108,8 @@ Cell parse_cell_fields(const json& request, const Limits& limits) {
         throw std::invalid_argument("\"code\" must be a string, not " + type_of(*code));
     Cell cell;
     cell.code = code->get<std::string>();
-    if (const auto timeout = request.find("timeout"); timeout != request.end()) {
-        cell.timeout = parse_cell_timeout(*timeout);
-        if (cell.timeout > limits.wall_time) {
-            cell.warnings.push_back("timeout " + units::format_duration(cell.timeout) +
-                                    " is over the profile's limit; " +
-                                    units::format_duration(limits.wall_time) + " applies");
-            cell.timeout = limits.wall_time;
-        }
-    }
+    if (const auto timeout = request.find("timeout"); timeout != request.end())
+        cell.timeout = capped_timeout(*timeout, limits, cell.warnings);
     if (const auto files = request.find("files"); files != request.end())
         cell.files = parse_cell_files(*files, limits.tmp_size);
     return cell;

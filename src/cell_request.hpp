@@ -37,6 +37,11 @@ Cell parse_cell_fields(const nlohmann::json& request, const Limits& limits);
 // Throws std::invalid_argument.
 std::chrono::milliseconds parse_cell_timeout(const nlohmann::json& value);
 
+// The timeout of a request, at most limits.wall_time (with a warning when it was more). Throws
+// std::invalid_argument.
+std::chrono::milliseconds capped_timeout(const nlohmann::json& value, const Limits& limits,
+                                         std::vector<std::string>& warnings);
+
 // [{"name": plain name, "text": str} or {"name", "base64": str}], names unique, at most
 // `max_bytes` of data together. Throws std::invalid_argument naming the entry.
 std::vector<CellFile> parse_cell_files(const nlohmann::json& files, std::uint64_t max_bytes);

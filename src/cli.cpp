@@ -308,6 +308,52 @@ void add_mcp_command(CLI::App& app, Invocation& out) {
         "See MCP SERVER in pysandbox(1).");
 }
 
+void add_batch_command(CLI::App& app, Invocation& out) {
+    CLI::App* batch = app.add_subcommand(
+        "batch",
+        "Run many jobs (JSON lines: code or script, args, stdin, timeout, profile, inputs), N "
+        "at a time, each in a sandbox of its own; one result line per job on stdout");
+    BatchInvocation& b = out.batch;
+    batch
+        ->add_option("-p,--profile", b.profiles,
+                     "A profile jobs may name (repeatable; the first is the default; default: "
+                     "default)")
+        ->type_name("PROFILE");
+    batch->add_option("-j,--jobs", b.jobs, "Jobs at once (default: one per CPU)")
+        ->type_name("N")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{256}));
+    batch->add_flag("--keep-order", b.keep_order,
+                    "Write the results in the input's order (default: as jobs finish)");
+    add_limit_options(*batch, b.overrides);
+    add_network_options(*batch, b.overrides);
+    repeated_option(
+        *batch, "--env",
+        [&b](const std::string& text) {
+            check_env_spec(text);
+            b.overrides.env.push_back(text);
+        },
+        "Set NAME=VALUE inside, or pass NAME from the host")
+        ->type_name("NAME[=VALUE]");
+    batch
+        ->add_option("--output-dir", b.overrides.output_dir,
+                     "Copy the files each job made into host DIR/job-N (N: the job's line); DIR "
+                     "must be empty or absent")
+        ->type_name("DIR");
+    add_incident_log_option(*batch, b.overrides.incident_log);
+    batch->add_flag("-v,--verbose", b.verbose, "Say on stderr what the batch does");
+    batch->add_option("jobs", b.jobs_file, "The jobs, one JSON object a line ('-': stdin)")
+        ->required()
+        ->type_name("JOBS.jsonl");
+    batch->callback([&out] {
+        out.command = Command::batch;
+        check_allow_needs_proxy(out.batch.overrides);
+        if (out.batch.profiles.empty()) out.batch.profiles.push_back("default");
+    });
+    batch->footer(
+        "Exit status: 0 when every job ran (whatever its status), 125 when a sandbox could not "
+        "be set up, 128+N after signal N. See BATCH in pysandbox(1).");
+}
+
 void add_profile_command(CLI::App& app, Invocation& out) {
     CLI::App* profile = app.add_subcommand("profile", "List or show profiles");
     profile->require_subcommand(1);
@@ -343,6 +389,7 @@ std::unique_ptr<CLI::App> build_cli(Invocation& out) {
     add_check_command(*app, out);
     add_session_command(*app, out);
     add_mcp_command(*app, out);
+    add_batch_command(*app, out);
     add_profile_command(*app, out);
     CLI::App* doctor = app->add_subcommand(
         "doctor", "Check what this host allows, and how to fix what it does not");

@@ -14,7 +14,7 @@
 
 namespace pysandbox {
 
-enum class Command { none, run, check, session, mcp, profile_list, profile_show, doctor };
+enum class Command { none, run, check, session, mcp, batch, profile_list, profile_show, doctor };
 
 // `pysandbox run`.
 struct RunInvocation {
@@ -51,6 +51,16 @@ struct McpInvocation {
     int verbose = 0;
 };
 
+// `pysandbox batch`.
+struct BatchInvocation {
+    std::vector<std::string> profiles;  // those a job may name; the first is the default
+    std::size_t jobs = 0;               // at once; 0: one per CPU
+    bool keep_order = false;            // results in the input's order, not as jobs finish
+    std::string jobs_file;              // "-": stdin
+    Overrides overrides;
+    int verbose = 0;
+};
+
 struct Invocation {
     Command command = Command::none;
     bool doctor_json = false;
@@ -58,6 +68,7 @@ struct Invocation {
     CheckInvocation check;
     SessionInvocation session;
     McpInvocation mcp;
+    BatchInvocation batch;
     std::string profile_name;  // `profile show NAME`
 };
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "batch.hpp"
 #include "check.hpp"
 #include "cli.hpp"
 #include "doctor.hpp"
@@ -164,6 +165,7 @@ int dispatch(const Invocation& invocation) {
         case Command::check: return check::run(invocation.check, host_environment());
         case Command::session: return run_session(invocation.session, host_environment());
         case Command::mcp: return run_mcp(invocation.mcp, host_environment());
+        case Command::batch: return run_batch(invocation.batch, host_environment());
         case Command::profile_list: return profile_list();
         case Command::profile_show: return profile_show(invocation.profile_name);
         case Command::doctor: return doctor::report(doctor::run_checks(), invocation.doctor_json);

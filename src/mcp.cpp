@@ -57,13 +57,6 @@ struct RpcError {
     std::string message;
 };
 
-// A profile the server offers: its plan (a driver plan) and its warm sandboxes.
-struct Offer {
-    std::string name;
-    std::unique_ptr<const Plan> plan;
-    std::unique_ptr<Pool> pool;
-};
-
 // A tools/call of run_python, from its arrival to its answer.
 struct Call {
     json id;  // the JSON-RPC request's
@@ -117,8 +110,6 @@ class Server {
             poller_.poll_once();
             // After the answers of the last round went out: sandboxes that served end, new ones
             // start.
-            for (auto& session : retired_) session->advance();
-            std::erase_if(retired_, [](const auto& session) { return session->closed(); });
             for (Offer& offer : offers_) offer.pool->advance();
             answer_one_shots();
             answer_sessions();
@@ -313,7 +304,7 @@ class Server {
         NamedSession& named = sessions_[session_id];
         named.offer = &offer;
         named.session = offer.pool->take();
-        named.session->set_output_prefix("session-" + session_id + "-");
+        named.session->name_output("session-" + session_id, true);
         say("session " + session_id + " started (" + offer.name + ")");
         respond(id, {{"content", ordered_json::array(
                                      {{{"type", "text"}, {"text", "session_id: " + session_id}}})},
@@ -354,7 +345,7 @@ class Server {
         if (const auto it =
                 std::ranges::find(one_shots_, id, [](const OneShot& o) { return o.call.id; });
             it != one_shots_.end()) {
-            retire(std::move(it->session));
+            it->call.offer->pool->retire(std::move(it->session));
             one_shots_.erase(it);
             say("a call was cancelled: its sandbox was killed");
             return;
@@ -380,7 +371,7 @@ class Server {
         for (auto it = waiting_.begin(); it != waiting_.end() && running() < max_calls_;) {
             if (it->session_id.empty()) {
                 OneShot one{std::move(*it), it->offer->pool->take()};
-                one.session->set_output_prefix("call-" + std::to_string(++one_shot_count_) + "-");
+                one.session->name_output("call-" + std::to_string(++one_shot_count_), false);
                 one.session->run(one.call.cell);
                 one_shots_.push_back(std::move(one));
             } else {
@@ -401,8 +392,8 @@ class Server {
         for (auto it = one_shots_.begin(); it != one_shots_.end();) {
             it->session->advance();
             if (auto result = it->session->take_result()) {
-                respond(it->call.id, mcp::run_result(std::move(*result)));
-                retire(std::move(it->session));
+                respond(it->call.id, mcp::run_result(one_shot_result(std::move(*result))));
+                it->call.offer->pool->retire(std::move(it->session));
                 it = one_shots_.erase(it);
             } else {
                 ++it;
@@ -422,12 +413,6 @@ class Server {
         }
     }
 
-    // A one-shot's sandbox has served: it is killed now and reaped as the loop goes on.
-    void retire(std::unique_ptr<Session> session) {
-        session->close();
-        retired_.push_back(std::move(session));
-    }
-
     // ------------------------------------------------------------------ the end
 
     void on_signal() {
@@ -444,7 +429,6 @@ class Server {
         exit_code_ = exit_code;
         waiting_.clear();
         one_shots_.clear();
-        retired_.clear();
         sessions_.clear();
         for (Offer& offer : offers_) offer.pool->close();
     }
@@ -463,7 +447,6 @@ class Server {
     std::string protocol_{kLatestProtocol};
     std::deque<Call> waiting_;
     std::vector<OneShot> one_shots_;
-    std::vector<std::unique_ptr<Session>> retired_;
     std::map<std::string, NamedSession> sessions_;
     std::size_t one_shot_count_ = 0;
     bool stopping_ = false;
@@ -492,39 +475,18 @@ class ScratchDir {
     std::string path_;
 };
 
-std::size_t cpus() {
-    const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? static_cast<std::size_t>(n) : 1;
-}
-
 }  // namespace
 
 int run_mcp(const McpInvocation& invocation, const std::vector<std::string>& host_env) {
     McpInvocation options = invocation;
-    if (options.max_calls == 0) options.max_calls = cpus();
+    if (options.max_calls == 0) options.max_calls = online_cpus();
     std::optional<ScratchDir> scratch;
     if (!options.overrides.output_dir) {
         scratch.emplace();
         options.overrides.output_dir = scratch->path();
-    } else if (::mkdir(options.overrides.output_dir->c_str(), 0755) != 0 && errno != EEXIST) {
-        throw UsageError("--output-dir: cannot create " + *options.overrides.output_dir + ": " +
-                         std::strerror(errno));
     }
-    // Every profile is loaded and planned before anything is served: a bad one is an error now,
-    // not for the first client that names it.
-    std::vector<Offer> offers;
-    for (const std::string& name : options.profiles) {
-        if (std::ranges::find(offers, name, &Offer::name) != offers.end()) continue;
-        Request request;
-        request.program.kind = Program::Kind::driver;
-        request.overrides = options.overrides;
-        request.capture_output = true;
-        request.verbose = options.verbose > 1 ? options.verbose - 1 : 0;
-        Offer offer;
-        offer.name = name;
-        offer.plan = make_plan(load_profile(name, profile_search_dirs()), request, host_env);
-        offers.push_back(std::move(offer));
-    }
+    std::vector<Offer> offers =
+        plan_offers(options.profiles, options.overrides, options.verbose, host_env);
     // As for `run`: signals blocked before the first clone; root's groups dropped.
     sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP};
     if (offers.front().plan->ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");

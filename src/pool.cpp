@@ -1,7 +1,15 @@
 #include "pool.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <exception>
+
+#include "errors.hpp"
+#include "profile.hpp"
 
 namespace pysandbox {
 namespace {
@@ -30,7 +38,14 @@ std::unique_ptr<Session> Pool::take() {
     return session;
 }
 
+void Pool::retire(std::unique_ptr<Session> session) {
+    session->close();
+    retired_.push_back(std::move(session));
+}
+
 void Pool::advance() {
+    for (auto& session : retired_) session->advance();
+    std::erase_if(retired_, [](const auto& session) { return session->closed(); });
     for (auto& session : waiting_) session->advance();
     // A sandbox that ended while it waited (its start failed, or it was killed from outside) is
     // of no use to anyone.
@@ -55,6 +70,7 @@ std::size_t Pool::ready() const {
 void Pool::close() {
     closed_ = true;
     waiting_.clear();
+    retired_.clear();
 }
 
 void Pool::refill() {
@@ -70,6 +86,33 @@ void Pool::refill() {
         }
         waiting_.push_back(std::move(session));
     }
+}
+
+std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
+                               int verbose, const std::vector<std::string>& host_env) {
+    if (overrides.output_dir && ::mkdir(overrides.output_dir->c_str(), 0755) != 0 &&
+        errno != EEXIST)
+        throw UsageError("--output-dir: cannot create " + *overrides.output_dir + ": " +
+                         std::strerror(errno));
+    std::vector<Offer> offers;
+    for (const std::string& name : profiles) {
+        if (std::ranges::find(offers, name, &Offer::name) != offers.end()) continue;
+        Request request;
+        request.program.kind = Program::Kind::driver;
+        request.overrides = overrides;
+        request.capture_output = true;
+        request.verbose = verbose > 1 ? verbose - 1 : 0;
+        Offer offer;
+        offer.name = name;
+        offer.plan = make_plan(load_profile(name, profile_search_dirs()), request, host_env);
+        offers.push_back(std::move(offer));
+    }
+    return offers;
+}
+
+std::size_t online_cpus() {
+    const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? static_cast<std::size_t>(n) : 1;
 }
 
 }  // namespace pysandbox

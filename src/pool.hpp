@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "plan.hpp"
 #include "session.hpp"
@@ -33,8 +35,11 @@ class Pool {
     // The pool starts a replacement at the next advance().
     std::unique_ptr<Session> take();
 
-    // Passes the round on to the waiting sessions; drops those whose sandbox ended, and starts new
-    // ones up to the size.
+    // Takes back a session that has served: it is killed now and reaped as the loop goes on.
+    void retire(std::unique_ptr<Session> session);
+
+    // Passes the round on to the waiting sessions and the retired ones; drops those whose sandbox
+    // ended, and starts new ones up to the size.
     void advance();
 
     // How many are ready now (for a front's -v and the tests).
@@ -50,11 +55,28 @@ class Pool {
     sys::Poller& poller_;
     const std::size_t size_;
     std::deque<std::unique_ptr<Session>> waiting_;
+    std::vector<std::unique_ptr<Session>> retired_;
     bool closed_ = false;
     // After a warm start failed, the next waits this long (doubling up to a minute), so a host that
     // refuses sandboxes is not asked again in a loop; a success resets it.
     std::chrono::milliseconds backoff_{0};
     std::chrono::steady_clock::time_point next_start_{};
 };
+
+// A profile a front offers (the MCP server, batch): its driver plan and its warm sandboxes.
+struct Offer {
+    std::string name;  // as the operator named it with -p
+    std::unique_ptr<const Plan> plan;
+    std::unique_ptr<Pool> pool;  // made by the front once its poll loop exists
+};
+
+// Every profile named, loaded and planned now, so that a bad one is an error before anything is
+// served (the first is the default; a name given twice is offered once). An --output-dir that
+// does not exist is made now: the sessions share it. Throws what make_plan throws.
+std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
+                               int verbose, const std::vector<std::string>& host_env);
+
+// The CPUs online: the default of how many calls or jobs run at once.
+std::size_t online_cpus();
 
 }  // namespace pysandbox

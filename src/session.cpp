@@ -105,11 +105,12 @@ void Session::dispatch() {
     json files = json::array();
     for (const CellFile& file : cell_->files)
         files.push_back({{"name", file.name}, {"data", encoding::base64(file.data)}});
-    sandbox_->control()->send({{"kind", "cell"},
-                               {"token", token_},
-                               {"cell", cells_},
-                               {"code", cell_->code},
-                               {"files", std::move(files)}});
+    json message = {{"kind", "cell"},      {"token", token_},
+                    {"cell", cells_},      {"filename", cell_filename()},
+                    {"code", cell_->code}, {"files", std::move(files)}};
+    if (cell_->argv) message["argv"] = *cell_->argv;
+    if (cell_->stdin_data) message["stdin"] = encoding::base64(*cell_->stdin_data);
+    sandbox_->control()->send(message);
     const Clock::time_point now = Clock::now();
     cell_setup_ = duration_cast<milliseconds>(now - cell_start_);
     cell_start_ = now;
@@ -263,7 +264,10 @@ void Session::list_files(int work_dir, Outcome& outcome) {
     const Clock::time_point start = Clock::now();
     ArtifactTarget target;
     sys::UniqueFd cell_dir;
-    const std::string name = output_prefix_ + "cell-" + std::to_string(cells_);
+    const std::string numbered = "cell-" + std::to_string(cells_);
+    const std::string name = output_name_.empty() ? numbered
+                             : output_per_cell_   ? output_name_ + "-" + numbered
+                                                  : output_name_;
     if (plan_.output_dir) {
         target = {artifacts::kHostDirMissing, *plan_.output_dir + "/" + name};
         if (!output_dir_ && ::mkdir(plan_.output_dir->c_str(), 0755) == 0)
@@ -304,11 +308,26 @@ void Session::drop_inputs(Outcome& outcome, int cell_dir) const {
     });
 }
 
+ordered_json one_shot_result(ordered_json result) {
+    for (const char* field : {"cell", "sandbox", "state"}) result.erase(field);
+    if (result["status"] == "timeout")
+        result["message"] = "wall-clock limit of " +
+                            units::format_duration(milliseconds(
+                                result["limits"]["wall_time_ms"].get<std::int64_t>())) +
+                            " reached; the run was stopped";
+    return result;
+}
+
+std::string Session::cell_filename() const {
+    if (cell_ && !cell_->filename.empty()) return cell_->filename;
+    return "<cell-" + std::to_string(cells_) + ">";
+}
+
 ordered_json Session::cell_result(Outcome outcome, const json* done) {
     const bool kept = outcome.sandbox_kept;
     const bool timed_out = outcome.kind == Outcome::Kind::timeout;
     const int exit_code = exit_codes::for_outcome(outcome);
-    const std::string file = "<cell-" + std::to_string(cells_) + ">";
+    const std::string file = cell_filename();
     ordered_json body = result_json(plan_, std::move(outcome), exit_code, file);
 
     ordered_json result = {{"schema", body["schema"]}, {"version", body["version"]}};

@@ -45,7 +45,16 @@ struct Cell {
     std::chrono::milliseconds timeout{0};  // 0: the profile's wall_time (at most that anyway)
     std::vector<CellFile> files;
     std::vector<std::string> warnings;  // what the front adjusted (for the result)
+    // A batch job's: sys.argv and sys.stdin for this cell (else [""] and end of file), and the
+    // name its code has in tracebacks (else "<cell-N>").
+    std::optional<std::vector<std::string>> argv;
+    std::optional<std::string> stdin_data;
+    std::string filename;
 };
+
+// A cell's result as the result of a sandbox that ran that one cell only (an MCP call, a batch
+// job): without the session's fields (cell, sandbox, state), a timeout said as `run` says it.
+nlohmann::ordered_json one_shot_result(nlohmann::ordered_json cell_result);
 
 class Session {
   public:
@@ -80,8 +89,12 @@ class Session {
     // at a terminal).
     bool output_pending() const { return sandbox_ && sandbox_->output_pending(); }
 
-    // Names the host copies of this session's cells (--output-dir): DIR/<prefix>cell-N.
-    void set_output_prefix(std::string prefix) { output_prefix_ = std::move(prefix); }
+    // Names the host copies of this session's cells (--output-dir): DIR/NAME-cell-N, or DIR/NAME
+    // for a session that runs one cell only (an MCP call, a batch job). Default: DIR/cell-N.
+    void name_output(std::string name, bool per_cell) {
+        output_name_ = std::move(name);
+        output_per_cell_ = per_cell;
+    }
 
     // Ends the sandbox; closed() once nothing of it is left.
     void close();
@@ -99,6 +112,7 @@ class Session {
     Outcome cell_outcome(const nlohmann::json* done, Supervised* ended);
     void list_files(int work_dir, Outcome& outcome);
     void drop_inputs(Outcome& outcome, int cell_dir) const;
+    std::string cell_filename() const;
     nlohmann::ordered_json cell_result(Outcome outcome, const nlohmann::json* done);
 
     const Plan& plan_;
@@ -124,7 +138,8 @@ class Session {
     bool timed_out_ = false;
     artifacts::Snapshot files_seen_;  // /tmp/work after the previous cell
     sys::UniqueFd output_dir_;        // --output-dir, once made (when the plan found none)
-    std::string output_prefix_;
+    std::string output_name_;
+    bool output_per_cell_ = true;
     std::optional<nlohmann::ordered_json> result_;
 };
 

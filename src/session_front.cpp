@@ -166,7 +166,9 @@ class SessionFront {
             touch();
             if (repl_) {
                 if (auto code = repl_input_.add(line->text)) {
-                    session_.run(Cell{nullptr, std::move(*code), {}, {}, {}});
+                    Cell cell;
+                    cell.code = std::move(*code);
+                    session_.run(std::move(cell));
                     return;
                 }
                 prompt();

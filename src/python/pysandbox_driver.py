@@ -218,7 +218,11 @@ class _Session:
     def cell(self, message):
         global _current_figures
         done = {"kind": "done", "token": message.get("token"), "outcome": "ok", "value": None}
-        filename = "<cell-%d>" % int(message.get("cell", 0))
+        filename = message.get("filename") or "<cell-%d>" % int(message.get("cell", 0))
+        if "argv" in message:
+            sys.argv = list(message["argv"])
+        if "stdin" in message:
+            sys.stdin = io.TextIOWrapper(io.BytesIO(base64.b64decode(message["stdin"])))
         figures = _Figures()
         problem = _write_files(message.get("files") or [])
         if problem:
