@@ -41,7 +41,8 @@ std::optional<Frame> parse_frame_line(std::string_view text) {
     std::string_view number = text.substr(quote + 8);
     long value = 0;
     auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), value);
-    if (error == std::errc{}) frame.line = value;
+    // Python numbers lines from 1; the script writes this text and could print any number.
+    if (error == std::errc{} && value > 0) frame.line = value;
     std::string_view rest(end, static_cast<std::size_t>(number.data() + number.size() - end));
     if (!rest.empty() && !rest.starts_with(", in ")) return std::nullopt;
     return frame;

@@ -73,6 +73,19 @@ TEST_CASE("a SyntaxError in the script has no Traceback header") {
     CHECK(tab->line == 3);
 }
 
+TEST_CASE("a line number Python would never print is no line (the script writes stderr)") {
+    for (const char* number : {"0", "-5"}) {
+        auto e = parse_python_exception(std::string("Traceback (most recent call last):\n"
+                                                    "  File \"/sandbox/f.py\", line ") +
+                                            number + ", in <module>\nValueError: forged\n",
+                                        "/sandbox/f.py");
+        REQUIRE(e);
+        CHECK(e->type == "ValueError");
+        CHECK_FALSE(e->line);
+        CHECK(e->summary == "ValueError: forged");
+    }
+}
+
 TEST_CASE("chained exceptions: the last one is the one that ended the script") {
     auto e = parse_python_exception(
         "Traceback (most recent call last):\n"
