@@ -15,6 +15,7 @@ INSTALLED_FILES = [
     "share/pysandbox/profiles/default.toml",
     "share/pysandbox/profiles/strict.toml",
     "share/pysandbox/profiles/datascience.toml",
+    "share/pysandbox/schema/pysandbox.result.v1.json",
     "share/man/man1/pysandbox.1",
     "share/man/man5/pysandbox-profile.5",
     "share/bash-completion/completions/pysandbox",
@@ -47,6 +48,13 @@ class InstallTest(unittest.TestCase):
         missing = [f for f in INSTALLED_FILES if not (self.prefix / f).is_file()]
         self.assertEqual(missing, [])
         self.assertTrue(os.access(self.prefix / "bin/pysandbox", os.X_OK))
+
+    def test_the_result_schema_is_installed_as_the_man_page_says(self):
+        schema = "share/pysandbox/schema/pysandbox.result.v1.json"
+        self.assertEqual((self.prefix / schema).read_bytes(),
+                         (REPO / "schema/pysandbox.result.v1.json").read_bytes())
+        page = (self.prefix / "share/man/man1/pysandbox.1").read_text()
+        self.assertIn(f"<prefix>/{schema}", page)
 
     def test_profile_list_names_the_installed_profiles(self):
         proc = self.installed("profile", "list")

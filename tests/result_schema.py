@@ -1,0 +1,88 @@
+"""The --json result as every test reads it: checked against schema/pysandbox.result.v1.json.
+
+``parse_result(stdout)`` is the one way a test turns what ``pysandbox run --json`` printed into
+a result: exactly one line, one JSON object, valid under the schema (JSON Schema draft 2020-12,
+validated with Debian's python3-jsonschema). Anything else raises ``SchemaError``, an
+AssertionError, so the test that asked fails and says which field broke the contract.
+
+Without python3-jsonschema every caller fails, naming the package; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA_FILE = REPO / "schema" / "pysandbox.result.v1.json"
+SCHEMA_ID = "pysandbox.result/v1"
+
+# A message quotes the offending value; a result holds up to the output limit (16 MiB) of text.
+_MAX_QUOTE = 300
+
+
+class SchemaError(AssertionError):
+    """A --json result that is not one object valid under the result schema."""
+
+
+def load_schema() -> dict[str, Any]:
+    """The schema file, parsed."""
+    return json.loads(SCHEMA_FILE.read_text())
+
+
+@functools.cache
+def validator():
+    """A draft 2020-12 validator for the schema, which must itself be a valid 2020-12 schema."""
+    try:
+        import jsonschema
+    except ImportError as e:
+        raise AssertionError("validating --json results needs Debian's python3-jsonschema "
+                             f"(apt-get install python3-jsonschema): {e}") from None
+    schema = load_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_QUOTE else text[:_MAX_QUOTE] + " [...]"
+
+
+def problems(obj: Any) -> list[str]:
+    """Every way ``obj`` breaks the schema, one line each: the JSON path, then what is wrong.
+    Where only one of several shapes could fit (a field that is null or an object), the
+    reasons each shape refused are listed beneath."""
+    found = []
+    for error in sorted(validator().iter_errors(obj), key=lambda e: e.json_path):
+        found.append(f"{error.json_path}: {_clip(error.message)}")
+        for sub in sorted(error.context or (), key=lambda e: e.json_path):
+            if sub.validator == "type" and sub.validator_value == "null":
+                continue  # "is not null": true of every value the other shape refused
+            found.append(f"    {sub.json_path}: {_clip(sub.message)}")
+    return found
+
+
+def validate(obj: Any) -> dict[str, Any]:
+    """``obj`` itself when it is a valid result; SchemaError listing the problems otherwise."""
+    found = problems(obj)
+    if found:
+        raise SchemaError(f"not a valid {SCHEMA_ID} result ({SCHEMA_FILE.relative_to(REPO)}):\n  "
+                          + "\n  ".join(found))
+    return obj
+
+
+def parse_result(stdout: bytes | str) -> dict[str, Any]:
+    """What ``pysandbox run --json`` printed on stdout: one line holding one valid result."""
+    try:
+        text = stdout.decode("utf-8") if isinstance(stdout, bytes) else stdout
+    except UnicodeDecodeError as e:
+        raise SchemaError(f"the --json result is not UTF-8 ({e}): {stdout[:_MAX_QUOTE]!r}") from None
+    if not text.endswith("\n") or "\n" in text[:-1]:
+        raise SchemaError(f"--json must print exactly one line, the result; stdout has "
+                          f"{text.count(chr(10))} newline(s): {_clip(text)!r}")
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise SchemaError(f"the --json result is not JSON ({e}): {_clip(text)!r}") from None
+    return validate(obj)
