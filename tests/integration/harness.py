@@ -21,6 +21,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import textwrap
 import time
@@ -30,6 +31,9 @@ from pathlib import Path
 from typing import NamedTuple, Sequence
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+import result_schema  # noqa: E402  (tests/result_schema.py: every --json result is checked)
+
 PYSANDBOX = os.environ.get("PYSANDBOX", str(REPO / "build" / "bin" / "pysandbox"))
 RUN_AS = os.environ.get("PYSANDBOX_AS", "")
 
@@ -127,6 +131,24 @@ class Result(NamedTuple):
             f"\n  stdout={clip(self.stdout)!r}\n  stderr={clip(self.stderr)!r}"
         )
 
+    def json(self) -> dict:
+        """The pysandbox.result/v1 object that ``run --json`` printed, checked against the
+        schema (tests/result_schema.py); AssertionError, with this run described, otherwise."""
+        try:
+            return result_schema.parse_result(self.stdout)
+        except result_schema.SchemaError as e:
+            raise result_schema.SchemaError(f"{e}{self.describe()}") from None
+
+
+def wants_result(args: Sequence) -> bool:
+    """Whether ``pysandbox ARGS`` owes a result object on stdout: ``run`` with ``--json`` among
+    its options (before ``--``, after which arguments are the script's)."""
+    words = [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in args]
+    if not words or words[0] != "run":
+        return False
+    options = words[:words.index("--")] if "--" in words else words
+    return "--json" in options
+
 
 def _popen(args: Sequence[str], *, stdin, pass_fds=(), env=None, cwd=None) -> subprocess.Popen:
     return subprocess.Popen(
@@ -148,7 +170,10 @@ def run(
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike | None = None,
 ) -> Result:
-    """Run ``pysandbox ARGS`` to completion. The caller's stdin is empty unless ``input``."""
+    """Run ``pysandbox ARGS`` to completion. The caller's stdin is empty unless ``input``.
+
+    A ``run --json`` must print one result valid under the result schema, whatever the test
+    goes on to check: otherwise this raises AssertionError (see Result.json)."""
     start = time.monotonic()
     proc = _popen(
         args,
@@ -173,7 +198,10 @@ def run(
             f"pysandbox {list(args)} did not finish within {timeout}s"
             + Result(-1, stdout, stderr, time.monotonic() - start).describe()
         ) from None
-    return Result(proc.returncode, stdout, stderr, time.monotonic() - start)
+    result = Result(proc.returncode, stdout, stderr, time.monotonic() - start)
+    if wants_result(args):
+        result.json()
+    return result
 
 
 # --------------------------------------------------------------------------- files
@@ -391,6 +419,8 @@ class Running:
                 raise AssertionError("probe did not exit after its stdin was closed") from None
             self.result = Result(self.proc.returncode, self.early_stdout + stdout, stderr,
                                  time.monotonic() - self._start)
+            if wants_result(self.args):
+                self.result.json()
         return self.result
 
     def _kill(self) -> None:

@@ -3,7 +3,6 @@ comes out with --output-dir; plt.show() saves figure-N.png. Importing matplotlib
 font list prepared at build time instead of scanning every font in every run."""
 
 import hashlib
-import json
 import struct
 import textwrap
 import unittest
@@ -26,9 +25,7 @@ class DataScienceTest(SandboxTestCase):
 
     def run_json(self, body, options=()):
         r = self.run_script(body, options=["-p", "datascience", "--json", *options], timeout=90)
-        lines = r.stdout.splitlines()
-        self.assertEqual(len(lines), 1, r.describe())
-        return r, json.loads(lines[0])
+        return r, r.json()
 
     def test_csv_in_clean_plot_png_out(self):
         data = write_file(temp_dir() / "data.csv", CSV)
@@ -107,7 +104,7 @@ class MultiprocessingTest(SandboxTestCase):
             queue.put(7)
             report([squares, more, queue.get(timeout=10)])
             """, options=["-p", "datascience", "--json"], timeout=90)
-        out = json.loads(r.stdout)
+        out = r.json()
         self.assertEqual(out["status"], "ok", r.describe())
         self.assertEqual(parse_report(out["stdout"].encode()), [[1, 2, 3], [4, 5], 7])
 
@@ -121,9 +118,7 @@ class FontListTest(SandboxTestCase):
     def run_json(self, *parts):
         body = MATPLOTLIB_LOG + "".join(textwrap.dedent(part) for part in parts)
         r = self.run_script(body, options=["-p", "datascience", "--json"], timeout=90)
-        lines = r.stdout.splitlines()
-        self.assertEqual(len(lines), 1, r.describe())
-        return r, json.loads(lines[0])
+        return r, r.json()
 
     def test_the_build_prepared_a_font_list(self):
         data_dir = Path(PYSANDBOX).resolve().parent.parent / "share/pysandbox/matplotlib"

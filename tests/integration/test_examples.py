@@ -37,7 +37,7 @@ class ExamplesTest(SandboxTestCase):
         require_modules("pandas", "matplotlib")
         result = run(["run", "-p", "datascience", "--input", EXAMPLES / "data.csv", "--json",
                       EXAMPLES / "plot_csv.py", "--", self.marker], timeout=90)
-        obj = json.loads(result.stdout)
+        obj = result.json()
         self.assertEqual(obj["stdout"], "2 rows dropped, 4 kept, mean sales 151.2\nsaved plot.png\n",
                          result.describe())
         self.assertEqual([f["path"] for f in obj["files"]], ["plot.png"])
@@ -49,7 +49,7 @@ class ExamplesTest(SandboxTestCase):
         self.assertEqual([(f["line"], f["rule"], f["name"]) for f in findings],
                          [(8, "denied-call", "os.system")], found.describe())
         result = run(["run", "--json", EXAMPLES / "risky.py", "--", self.marker])
-        obj = json.loads(result.stdout)
+        obj = result.json()
         self.assertEqual((obj["status"], obj["exit_code"]), ("policy_violation", 1), result.describe())
         self.assertEqual(obj["stdout"], "sum of squares: 285\n")
         self.assertEqual(obj["exception"]["line"], 8)

@@ -5,7 +5,6 @@ whether the host file a link pointed at was read or changed.
 """
 
 import hashlib
-import json
 import os
 import unittest
 
@@ -15,9 +14,7 @@ from harness import SandboxTestCase, profile, temp_dir, write_file
 class FilesTestCase(SandboxTestCase):
     def run_json(self, body, options=(), **kwargs):
         r = self.run_script(body, options=["--json", *options], **kwargs)
-        lines = r.stdout.splitlines()
-        self.assertEqual(len(lines), 1, r.describe())
-        return r, json.loads(lines[0])
+        return r, r.json()
 
     def output_dir(self):
         return temp_dir(0o777)  # written by the caller, nobody included
@@ -108,7 +105,7 @@ class ArtifactsTest(FilesTestCase):
         self.assertEqual(r.returncode, 125, r.describe())
         self.assertIn(b"--output-dir", r.stderr)
         self.assertIn(b"is not empty", r.stderr)
-        self.assertEqual(json.loads(r.stdout)["status"], "sandbox_error")
+        self.assertEqual(r.json()["status"], "sandbox_error")
         self.assertEqual(os.listdir(out), ["result.txt"])
         self.assertEqual((out / "result.txt").read_text(), "the caller's")
 

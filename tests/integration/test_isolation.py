@@ -252,7 +252,7 @@ class NetworkTest(SandboxTestCase):
 
         result = self.run_script(self.PROBE, json.dumps(targets), options=["--json"])
         self.assertExit(result, 0)
-        obj = json.loads(result.stdout)
+        obj = result.json()
         report = parse_report(obj["stdout"].encode())
         for label, sock in listeners.items():
             with self.subTest(listener=label):

@@ -48,9 +48,7 @@ class JsonTestCase(SandboxTestCase):
         return r, self.parse(r)
 
     def parse(self, r):
-        lines = r.stdout.splitlines()
-        self.assertEqual(len(lines), 1, "--json must print exactly one line" + r.describe())
-        obj = json.loads(lines[0])
+        obj = r.json()  # exactly one line, valid under the result schema
         self.assertEqual(set(obj), TOP_LEVEL_FIELDS, r.describe())
         self.assertEqual(obj["schema"], SCHEMA)
         self.assertEqual(obj["pysandbox_exit_code"], r.returncode, r.describe())

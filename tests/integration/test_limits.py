@@ -4,15 +4,14 @@ Everything is judged from the host: /proc of the sandboxed processes, the host's
 table, /tmp and /dev/shm listings, the test's own fds, and pysandbox's VmHWM.
 """
 
-import json
 import os
 import signal
 import subprocess
 import time
 import unittest
 
-from harness import (PYSANDBOX, SandboxTestCase, command_prefix, leftovers, probe_script,
-                     proc_status, run, script)
+from harness import (PYSANDBOX, Result, SandboxTestCase, command_prefix, leftovers,
+                     probe_script, proc_status, run, script)
 
 
 def host_state() -> dict:
@@ -110,7 +109,7 @@ class ManyRunsTest(SandboxTestCase):
         for i, name in enumerate(SCHEDULE):
             options, _, expected = MIX[name]
             r = run(["run", "--json", *options, scripts[name], "--", self.marker])
-            status = json.loads(r.stdout)["status"]
+            status = r.json()["status"]
             self.assertEqual(status, expected, f"run {i} ({name})" + r.describe())
             self.assertEqual(leftovers(self.marker), [], f"run {i} ({name}) left processes")
         self.assertEqual(host_state(), before)
@@ -125,7 +124,8 @@ SANITIZED_BOUND_KIB = 384 * 1024
 
 class OutputFloodTest(SandboxTestCase):
     def flood(self, gib: int, extra: list[str]):
-        """pysandbox's peak RSS while a script prints `gib` GiB, and what reached stdout."""
+        """pysandbox's peak RSS while a script prints `gib` GiB, and what reached stdout (a
+        --json result is checked against the result schema)."""
         body = ("import sys\nchunk = b'x' * 2**20\nw = sys.stdout.buffer.write\n"
                 f"for _ in range({gib} * 1024): w(chunk)\n")
         path = script(body)
@@ -134,7 +134,7 @@ class OutputFloodTest(SandboxTestCase):
                                 *extra, str(path)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         pid = proc.pid  # setpriv execs pysandbox in place: the same pid
-        received = 0
+        received = b""
         peak_kib = 0
         os.set_blocking(proc.stdout.fileno(), False)
         while proc.poll() is None:
@@ -142,16 +142,18 @@ class OutputFloodTest(SandboxTestCase):
                 data = proc.stdout.read(1 << 20)
             except BlockingIOError:
                 data = None
-            received += len(data or b"")
+            received += data or b""
             try:
                 peak_kib = max(peak_kib, int(proc_status(pid)["VmHWM"].split()[0]))
             except (FileNotFoundError, KeyError, ProcessLookupError):
                 pass
             time.sleep(0.01)
         os.set_blocking(proc.stdout.fileno(), True)
-        received += len(proc.stdout.read())
+        received += proc.stdout.read()
         stderr = proc.stderr.read()
-        return proc.returncode, received, peak_kib, stderr
+        if "--json" in extra:
+            Result(proc.returncode, received, stderr, 0.0).json()
+        return proc.returncode, len(received), peak_kib, stderr
 
     def test_printing_5_gb_keeps_the_supervisor_small(self):
         code, received, small_peak, _ = self.flood(0, [])

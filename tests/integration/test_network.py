@@ -14,7 +14,6 @@ handshakes.
 """
 
 import http.server
-import json
 import os
 import shutil
 import socket
@@ -164,7 +163,7 @@ class ProxyTest(SandboxTestCase):
     def test_a_denied_host_is_a_network_violation_in_the_json_result(self):
         result = self.run_script(FETCH, f"http://{self.denied.address}/x",
                                  options=["--json", "--allow", self.allowed.address])
-        obj = json.loads(result.stdout)
+        obj = result.json()
         self.assertEqual(self.denied.connections, [])
         self.assertEqual(obj["status"], "ok")
         self.assertEqual(obj["violations"], [{"kind": "network", "what": self.denied.address,

@@ -11,7 +11,6 @@ process and every descendant it reaped, which here is the sandboxed python (reap
 which pysandbox reaps) -- the memory script's 64 MiB, not the supervisor's footprint.
 """
 
-import json
 import os
 import re
 import subprocess
@@ -24,8 +23,8 @@ from typing import Callable, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
-from harness import (PYSANDBOX, SandboxTestCase, command_prefix, script,  # noqa: E402
-                     wait_for_no_leftovers)
+from harness import (PYSANDBOX, Result, SandboxTestCase, command_prefix,  # noqa: E402
+                     script, wait_for_no_leftovers)
 from test_faults import HostState, mount_count  # noqa: E402
 
 RUNS = int(os.environ.get("PYSANDBOX_LOAD_RUNS", "500"))
@@ -174,7 +173,7 @@ class LoadTest(SandboxTestCase):
             code, stdout, stderr, peak = run_sampled(args, binary)
             if not as_json:
                 return Outcome(kind.name, code, stdout, stderr, peak)
-            result = json.loads(stdout)
+            result = Result(code, stdout, stderr, 0.0).json()  # checked against the schema
             return Outcome(kind.name, code, result["stdout"].encode(), result["stderr"].encode(),
                            peak, result["status"])
 
