@@ -14,7 +14,8 @@ What the hostile script prints is never evidence of containment. It is scanned f
 verdict otherwise rests on what the host sees: files, listeners, /proc of the sandbox's
 processes (fds, namespaces, mounts, credentials, tracer, memory), the seccomp filter the kernel
 holds for the sandboxed process (read with PTRACE_SECCOMP_GET_FILTER and evaluated here), and
-what is left in the host's /proc after the run.
+what is left in the host's /proc after the run. A --json run must also print one result valid
+under the result schema (tests/result_schema.py); one that does not makes the run misbehaved.
 
 Environment:
   PYSANDBOX     the binary (default: <repo>/build/bin/pysandbox)
@@ -62,6 +63,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+import result_schema  # noqa: E402  (tests/result_schema.py: every --json result is checked)
 PYSANDBOX = os.environ.get("PYSANDBOX", str(REPO / "build" / "bin" / "pysandbox"))
 RUN_AS = os.environ.get("PYSANDBOX_AS", "root") or "root"
 
@@ -109,6 +112,11 @@ def _run_cleanups() -> None:
 atexit.register(_run_cleanups)
 
 
+# Every --json result of the test's runs that does not match the result schema (see
+# Sandbox.finish): each one makes the run misbehaved, whatever else the test judged.
+_schema_problems: list[str] = []
+
+
 class Judge:
     """Collects findings; ``done()`` prints the one verdict line and exits."""
 
@@ -135,6 +143,9 @@ class Judge:
 
     def done(self, diagnostics: str = "") -> None:
         _run_cleanups()
+        for problem in _schema_problems:
+            self.misbehaved(problem)
+        _schema_problems.clear()
         if self.ok:
             print(f"contained: {self.what}", flush=True)
             code = 0
@@ -746,8 +757,17 @@ class Outcome:
     def output(self) -> bytes:
         return self.stdout + b"\n" + self.stderr
 
+    def schema_problem(self) -> str | None:
+        """Why stdout is not one --json result valid under the result schema, or None."""
+        try:
+            result_schema.parse_result(self.stdout)
+        except result_schema.SchemaError as e:
+            return str(e)
+        return None
+
     def result(self) -> dict | None:
-        """The --json result pysandbox printed (one JSON object), or None if there is none."""
+        """The --json result pysandbox printed (one JSON object), or None if there is none.
+        Whether it matches the schema is judged once for every run (Sandbox.finish)."""
         if not hasattr(self, "_result"):
             self._result = None
             text = self.stdout.strip()
@@ -976,6 +996,7 @@ class Sandbox:
         # pysandbox a private mount namespace with another /etc/hosts (hosts_file_prefix).
         self.argv = list(prefix) + (AS_NOBODY if nobody else []) + [
             self.binary, "run", *run_opts, str(self.script), "--", self.marker, *map(str, args)]
+        self.wants_result = "--json" in run_opts
         self.env = env
         self.pass_fds = tuple(pass_fds)
         self.stdin_spec = stdin
@@ -1100,6 +1121,11 @@ class Sandbox:
         out = bytes(self._readers[0].data) if self._readers else b""
         err = bytes(self._readers[1].data) if len(self._readers) > 1 else b""
         self.outcome = Outcome(self.proc.returncode, out, err, elapsed, host_timeout)
+        # A --json run that pysandbox finished (not one the test killed) owes one valid result.
+        if self.wants_result and not host_timeout and (self.proc.returncode or 0) >= 0:
+            if problem := self.outcome.schema_problem():
+                _schema_problems.append("the --json result breaks the schema: "
+                                        + problem.replace("\n", " "))
         return self.outcome
 
     def _kill_everything(self) -> None:
