@@ -1,0 +1,44 @@
+"""Run untrusted Python in pysandbox from Python.
+
+pysandbox runs a program in Linux namespaces with seccomp, Landlock and a supervisor, so that
+it can compute, read what it was given, write into /tmp and print, and nothing else. This
+package drives the ``pysandbox`` binary (installed separately; found as the ``binary``
+argument, ``$PYSANDBOX_BINARY`` or on PATH) and gives its JSON result as typed dataclasses::
+
+    import pysandbox
+
+    result = pysandbox.run("print(6 * 7)", timeout=2)
+    if result.ok:
+        print(result.stdout)              # 42
+    elif result.exception:
+        print(result.exception.summary)   # ZeroDivisionError: division by zero (line 1)
+    else:
+        print(result.status, result.message)
+
+Whatever the code does is a :class:`Result` whose :class:`Status` says how it ended;
+:class:`SandboxError` is raised only when pysandbox itself failed.
+"""
+
+from ._errors import SandboxError
+from ._result import (Artifact, Enforcement, Error, Figure, Limits, PythonException, Result,
+                      Status, Streams, SyscallCount, Usage, Violation)
+from ._run import run
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Artifact",
+    "Enforcement",
+    "Error",
+    "Figure",
+    "Limits",
+    "PythonException",
+    "Result",
+    "SandboxError",
+    "Status",
+    "Streams",
+    "SyscallCount",
+    "Usage",
+    "Violation",
+    "run",
+]
