@@ -58,8 +58,10 @@ def expected_exit(command: str) -> int:
 
 
 def run(args, **kwargs) -> subprocess.CompletedProcess:
+    # PYTHONPATH: the Python examples import the package from python/, as if pip-installed.
+    env = {**env_with_binary_first(), "PYTHONPATH": str(REPO / "python")}
     return subprocess.run(args, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL, env=env_with_binary_first(), **kwargs)
+                          stdin=subprocess.DEVNULL, env=env, **kwargs)
 
 
 class ReadmeTest(unittest.TestCase):

@@ -1,0 +1,49 @@
+"""Helpers for the package's tests: results checked against the result schema, and files
+the sandbox (which runs as another host user when the tests run as root) can read."""
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pysandbox
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+import result_schema  # noqa: E402  (tests/result_schema.py, Debian's python3-jsonschema)
+
+
+def checked(result: pysandbox.Result) -> pysandbox.Result:
+    """``result``, once its raw object has passed the result schema."""
+    result_schema.validate(result.raw)
+    return result
+
+
+def run(*args, **kwargs) -> pysandbox.Result:
+    """pysandbox.run, with the result checked against the schema."""
+    return checked(pysandbox.run(*args, **kwargs))
+
+
+class SharedDir:
+    """A fresh directory under /tmp that every user can read, removed by ``close``."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="pysandbox-python-", dir="/tmp"))
+        self.path.chmod(0o755)
+
+    def file(self, name: str, text: str) -> Path:
+        path = self.path / name
+        path.write_text(text)
+        path.chmod(0o644)
+        return path
+
+    def close(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def cmake_version() -> str:
+    for line in (REPO / "CMakeLists.txt").read_text().splitlines():
+        if line.startswith("project(pysandbox VERSION "):
+            return line.split()[2]
+    raise AssertionError("CMakeLists.txt has no project(pysandbox VERSION ...) line")
+
