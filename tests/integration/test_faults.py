@@ -23,7 +23,10 @@ SLEEPER = "import sys, time\nprint('ready', flush=True)\ntime.sleep(60)\n"
 # pysandbox's. The host is shared with other test suites and tools, so the rest is not counted,
 # nor are the test helpers' own directories.
 TEMP_DIRS = ("/tmp", "/dev/shm")
-TEST_HELPER_PREFIXES = ("pysandbox-it-", "pysandbox-attack-", "pysandbox-ipc-")
+TEST_HELPER_PREFIXES = ("pysandbox-it-", "pysandbox-attack-", "pysandbox-ipc-",
+                        # the other suites' own, which ctest -j may run meanwhile
+                        "pysandbox-stdlib-", "pysandbox-python-", "pysandbox-install-",
+                        "pysandbox-gendocs-", "pysandbox-completion-")
 
 
 def could_be_the_runs(path: str) -> bool:
