@@ -87,7 +87,8 @@ class Violation:
     """The system call, ``"host:port"``, module, denied call, or limit (``"wall_time"``...)."""
     count: int
     action: str
-    """``"denied"``, ``"killed"`` or ``"truncated"``."""
+    """``"denied"``, ``"killed"``, ``"truncated"``, or ``"interrupted"`` (a session's cell that
+    a limit stopped while the sandbox went on)."""
 
 
 @dataclass(frozen=True)

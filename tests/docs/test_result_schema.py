@@ -60,7 +60,16 @@ CELL = {
     "state": "kept", "cell": 3, "sandbox": 1, "worker": "tcp://10.0.0.2:40111",
 }
 
-# A batch line that was not a job: only these five are needed.
+# A session's cell that its timeout interrupted, the sandbox going on (`pysandbox session`).
+CELL_TIMEOUT = {
+    **CELL, "status": "timeout", "pysandbox_exit_code": 124, "value": None, "figures": [],
+    "message": "the cell's timeout of 1s was reached; it was interrupted (KeyboardInterrupt) and "
+               "the session's state was kept",
+    "violations": [{"kind": "resource", "what": "wall_time", "count": 1,
+                    "action": "interrupted"}],
+}
+
+# A batch line that was not a job, or a session line that was no request: only these five.
 BAD_REQUEST = {"schema": "pysandbox.result/v1", "version": "0.1.0", "status": "bad_request",
                "id": None, "message": "line 3: not JSON"}
 
@@ -104,6 +113,10 @@ BAD = {
     "an exception on line 0": changed(EXCEPTION, "exception.line", 0),
     "a violation of an unknown kind": changed(EXCEPTION, "violations.0.kind", "telepathy"),
     "a violation counted 0 times": changed(EXCEPTION, "violations.0.count", 0),
+    "a violation's action unknown": changed(EXCEPTION, "violations.0.action", "ignored"),
+    "a run, not a cell, interrupted": changed(
+        changed(OK, "status", "timeout"), "violations",
+        CELL_TIMEOUT["violations"]),
     "an artifact whose sha256 is not one": changed(EXCEPTION, "files.0.sha256", "abc"),
     "an artifact skipped for no known reason": changed(EXCEPTION, "files.0.skipped", "meh"),
     "a traced call without a verdict": changed(EXCEPTION, "syscalls.0.verdict", delete=True),
@@ -126,6 +139,9 @@ BAD = {
     "a figure that is not a PNG": changed(CELL, "figures.0.media_type", "image/jpeg"),
     "a figure that is not base64": changed(CELL, "figures.0.data", "not base64!"),
     "a state neither kept nor lost": changed(CELL, "state", "maybe"),
+    "a cell without its state": changed(CELL, "state", delete=True),
+    "a cell without the request's id": changed(CELL, "id", delete=True),
+    "a cell without its figures": changed(CELL_TIMEOUT, "figures", delete=True),
     "cell 0": changed(CELL, "cell", 0),
     "sandbox as a string": changed(CELL, "sandbox", "1"),
     "value that is not a repr string": changed(CELL, "value", 42),
@@ -154,7 +170,8 @@ class ResultSchemaTest(unittest.TestCase):
 
     def test_what_pysandbox_and_the_front_doors_write_is_accepted(self):
         for name, obj in [("ok", OK), ("exception", EXCEPTION), ("early error", EARLY_ERROR),
-                          ("session cell", CELL), ("bad request", BAD_REQUEST)]:
+                          ("session cell", CELL), ("cell timeout", CELL_TIMEOUT),
+                          ("bad request", BAD_REQUEST)]:
             with self.subTest(name):
                 self.assertEqual(result_schema.problems(obj), [])
 
