@@ -2,8 +2,10 @@
 
 ``parse_result(stdout)`` is the one way a test turns what ``pysandbox run --json`` printed into
 a result: exactly one line, one JSON object, valid under the schema (JSON Schema draft 2020-12,
-validated with Debian's python3-jsonschema). Anything else raises ``SchemaError``, an
-AssertionError, so the test that asked fails and says which field broke the contract.
+validated with Debian's python3-jsonschema). ``parse_lines(stdout)`` does the same for what
+``pysandbox session`` printed: one valid object a line, a cell's result or a bad_request.
+Anything else raises ``SchemaError``, an AssertionError, so the test that asked fails and says
+which field broke the contract.
 
 Without python3-jsonschema every caller fails, naming the package; nothing is skipped.
 """
@@ -72,17 +74,40 @@ def validate(obj: Any) -> dict[str, Any]:
     return obj
 
 
+def _text(stdout: bytes | str) -> str:
+    try:
+        return stdout.decode("utf-8") if isinstance(stdout, bytes) else stdout
+    except UnicodeDecodeError as e:
+        raise SchemaError(f"the result is not UTF-8 ({e}): {stdout[:_MAX_QUOTE]!r}") from None
+
+
+def _parse_line(line: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(line)
+    except ValueError as e:
+        raise SchemaError(f"the result is not JSON ({e}): {_clip(line)!r}") from None
+    return validate(obj)
+
+
 def parse_result(stdout: bytes | str) -> dict[str, Any]:
     """What ``pysandbox run --json`` printed on stdout: one line holding one valid result."""
-    try:
-        text = stdout.decode("utf-8") if isinstance(stdout, bytes) else stdout
-    except UnicodeDecodeError as e:
-        raise SchemaError(f"the --json result is not UTF-8 ({e}): {stdout[:_MAX_QUOTE]!r}") from None
+    text = _text(stdout)
     if not text.endswith("\n") or "\n" in text[:-1]:
         raise SchemaError(f"--json must print exactly one line, the result; stdout has "
                           f"{text.count(chr(10))} newline(s): {_clip(text)!r}")
-    try:
-        obj = json.loads(text)
-    except ValueError as e:
-        raise SchemaError(f"the --json result is not JSON ({e}): {_clip(text)!r}") from None
-    return validate(obj)
+    return _parse_line(text)
+
+
+def parse_lines(stdout: bytes | str) -> list[dict[str, Any]]:
+    """What ``pysandbox session`` printed on stdout: NDJSON, every line (each ended by a
+    newline) one valid result; the first line that is not says where it is."""
+    text = _text(stdout)
+    if text and not text.endswith("\n"):
+        raise SchemaError(f"the last line is not ended by a newline: {_clip(text[-200:])!r}")
+    results = []
+    for number, line in enumerate(text.splitlines(), 1):
+        try:
+            results.append(_parse_line(line))
+        except SchemaError as e:
+            raise SchemaError(f"line {number}: {e}") from None
+    return results

@@ -139,6 +139,14 @@ class Result(NamedTuple):
         except result_schema.SchemaError as e:
             raise result_schema.SchemaError(f"{e}{self.describe()}") from None
 
+    def lines(self) -> list[dict]:
+        """The pysandbox.result/v1 objects that ``session`` printed, one a line, each checked
+        against the schema; AssertionError, with this run described, otherwise."""
+        try:
+            return result_schema.parse_lines(self.stdout)
+        except result_schema.SchemaError as e:
+            raise result_schema.SchemaError(f"{e}{self.describe()}") from None
+
 
 def wants_result(args: Sequence) -> bool:
     """Whether ``pysandbox ARGS`` owes a result object on stdout: ``run`` with ``--json`` among
@@ -148,6 +156,15 @@ def wants_result(args: Sequence) -> bool:
         return False
     options = words[:words.index("--")] if "--" in words else words
     return "--json" in options
+
+
+def check_results(args: Sequence, result: "Result") -> None:
+    """A ``run --json`` owes one valid result, a ``session`` one valid result a line (its stdin,
+    never a terminal here, makes it speak NDJSON): AssertionError otherwise."""
+    if wants_result(args):
+        result.json()
+    elif args and str(args[0]) == "session":
+        result.lines()
 
 
 def _popen(args: Sequence[str], *, stdin, pass_fds=(), env=None, cwd=None) -> subprocess.Popen:
@@ -172,8 +189,9 @@ def run(
 ) -> Result:
     """Run ``pysandbox ARGS`` to completion. The caller's stdin is empty unless ``input``.
 
-    A ``run --json`` must print one result valid under the result schema, whatever the test
-    goes on to check: otherwise this raises AssertionError (see Result.json)."""
+    A ``run --json`` must print one result valid under the result schema, a ``session`` one a
+    line, whatever the test goes on to check: otherwise this raises AssertionError (see
+    Result.json and Result.lines)."""
     start = time.monotonic()
     proc = _popen(
         args,
@@ -199,8 +217,7 @@ def run(
             + Result(-1, stdout, stderr, time.monotonic() - start).describe()
         ) from None
     result = Result(proc.returncode, stdout, stderr, time.monotonic() - start)
-    if wants_result(args):
-        result.json()
+    check_results(args, result)
     return result
 
 
@@ -419,8 +436,7 @@ class Running:
                 raise AssertionError("probe did not exit after its stdin was closed") from None
             self.result = Result(self.proc.returncode, self.early_stdout + stdout, stderr,
                                  time.monotonic() - self._start)
-            if wants_result(self.args):
-                self.result.json()
+            check_results(self.args, self.result)
         return self.result
 
     def _kill(self) -> None:
