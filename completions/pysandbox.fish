@@ -226,4 +226,4 @@ complete -c pysandbox -n '__pysandbox_at profile list' -s h -l help -d 'Print th
 complete -c pysandbox -n '__pysandbox_at profile show' -s h -l help -d 'Print this help message and exit'
 complete -c pysandbox -n '__pysandbox_at profile show' -a '(__pysandbox_profiles)'
 complete -c pysandbox -n '__pysandbox_at doctor' -s h -l help -d 'Print this help message and exit'
-complete -c pysandbox -n '__pysandbox_at doctor' -l json -d 'Print the checks as one JSON object'
+complete -c pysandbox -n '__pysandbox_at doctor' -l json -d 'Print one JSON object: each check, its result and fix, and whether all required ones passed'

@@ -393,7 +393,9 @@ std::unique_ptr<CLI::App> build_cli(Invocation& out) {
     add_profile_command(*app, out);
     CLI::App* doctor = app->add_subcommand(
         "doctor", "Check what this host allows, and how to fix what it does not");
-    doctor->add_flag("--json", out.doctor_json, "Print the checks as one JSON object");
+    doctor->add_flag("--json", out.doctor_json,
+                     "Print one JSON object: each check, its result and fix, and whether all "
+                     "required ones passed");
     doctor->callback([&out] { out.command = Command::doctor; });
     return app;
 }

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -19,6 +21,7 @@
 #include "landlock.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
+#include "version.hpp"
 
 namespace pysandbox::doctor {
 namespace {
@@ -30,12 +33,26 @@ std::string read_first_line(const std::string& path) {
     return line;
 }
 
+// In a child, so that doctor itself stays in the host's namespace. A child that cannot be
+// started or waited for proves nothing: the check fails, naming the call.
 Check check_user_namespaces() {
     Check check{"user namespaces", false, true, {}, {}};
     pid_t pid = ::fork();
     if (pid == 0) _exit(::unshare(CLONE_NEWUSER) == 0 ? 0 : errno);
+    if (pid < 0) {
+        check.detail = std::string("fork: ") + std::strerror(errno);
+        check.fix = "doctor could not start a process to try: raise the process limit";
+        return check;
+    }
     int status = 0;
-    ::waitpid(pid, &status, 0);
+    pid_t waited;
+    while ((waited = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (waited < 0) {
+        check.detail = std::string("waitpid: ") + std::strerror(errno);
+        check.fix = "doctor could not wait for its own child: is SIGCHLD ignored by its caller?";
+        return check;
+    }
     int error = WIFEXITED(status) ? WEXITSTATUS(status) : EINVAL;
     check.ok = error == 0;
     check.detail = check.ok ? "unshare(CLONE_NEWUSER) works"
@@ -124,6 +141,10 @@ Check check_end_to_end(const Profile& profile) {
     return check;
 }
 
+bool all_required_pass(const std::vector<Check>& checks) {
+    return std::ranges::all_of(checks, [](const Check& c) { return c.ok || !c.required; });
+}
+
 }  // namespace
 
 std::string user_namespace_hint() {
@@ -148,9 +169,7 @@ std::vector<Check> run_checks() {
     try {
         Profile profile = load_profile("default", profile_search_dirs());
         checks.push_back(check_interpreter(profile));
-        bool ready = true;
-        for (const auto& check : checks) ready = ready && (check.ok || !check.required);
-        if (ready) checks.push_back(check_end_to_end(profile));
+        if (all_required_pass(checks)) checks.push_back(check_end_to_end(profile));
     } catch (const std::exception& e) {
         checks.push_back({"default profile", false, true, e.what(),
                           "reinstall pysandbox or fix the profile named above"});
@@ -158,18 +177,25 @@ std::vector<Check> run_checks() {
     return checks;
 }
 
+nlohmann::ordered_json report_json(const std::vector<Check>& checks) {
+    nlohmann::ordered_json out = {{"schema", kDoctorSchema},
+                                  {"version", kVersion},
+                                  {"ok", all_required_pass(checks)},
+                                  {"checks", nlohmann::ordered_json::array()}};
+    for (const auto& c : checks)
+        out["checks"].push_back(
+            {{"name", c.name},
+             {"ok", c.ok},
+             {"required", c.required},
+             {"detail", c.detail},
+             {"fix", c.ok ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.fix)}});
+    return out;
+}
+
 int report(const std::vector<Check>& checks, bool json) {
-    bool ready = true;
-    for (const auto& check : checks) ready = ready && (check.ok || !check.required);
+    const bool ready = all_required_pass(checks);
     if (json) {
-        nlohmann::json out = {{"ready", ready}, {"checks", nlohmann::json::array()}};
-        for (const auto& c : checks)
-            out["checks"].push_back({{"name", c.name},
-                                     {"ok", c.ok},
-                                     {"required", c.required},
-                                     {"detail", c.detail},
-                                     {"fix", c.fix}});
-        std::cout << out.dump(2) << "\n";
+        std::cout << report_json(checks).dump(2) << "\n";
     } else {
         for (const auto& c : checks) {
             const char* mark = c.ok ? "ok  " : (c.required ? "FAIL" : "warn");

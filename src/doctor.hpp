@@ -3,9 +3,17 @@
 // command that fixes it.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace pysandbox::doctor {
+
+// `doctor --json` prints one object: {"schema", "version", "ok", "checks": [{"name", "ok",
+// "required", "detail", "fix"}]}; "ok" is true when every required check passed, and a check's
+// "fix" is null when it passed.
+inline constexpr std::string_view kDoctorSchema = "pysandbox.doctor/v1";
 
 struct Check {
     std::string name;
@@ -20,6 +28,8 @@ std::vector<Check> run_checks();
 // What to tell the user when user namespaces cannot be created or set up: the host's setting at
 // fault and the command that changes it.
 std::string user_namespace_hint();
+
+nlohmann::ordered_json report_json(const std::vector<Check>& checks);
 
 // Prints the checks (as text or JSON) and returns the exit status: 0 when every required check
 // passed, 1 otherwise.

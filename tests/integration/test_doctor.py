@@ -1,0 +1,111 @@
+"""`pysandbox doctor --json`: one JSON object on stdout with every check, its result and its fix,
+and an overall ok that agrees with the exit status -- what a container's readiness probe and a
+script read. Failures are judged with hosts made to refuse: user namespaces switched off in a
+namespace of the test's own, and a process limit that stops doctor from starting its probe."""
+
+import json
+import shutil
+import subprocess
+import unittest
+
+from harness import AS_NOBODY, PYSANDBOX, SandboxTestCase, command_prefix, run
+
+CHECK_FIELDS = ["name", "ok", "required", "detail", "fix"]
+MARKS = {"ok  ": True, "FAIL": False, "warn": False}
+
+
+def parse_report(stdout: bytes) -> dict:
+    """The whole of stdout as one JSON object, checked for the documented shape."""
+    try:
+        report = json.loads(stdout)
+    except ValueError:
+        raise AssertionError(f"doctor --json did not print one JSON object: {stdout!r}") from None
+    assert list(report) == ["schema", "version", "ok", "checks"], list(report)
+    assert report["schema"] == "pysandbox.doctor/v1", report["schema"]
+    for check in report["checks"]:
+        assert list(check) == CHECK_FIELDS, check
+        assert isinstance(check["ok"], bool) and isinstance(check["required"], bool), check
+        assert isinstance(check["detail"], str) and check["detail"], check
+        if check["ok"]:
+            assert check["fix"] is None, check
+        else:
+            assert isinstance(check["fix"], str) and check["fix"], check
+    names = [check["name"] for check in report["checks"]]
+    assert len(names) == len(set(names)), names
+    assert report["ok"] == all(c["ok"] or not c["required"] for c in report["checks"]), report
+    return report
+
+
+def check_named(report: dict, name: str) -> dict:
+    found = [check for check in report["checks"] if check["name"] == name]
+    assert len(found) == 1, f"no check {name!r} in {report}"
+    return found[0]
+
+
+def doctor_with_user_namespaces_off(*args: str) -> subprocess.CompletedProcess:
+    """doctor in a user namespace of its own whose user.max_user_namespaces is 0."""
+    unshare = shutil.which("unshare")
+    assert unshare, "util-linux unshare is needed for this test"
+    inner = ("echo 0 > /proc/sys/user/max_user_namespaces && exec " + PYSANDBOX +
+             " doctor " + " ".join(args))
+    return subprocess.run(command_prefix() + [unshare, "-U", "-r", "--fork", "sh", "-c", inner],
+                          capture_output=True, timeout=60)
+
+
+class DoctorJsonTest(SandboxTestCase):
+    def test_one_object_with_every_check_its_result_and_fix(self):
+        r = run(["doctor", "--json"], timeout=60)
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertEqual(r.stderr, b"")
+        report = parse_report(r.stdout)
+        self.assertIs(report["ok"], True)
+        names = [check["name"] for check in report["checks"]]
+        for name in ("user namespaces", "seccomp user notification", "Landlock",
+                     "cgroup v2 delegation", "interpreter", "end-to-end sandbox"):
+            self.assertIn(name, names)
+        end_to_end = check_named(report, "end-to-end sandbox")
+        self.assertIs(end_to_end["ok"], True, end_to_end)
+        self.assertIn("python ran in the sandbox", end_to_end["detail"])
+        self.assertIs(check_named(report, "Landlock")["required"], False)
+
+    def test_json_and_text_give_the_same_verdicts(self):
+        text = run(["doctor"], timeout=60)
+        json_run = run(["doctor", "--json"], timeout=60)
+        self.assertEqual(text.returncode, json_run.returncode)
+        verdicts = {}
+        for line in text.stdout.decode().splitlines():
+            if line[:4] in MARKS and line[4:6] == "  ":
+                name = line[6:].split(": ", 1)[0]
+                verdicts[name] = MARKS[line[:4]]
+        report = parse_report(json_run.stdout)
+        self.assertEqual(verdicts, {c["name"]: c["ok"] for c in report["checks"]})
+
+    def test_refused_user_namespaces_fail_with_the_fix(self):
+        proc = doctor_with_user_namespaces_off("--json")
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        report = parse_report(proc.stdout)
+        self.assertIs(report["ok"], False)
+        userns = check_named(report, "user namespaces")
+        self.assertEqual((userns["ok"], userns["required"]), (False, True))
+        self.assertIn("unshare(CLONE_NEWUSER)", userns["detail"])
+        self.assertIn("sysctl user.max_user_namespaces", userns["fix"])
+        # Nothing is tried end to end on a host that failed a required check.
+        self.assertNotIn("end-to-end sandbox", [c["name"] for c in report["checks"]])
+
+    def test_a_probe_it_cannot_start_is_a_failure_not_a_pass(self):
+        # RLIMIT_NPROC of 1 for uid 65534 (root is exempt, so always as nobody): doctor's own
+        # fork fails. Its user-namespace check must then fail, naming fork, never pass unseen.
+        prlimit = shutil.which("prlimit")
+        self.assertIsNotNone(prlimit, "util-linux prlimit is needed for this test")
+        proc = subprocess.run(AS_NOBODY + [prlimit, "--nproc=1", "--", PYSANDBOX, "doctor",
+                                           "--json"], capture_output=True, timeout=60)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        report = parse_report(proc.stdout)
+        self.assertIs(report["ok"], False)
+        userns = check_named(report, "user namespaces")
+        self.assertIs(userns["ok"], False, userns)
+        self.assertIn("fork", userns["detail"])
+
+
+if __name__ == "__main__":
+    unittest.main()
