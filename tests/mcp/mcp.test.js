@@ -101,29 +101,29 @@ describe('pysandbox mcp through the official TypeScript SDK', { timeout: 600_000
   test('an exception: isError, its type, and the traceback in the text', async () => {
     const result = await server.runPython({
       code: 'print("before")\ndef f():\n    raise ValueError("boom")\nf()\n' });
-    const result_ = result.structuredContent;
+    const structured = result.structuredContent;
     assert.equal(result.isError, true);
-    assert.equal(result_.status, 'exception');
-    assert.equal(result_.exception.type, 'ValueError');
-    assert.equal(result_.exception.message, 'boom');
-    assert.equal(result_.exception.line, 3);
+    assert.equal(structured.status, 'exception');
+    assert.equal(structured.exception.type, 'ValueError');
+    assert.equal(structured.exception.message, 'boom');
+    assert.equal(structured.exception.line, 3);
     const text = textOf(result);
     assert.ok(text.startsWith('before\n'), text);
-    assert.ok(text.includes(result_.exception.traceback), text);
+    assert.ok(text.includes(structured.exception.traceback), text);
   });
 
   test('timeout: 1 stops a busy loop after a second, as a timeout', async () => {
     const start = performance.now();
     const result = await server.runPython({ code: 'while True:\n    pass\n', timeout: 1 });
     const elapsed = performance.now() - start;
-    const result_ = result.structuredContent;
-    assert.equal(result_.status, 'timeout');
+    const structured = result.structuredContent;
+    assert.equal(structured.status, 'timeout');
     assert.equal(result.isError, true);
-    assert.equal(result_.limits.wall_time_ms, 1000);
+    assert.equal(structured.limits.wall_time_ms, 1000);
     assert.ok(elapsed >= 1000 && elapsed < 1000 + 2000 * TIME_SLACK, `${elapsed} ms`);
-    assert.ok(typeof result_.message === 'string' && result_.message.length > 0,
+    assert.ok(typeof structured.message === 'string' && structured.message.length > 0,
               'a timeout has a one-line sandbox message');
-    assert.equal(textOf(result).trimEnd().split('\n').at(-1), result_.message);
+    assert.equal(textOf(result).trimEnd().split('\n').at(-1), structured.message);
   });
 
   test('timeout is capped by the profile: a client cannot ask for more', async () => {
