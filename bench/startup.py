@@ -5,14 +5,21 @@ Runs `hello.py` (prints one line) under each tool, interleaved round by round so
 moment of the machine hits every tool alike, and prints the median and 90th percentile of the
 wall-clock time of the whole command, in milliseconds, with each one's ratio to bare Python.
 
-    bench/startup.py [--rounds 50] [--warmup 3] [--pysandbox PATH] [--only NAME,...] [--json]
+    bench/startup.py [--rounds 50] [--warmup 3] [--pysandbox PATH] [--compare LABEL=PATH]...
+                     [--only NAME,...] [--json]
 
 Tools (each is skipped, with a note, when it is not installed):
 
-  python3    /usr/bin/python3 -s hello.py                 the floor: no isolation at all
+  python3    /usr/bin/python3 -s hello.py                 no isolation at all: the base
+  floor      bench/floor.c: the kernel work of a namespace sandbox and nothing else (every
+             namespace, tmpfs root, read-only /usr, /tmp, three devices, /proc, pivot_root, an
+             init); what a sandbox cannot go below. Built by CMake (build/bench/floor), or here
+             with cc when that is missing or older than its source.
   pysandbox  pysandbox run hello.py                        default profile
   bwrap      bubblewrap with the same isolation as pysandbox's default profile (see BWRAP_ARGS)
   firejail   firejail --noprofile with its hardening options (see firejail_command)
+
+--compare adds another pysandbox binary (a build of another commit, say) to the same rounds.
 
 Standard library only. See bench/README.md for what the numbers mean and what they do not.
 """
@@ -27,6 +34,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import NamedTuple
@@ -55,6 +63,23 @@ class Tool(NamedTuple):
 
 def default_pysandbox() -> str:
     return os.environ.get("PYSANDBOX", str(REPO / "build" / "bin" / "pysandbox"))
+
+
+def floor_binary() -> tuple[str | None, str]:
+    """build/bench/floor when CMake built it from the current source, else a fresh cc build."""
+    source = BENCH / "floor.c"
+    built = REPO / "build" / "bench" / "floor"
+    if built.exists() and built.stat().st_mtime >= source.stat().st_mtime:
+        return str(built), ""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        return None, "floor: no C compiler to build bench/floor.c (or build it with CMake)"
+    out = Path(tempfile.mkdtemp(prefix="pysandbox-floor-")) / "floor"
+    done = subprocess.run([compiler, "-O2", "-o", str(out), str(source)], capture_output=True)
+    if done.returncode != 0:
+        return None, f"floor: cc failed: {done.stderr.decode(errors='replace')[:500]}"
+    out.parent.chmod(0o755)  # run as another user, the file must be reachable
+    return str(out), ""
 
 
 def bwrap_root_links() -> list[str]:
@@ -107,13 +132,23 @@ def firejail_command(firejail: str) -> tuple[list[str], str]:
     return argv, note
 
 
-def available_tools(pysandbox: str) -> tuple[list[Tool], list[str]]:
+def available_tools(pysandbox: str, compare: list[str]) -> tuple[list[Tool], list[str]]:
     tools = [Tool("python3", [PYTHON, "-s", str(HELLO)], "no isolation")]
     skipped: list[str] = []
+    floor, why = floor_binary()
+    if floor:
+        tools.append(Tool("floor", [floor, str(HELLO)], "namespaces, mounts, init: nothing else"))
+    else:
+        skipped.append(why)
     if os.access(pysandbox, os.X_OK):
         tools.append(Tool("pysandbox", [pysandbox, "run", str(HELLO)], "default profile"))
     else:
         skipped.append(f"pysandbox: {pysandbox} not found (build it, or pass --pysandbox)")
+    for spec in compare:
+        label, _, path = spec.partition("=")
+        if not path or not os.access(path, os.X_OK):
+            raise SystemExit(f"startup.py: --compare {spec}: expected LABEL=PATH to a binary")
+        tools.append(Tool(f"pysandbox@{label}", [path, "run", str(HELLO)], path))
     if bwrap := shutil.which("bwrap"):
         tools.append(Tool("bwrap", bwrap_command(bwrap), "all namespaces, no seccomp"))
     else:
@@ -177,14 +212,22 @@ def summarize(tools: list[Tool], samples: dict[str, list[float]]) -> list[dict]:
 def print_table(rows: list[dict], rounds: int, skipped: list[str]) -> None:
     print(f"hello.py start-up, {rounds} interleaved rounds; {platform.node()}, "
           f"Linux {platform.release()}, uid {os.geteuid()}, {os.cpu_count()} CPUs")
-    header = (f"{'tool':<10} {'median ms':>10} {'p90 ms':>8} {'min ms':>8} "
+    width = max(10, *(len(row["tool"]) for row in rows))
+    header = (f"{'tool':<{width}} {'median ms':>10} {'p90 ms':>8} {'min ms':>8} "
               f"{'x bare (median)':>16} {'x bare (p90)':>13}  note")
     print(header)
     print("-" * len(header))
     for row in rows:
-        print(f"{row['tool']:<10} {row['median_ms']:>10.1f} {row['p90_ms']:>8.1f} "
+        print(f"{row['tool']:<{width}} {row['median_ms']:>10.1f} {row['p90_ms']:>8.1f} "
               f"{row['min_ms']:>8.1f} {row['ratio_median']:>16.2f} {row['ratio_p90']:>13.2f}"
               f"  {row['note']}")
+    by_name = {row["tool"]: row for row in rows}
+    if "floor" in by_name:
+        floor = by_name["floor"]["ratio_median"]
+        for row in rows:
+            if row["tool"] not in ("python3", "floor"):
+                print(f"{row['tool']}: {100 * (row['ratio_median'] / floor - 1):+.1f} % of the "
+                      "floor's ratio to bare python (median)")
     for line in skipped:
         print(f"skipped: {line}")
 
@@ -196,6 +239,8 @@ def main() -> int:
                         help="untimed runs of each tool first (default 3; at least 1 checks it)")
     parser.add_argument("--pysandbox", default=default_pysandbox(),
                         help="the binary (default: $PYSANDBOX or <repo>/build/bin/pysandbox)")
+    parser.add_argument("--compare", action="append", default=[], metavar="LABEL=PATH",
+                        help="another pysandbox binary in the same rounds (repeatable)")
     parser.add_argument("--only", default="",
                         help="comma-separated tools to run; python3 is always run as the base")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -203,10 +248,11 @@ def main() -> int:
     if options.rounds < 1:
         parser.error("--rounds must be at least 1")
 
-    tools, skipped = available_tools(os.path.abspath(options.pysandbox))
+    tools, skipped = available_tools(os.path.abspath(options.pysandbox), options.compare)
     if options.only:
         wanted = {"python3", *options.only.split(",")}
-        tools = [tool for tool in tools if tool.name in wanted]
+        tools = [tool for tool in tools
+                 if tool.name in wanted or tool.name.startswith("pysandbox@")]
     try:
         samples = measure(tools, options.rounds, options.warmup)
     except (RuntimeError, subprocess.TimeoutExpired) as error:
