@@ -215,6 +215,14 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
         else
             env[name] = spec.substr(eq + 1);
     }
+    // The audit hook's policy, for sitecustomize.py; after --env, which can neither replace it
+    // nor add one the profile does not have.
+    const std::string policy = policy::hook_arguments(plan.profile.policy, plan.profile.name,
+                                                      {kSandboxPythonDir, kPolicyFd});
+    if (policy.empty())
+        env.erase(std::string(policy::kPolicyVariable));
+    else
+        env[std::string(policy::kPolicyVariable)] = policy;
     // The sandbox's modules come first, whatever else is asked for: site imports the audit hook
     // from there. (Debian's python3 -s still imports sitecustomize from PYTHONPATH.)
     std::string& python_path = env["PYTHONPATH"];
@@ -449,35 +457,38 @@ void open_incident_log(const std::optional<std::string>& flag, Plan& plan) {
 }
 
 // A module of src/python/ (embedded in the binary) into the sandbox's module directory, with the
-// bytecode the build compiled from it: the directory is read-only and new for each run, so
-// without it Python would compile the module on every start.
-void add_sandbox_module(std::string_view name, Plan& plan) {
+// bytecode the build compiled from it (`compiled`: share/pysandbox/python/NAME.TAG.pyc, one per
+// interpreter the build knew; each interpreter picks its own TAG): the directory is read-only and
+// new for each run, so without it Python would compile the module on every start.
+void add_sandbox_module(std::string_view name, const std::vector<fs::path>& compiled, Plan& plan) {
     const std::string dir(kSandboxPythonDir);
     const auto* module = std::ranges::find(python::kModules, name, &python::Module::name);
     plan.files.push_back({dir + std::string(name) + ".py", std::string(module->source), 0444});
-    // share/pysandbox/python/NAME.TAG.pyc: one per interpreter the build knew; each interpreter
-    // picks its own TAG.
-    for (const fs::path& compiled : built_files("python", std::string(name) + ".", ".pyc")) {
-        std::ifstream in(compiled, std::ios::binary);
+    const std::string prefix = std::string(name) + ".";
+    for (const fs::path& file : compiled) {
+        if (!file.filename().string().starts_with(prefix)) continue;
+        std::ifstream in(file, std::ios::binary);
         std::string bytecode((std::istreambuf_iterator<char>(in)),
                              std::istreambuf_iterator<char>());
         if (in.bad() || bytecode.empty()) continue;  // a cache: Python compiles the source instead
         plan.files.push_back(
-            {dir + "__pycache__/" + compiled.filename().string(), std::move(bytecode), 0444});
+            {dir + "__pycache__/" + file.filename().string(), std::move(bytecode), 0444});
     }
 }
 
-// The sandbox's own modules: the figure backend always; sitecustomize.py, with the [policy]
-// audit hook when the profile has one; the analyzer for `check`.
+// The sandbox's own modules: sitecustomize.py and the figure backend always; the [policy] audit
+// hook when the profile has one (sitecustomize installs it with the policy add_environment
+// passes); the analyzer for `check`; the cell driver for a session. All of them are the same in
+// every run.
 void add_sandbox_python(const Program& program, Plan& plan) {
-    add_sandbox_module(python::kFiguresModule, plan);
-    const policy::HookSetup setup{kSandboxPythonDir, kPolicyFd};
-    plan.files.push_back(
-        {std::string(kSandboxPythonDir) + "sitecustomize.py",
-         policy::sitecustomize_source(plan.profile.policy, plan.profile.name, setup), 0444});
-    if (plan.profile.policy.wants_hook()) add_sandbox_module(python::kHookModule, plan);
-    if (program.kind == Program::Kind::check) add_sandbox_module(python::kCheckModule, plan);
-    if (program.kind == Program::Kind::driver) add_sandbox_module(python::kDriverModule, plan);
+    const std::vector<fs::path> compiled = built_files("python", "", ".pyc");
+    add_sandbox_module(python::kSiteModule, compiled, plan);
+    add_sandbox_module(python::kFiguresModule, compiled, plan);
+    if (plan.profile.policy.wants_hook()) add_sandbox_module(python::kHookModule, compiled, plan);
+    if (program.kind == Program::Kind::check)
+        add_sandbox_module(python::kCheckModule, compiled, plan);
+    if (program.kind == Program::Kind::driver)
+        add_sandbox_module(python::kDriverModule, compiled, plan);
 }
 
 void find_cgroup(Plan& plan) {

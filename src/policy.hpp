@@ -1,6 +1,7 @@
 #pragma once
 // The Python-aware policy layer: the vocabulary of `policy.deny_calls`, the audit hook installed
-// before the script (a generated sitecustomize.py), and the records that hook sends back. This
+// before the script (by sitecustomize.py, from the policy passed as data), and the records that
+// hook sends back. This
 // layer explains; the kernel layers are the boundary. The hook runs inside the interpreter the
 // script controls, so what it reports is the script's word, not the sandbox's.
 //
@@ -41,10 +42,15 @@ struct HookSetup {
     int channel_fd;            // the policy channel (policy_channel.hpp), or -1
 };
 
-// sitecustomize.py for the sandbox's module directory: installs the audit hook that enforces
-// `rules` (from the module kHookModule), or only says there is no [policy].
-std::string sitecustomize_source(const Rules& rules, std::string_view profile_name,
-                                 const HookSetup& setup);
+// The environment variable through which src/python/sitecustomize.py learns the policy; it
+// removes it before the script runs.
+inline constexpr std::string_view kPolicyVariable = "PYSANDBOX_POLICY";
+
+// The value of kPolicyVariable: the arguments of the hook module's install() that enforce
+// `rules`, as one JSON array (which is also a Python literal), or empty when there is no
+// [policy] and so no hook.
+std::string hook_arguments(const Rules& rules, std::string_view profile_name,
+                           const HookSetup& setup);
 
 // The `pysandbox check` analyzer (src/python/pysandbox_check.py) reads the script named by its
 // first argument and the policy, as one JSON argument, from its second: this is that argument.

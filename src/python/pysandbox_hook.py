@@ -12,8 +12,8 @@ are for.)
 
 pysandbox embeds this file and writes it into the sandbox's module directory for each run,
 together with the __pycache__ entry the build compiled from it, so that no run spends a
-millisecond compiling it. The sitecustomize.py generated for each run calls install() with the
-profile's policy, the channel's descriptor and that directory (policy.cpp).
+millisecond compiling it. sitecustomize.py calls install() with the profile's policy, the
+channel's descriptor and that directory, which pysandbox passes as data (policy.cpp).
 """
 
 

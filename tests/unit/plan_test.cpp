@@ -17,6 +17,8 @@
 #include "cli.hpp"
 #include "errors.hpp"
 #include "plan.hpp"
+#include "policy.hpp"
+#include "policy_channel.hpp"
 #include "profile.hpp"
 #include "test_support.hpp"
 
@@ -286,6 +288,11 @@ TEST_SUITE("plan") {
         expected.push_back("VECLIB_MAXIMUM_THREADS=1");
         expected.push_back("PYTHONPATH=/sandbox/.pysandbox");
         expected.push_back("PYSANDBOX_WORK_DIR=/tmp/work");
+        // The [policy], for sitecustomize.py (policy_test.cpp has what it holds).
+        expected.push_back("PYSANDBOX_POLICY=" +
+                           pysandbox::policy::hook_arguments(
+                               profile.policy, profile.name,
+                               {pysandbox::kSandboxPythonDir, pysandbox::kPolicyFd}));
         if (!plan->cgroup) expected.push_back("MALLOC_ARENA_MAX=2");
         if (!profile.env_set.contains("MPLBACKEND"))
             expected.push_back("MPLBACKEND=module://pysandbox_figures");

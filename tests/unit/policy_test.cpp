@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,9 +80,16 @@ std::unique_ptr<const Plan> plan_for(const Request& request, Profile profile) {
     return pysandbox::make_plan(std::move(profile), request, {});
 }
 
-std::string sitecustomize_for(const Profile& profile) {
-    return policy::sitecustomize_source(profile.policy, profile.name,
-                                        {pysandbox::kSandboxPythonDir, pysandbox::kPolicyFd});
+std::string hook_arguments_for(const Profile& profile) {
+    return policy::hook_arguments(profile.policy, profile.name,
+                                  {pysandbox::kSandboxPythonDir, pysandbox::kPolicyFd});
+}
+
+// The value the plan gives `name` in the interpreter's environment, if any.
+std::optional<std::string> plan_variable(const Plan& plan, const std::string& name) {
+    for (const auto& entry : plan.envp)
+        if (entry.starts_with(name + "=")) return entry.substr(name.size() + 1);
+    return std::nullopt;
 }
 
 std::string_view module_source(std::string_view name) {
@@ -155,26 +163,47 @@ TEST_SUITE("policy") {
     TEST_CASE("the generated hook and analyzer carry the profile's policy as data") {
         Profile profile = from_text(
             "[policy]\ndeny_imports = [\"ctypes\"]\ndeny_calls = [\"os.exec\", \"os.system\"]\n");
-        const std::string hook = sitecustomize_for(profile);
-        // install(profile, imports, calls, {audit event: rule}, channel fd, own directory), with
+        const std::string hook = hook_arguments_for(profile);
+        // install(profile, imports, calls, {audit event: rule}, channel fd, own directory)
+        CHECK(hook ==
+              "[\"inline\",[\"ctypes\"],[\"os.exec\",\"os.system\"],"
+              "{\"os.exec\":\"os.exec\",\"os.system\":\"os.system\"},4,"
+              "\"/sandbox/.pysandbox/\"]");
+        // sitecustomize.py (the same in every run) passes it on, literals only, and leaves
         // nothing at module level
-        CHECK(contains(hook, "\nfrom pysandbox_hook import install\n"));
-        CHECK(contains(hook,
-                       "install(*[\"inline\",[\"ctypes\"],[\"os.exec\",\"os.system\"],"
-                       "{\"os.exec\":\"os.exec\",\"os.system\":\"os.system\"},4,"
-                       "\"/sandbox/.pysandbox/\"])"));
-        CHECK(contains(hook, "\ndel install\n"));
+        const std::string_view site = module_source("sitecustomize");
+        CHECK(contains(site, "\n_policy = os.environ.pop(\"PYSANDBOX_POLICY\", \"\")\n"));
+        CHECK(contains(site, "\n    from pysandbox_hook import install\n"));
+        CHECK(contains(site, "\n    install(*eval(_policy, {\"__builtins__\": {}}, {}))\n"));
+        CHECK(contains(site, "\n    del install\n"));
+        CHECK(contains(site, "\ndel _policy, os\n"));
         CHECK(contains(module_source("pysandbox_hook"), "sys.addaudithook(hook)"));
         Profile kill = from_text("[policy]\ndeny_calls = [\"os.kill\", \"os.fork\"]\n");
-        const std::string both = sitecustomize_for(kill);  // os.killpg, os.forkpty too
+        const std::string both = hook_arguments_for(kill);  // os.killpg, os.forkpty too
         CHECK(contains(both, "\"os.kill\":\"os.kill\",\"os.killpg\":\"os.kill\""));
         CHECK(contains(both, "\"os.fork\":\"os.fork\",\"os.forkpty\":\"os.fork\""));
-        CHECK_FALSE(
-            contains(sitecustomize_for(from_text("[policy]\ndeny_calls = []\n")), "addaudithook"));
+        CHECK(hook_arguments_for(from_text("[policy]\ndeny_calls = []\n")).empty());
         const std::string analyzer = policy::analyzer_argument(profile.policy, profile.name);
         CHECK(contains(analyzer, "\"os.spawnv\":\"os.exec\""));  // os.spawn* reported as os.exec
         CHECK(contains(analyzer, "\"os.system\":\"os.system\""));
         CHECK_FALSE(contains(analyzer, "subprocess.Popen"));  // not denied by this profile
+    }
+
+    TEST_CASE("the plan passes the policy to sitecustomize, and --env cannot change that") {
+        Request request = code_request();
+        request.overrides.env = {"PYSANDBOX_POLICY=[\"x\",[],[],{},-1,\"/\"]"};
+        const Profile normal = shipped("default");
+        auto plan = plan_for(request, normal);
+        CHECK(plan_variable(*plan, "PYSANDBOX_POLICY") == hook_arguments_for(normal));
+        auto without = plan_for(request, from_text("[policy]\ndeny_calls = []\n"));
+        CHECK_FALSE(plan_variable(*without, "PYSANDBOX_POLICY"));
+        const auto has_file = [](const Plan& p, std::string_view path) {
+            return std::ranges::any_of(p.files, [&](const auto& f) { return f.path == path; });
+        };
+        CHECK(has_file(*plan, "/sandbox/.pysandbox/sitecustomize.py"));
+        CHECK(has_file(*plan, "/sandbox/.pysandbox/pysandbox_hook.py"));
+        CHECK(has_file(*without, "/sandbox/.pysandbox/sitecustomize.py"));
+        CHECK_FALSE(has_file(*without, "/sandbox/.pysandbox/pysandbox_hook.py"));
     }
 
     TEST_CASE("the socket rules apply only without a network") {
