@@ -34,7 +34,7 @@ std::string utc_now() {
 json head(const Plan& plan, std::string_view command) {
     return {{"schema", kSchema},           {"time", utc_now()},
             {"command", command},          {"profile", plan.profile.name},
-            {"script", plan.script_label}, {"script_sha256", plan.script_sha256}};
+            {"script", plan.script_label}, {"script_sha256", plan.script_sha256()}};
 }
 
 json run_entry(const Plan& plan, const Outcome& outcome) {

@@ -103,9 +103,8 @@ std::string read_all_stdin() {
 // The script, read now, at /sandbox/NAME inside; returns that path.
 std::string add_script_file(const std::string& host_path, Plan& plan) {
     std::string inside = std::string(kScriptDir) + "/" + fs::path(host_path).filename().string();
-    std::string text = read_script(host_path);
-    plan.script_sha256 = Sha256::of(text);
-    plan.files.push_back({inside, std::move(text), 0444});
+    plan.program_text = {Plan::ProgramText::In::files, plan.files.size()};
+    plan.files.push_back({inside, read_script(host_path), 0444});
     return inside;
 }
 
@@ -115,17 +114,17 @@ void add_program(const Program& program, Plan& plan) {
     switch (program.kind) {
         case Program::Kind::code:
             plan.argv.push_back("-c");
+            plan.program_text = {Plan::ProgramText::In::argv, plan.argv.size()};
             plan.argv.push_back(program.text);
             plan.script_label = "-c";
             plan.script_file = "<string>";
-            plan.script_sha256 = Sha256::of(program.text);
             break;
         case Program::Kind::stdin_program:
             plan.stdin_program = read_all_stdin();
             plan.argv.push_back("-");
             plan.script_label = "-";
             plan.script_file = "<stdin>";
-            plan.script_sha256 = Sha256::of(*plan.stdin_program);
+            plan.program_text = {Plan::ProgramText::In::stdin_program, 0};
             break;
         case Program::Kind::script_file:
             plan.script_file = add_script_file(program.text, plan);
@@ -522,6 +521,16 @@ void add_rlimits(const Limits& limits, Plan& plan) {
 }
 
 }  // namespace
+
+std::string Plan::script_sha256() const {
+    switch (program_text.in) {
+        case ProgramText::In::none: return {};
+        case ProgramText::In::files: return Sha256::of(files.at(program_text.index).content);
+        case ProgramText::In::argv: return Sha256::of(argv.at(program_text.index));
+        case ProgramText::In::stdin_program: return Sha256::of(stdin_program.value());
+    }
+    return {};
+}
 
 void apply_overrides(Profile& profile, const Overrides& overrides) {
     Limits& limits = profile.limits;

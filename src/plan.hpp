@@ -126,7 +126,16 @@ struct Plan {
     std::optional<std::string> stdin_program;  // `-`: fed to the interpreter's stdin, then EOF
     std::string script_label;                  // for messages: the path, "-c" or "-"
     std::string script_file;  // as Python names it in tracebacks: /sandbox/x.py, <string>, <stdin>
-    std::string script_sha256;  // of the program as given: the file, CODE or stdin
+    // Where the program as given (the file, CODE or stdin) is kept: one of files[index],
+    // argv[index] or stdin_program; none for a session, whose cells come later. Not a copy: a
+    // script may be 16 MiB.
+    struct ProgramText {
+        enum class In { none, files, argv, stdin_program } in = In::none;
+        std::size_t index = 0;
+    } program_text;
+    // SHA-256 of the program as given, for the incident log ("" for none). Computed when asked:
+    // setting up libcrypto takes half a millisecond, and most runs log nothing.
+    std::string script_sha256() const;
 
     // Where blocks are reported (--incident-log or policy.incident_log): opened for appending
     // before anything runs, so a bad path stops the run instead of losing the record.

@@ -246,6 +246,18 @@ TEST_SUITE("plan") {
         CHECK(file->mode == 0444);
     }
 
+    TEST_CASE("the program's SHA-256 is of its text as given; a session has none") {
+        CHECK(plan_for(code_request("pass"))->script_sha256() ==
+              "d74ff0ee8da3b9806b18c877dbf29bbde50b5bd8e4dad7a3a725000feb82e8f1");
+        TempDir dir;
+        const fs::path script = write_file(dir / "s.py", "print(1)\n");
+        CHECK(plan_for(script_request(script.string()))->script_sha256() ==
+              "cc42155088fca5730758db72b2a5bca33112a941dfaa2d43098ec422ce4ea213");
+        Request session;
+        session.program = {Program::Kind::driver, "", {}};
+        CHECK(plan_for(session)->script_sha256().empty());
+    }
+
     TEST_CASE("a missing or unusable script is a UsageError naming the path") {
         TempDir dir;
         const std::string missing = (dir / "missing.py").string();
