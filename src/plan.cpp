@@ -522,6 +522,18 @@ void add_rlimits(const Limits& limits, Plan& plan) {
 
 }  // namespace
 
+seccomp::Recipe seccomp_recipe(const Profile& profile, bool memory_cgroup, bool trace) {
+    const auto sockets = profile.network.mode == NetMode::none ? seccomp::Sockets::unix_only
+                                                               : seccomp::Sockets::unix_and_inet;
+    // Where RLIMIT_AS is the memory limit, big allocations are watched: the evidence that one
+    // failed at the limit (seccomp.hpp, AllocationWatch).
+    std::optional<seccomp::AllocationWatch> watch;
+    if (!memory_cgroup)
+        watch = seccomp::AllocationWatch{
+            std::max<std::uint64_t>(kAllocationWatchFloor, profile.limits.memory / 16)};
+    return seccomp::recipe(profile.seccomp, sockets, watch, trace);
+}
+
 std::string Plan::script_sha256() const {
     switch (program_text.in) {
         case ProgramText::In::none: return {};
@@ -587,22 +599,22 @@ void add_filesystem(Plan& plan) {
     add_identity_files(plan);
 }
 
+// The program for `recipe`: the one the build prepared, when there is one for exactly this
+// recipe, else compiled now.
+std::vector<sock_filter> seccomp_program(const seccomp::Recipe& recipe) {
+    if (const fs::path data = installed_data_dir(); !data.empty())
+        if (auto prepared = seccomp::read_prepared(data / "seccomp", recipe)) return *prepared;
+    return seccomp::compile(recipe);
+}
+
 // What the kernel enforces: rlimits (or the cgroup), the seccomp filter, Landlock's rules.
 void add_kernel_layers(Plan& plan) {
     add_rlimits(plan.profile.limits, plan);
-    const auto sockets = plan.profile.network.mode == NetMode::none
-                             ? seccomp::Sockets::unix_only
-                             : seccomp::Sockets::unix_and_inet;
-    // Where RLIMIT_AS is the memory limit, big allocations are watched: the evidence that one
-    // failed at the limit (seccomp.hpp, AllocationWatch).
-    std::optional<seccomp::AllocationWatch> watch;
-    if (!plan.cgroup)
-        watch = seccomp::AllocationWatch{
-            std::max<std::uint64_t>(kAllocationWatchFloor, plan.profile.limits.memory / 16)};
-    plan.seccomp_program = seccomp::compile(plan.profile.seccomp, sockets, watch);
+    const bool memory_cgroup = plan.cgroup.has_value();
+    plan.seccomp_program = seccomp_program(seccomp_recipe(plan.profile, memory_cgroup));
     if (plan.trace_syscalls) {
         plan.profile_seccomp_program = std::move(plan.seccomp_program);
-        plan.seccomp_program = seccomp::compile(plan.profile.seccomp, sockets, watch, true);
+        plan.seccomp_program = seccomp_program(seccomp_recipe(plan.profile, memory_cgroup, true));
     }
     std::vector<std::string> readable{"/etc", std::string(kScriptDir)};
     for (const auto& bind : plan.ro_binds) readable.push_back(bind.source);

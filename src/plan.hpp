@@ -22,6 +22,7 @@
 #include "profile.hpp"
 #include "request.hpp"
 #include "sandbox_paths.hpp"
+#include "seccomp.hpp"
 #include "sys/unique_fd.hpp"
 
 namespace pysandbox {
@@ -161,6 +162,11 @@ struct Plan {
     std::vector<const char*> argv_ptrs;
     std::vector<const char*> envp_ptrs;
 };
+
+// The seccomp filter's recipe for a profile (flags applied): its allowlist, the socket families
+// its network needs, and, where RLIMIT_AS is the memory limit (no memory cgroup), the allocation
+// watch. tools/prepare_seccomp.cpp compiles the shipped profiles' programs with it at build time.
+seccomp::Recipe seccomp_recipe(const Profile& profile, bool memory_cgroup, bool trace = false);
 
 // Applies a request's overrides to a profile (the values were checked by the front).
 void apply_overrides(Profile& profile, const Overrides& overrides);

@@ -8,13 +8,16 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <set>
 
@@ -303,11 +306,13 @@ constexpr scmp_arg_cmp argument(unsigned index, scmp_compare op, scmp_datum_t va
     return {index, op, value, 0};
 }
 
-void add_rule(scmp_filter_ctx ctx, std::uint32_t action, int nr, const char* what,
+void add_rule(Recipe& recipe, std::uint32_t action, int nr,
               std::initializer_list<scmp_arg_cmp> args = {}) {
-    int rc = seccomp_rule_add_array(ctx, action, nr, static_cast<unsigned>(args.size()),
-                                    args.size() ? args.begin() : nullptr);
-    if (rc < 0) throw SysError(std::string("seccomp_rule_add(") + what + ")", -rc);
+    Recipe::Rule rule{action, nr, {}};
+    for (const scmp_arg_cmp& arg : args)
+        rule.args.push_back(
+            {arg.arg, static_cast<std::uint64_t>(arg.op), arg.datum_a, arg.datum_b});
+    recipe.rules.push_back(std::move(rule));
 }
 
 int resolve(const char* name) {
@@ -344,22 +349,22 @@ bool explicitly_allowed(const Settings& settings, std::string_view name) {
 
 // The calls allowed only with some arguments. An unconditional rule would replace them
 // (libseccomp), so a call the profile's `allow` names outright is not filtered here.
-void add_argument_rules(scmp_filter_ctx ctx, const Settings& settings, Sockets sockets) {
+void add_argument_rules(Recipe& recipe, const Settings& settings, Sockets sockets) {
     auto filtered = [&](const char* name) {
         return !denied(settings, name) && !explicitly_allowed(settings, name);
     };
     if (filtered("ioctl"))
         for (unsigned long request : kIoctls)
-            add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), "ioctl",
+            add_rule(recipe, SCMP_ACT_ALLOW, SCMP_SYS(ioctl),
                      {SCMP_A1(SCMP_CMP_MASKED_EQ, kLow32, request)});
     if (filtered("prctl"))
         for (unsigned long option : kPrctls)
-            add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), "prctl",
+            add_rule(recipe, SCMP_ACT_ALLOW, SCMP_SYS(prctl),
                      {SCMP_A0(SCMP_CMP_MASKED_EQ, kLow32, option)});
     if (filtered("clone")) {
         // A thread, or with processes allowed a process; never a new namespace.
         const std::uint64_t thread = settings.allow_processes ? 0 : CLONE_THREAD;
-        add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), "clone",
+        add_rule(recipe, SCMP_ACT_ALLOW, SCMP_SYS(clone),
                  {SCMP_A0(SCMP_CMP_MASKED_EQ, kNewNamespaces | thread, thread)});
     }
     if (filtered("socket") && settings.base == Base::standard) {
@@ -367,34 +372,32 @@ void add_argument_rules(scmp_filter_ctx ctx, const Settings& settings, Sockets s
         if (sockets == Sockets::unix_and_inet) families.insert(families.end(), {AF_INET, AF_INET6});
         // A full 64-bit compare: garbage in the upper half is refused.
         for (int family : families)
-            add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), "socket",
+            add_rule(recipe, SCMP_ACT_ALLOW, SCMP_SYS(socket),
                      {argument(0, SCMP_CMP_EQ, static_cast<scmp_datum_t>(family))});
     }
     // personality() may only be queried: a changed persona (READ_IMPLIES_EXEC,
     // ADDR_NO_RANDOMIZE) weakens the process.
     if (filtered("personality"))
-        add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), "personality",
+        add_rule(recipe, SCMP_ACT_ALLOW, SCMP_SYS(personality),
                  {argument(0, SCMP_CMP_EQ, 0xffffffffULL)});
 }
 
 // mmap and mremap below the threshold pass; bigger ones go to the supervisor (see
 // AllocationWatch).
-void add_watched_allocations(scmp_filter_ctx ctx, const AllocationWatch& watch) {
-    add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), "mmap",
-             {argument(1, SCMP_CMP_LT, watch.threshold)});
-    add_rule(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mremap), "mremap",
-             {argument(2, SCMP_CMP_LT, watch.threshold)});
+void add_watched_allocations(Recipe& recipe, const AllocationWatch& watch) {
+    add_rule(recipe, SCMP_ACT_ALLOW, SCMP_SYS(mmap), {argument(1, SCMP_CMP_LT, watch.threshold)});
+    add_rule(recipe, SCMP_ACT_ALLOW, SCMP_SYS(mremap), {argument(2, SCMP_CMP_LT, watch.threshold)});
 }
 
-void add_fallbacks(scmp_filter_ctx ctx, const Settings& settings) {
+void add_fallbacks(Recipe& recipe, const Settings& settings) {
     for (const char* name : kFallbacks) {
         if (explicitly_allowed(settings, name)) continue;
         if (int nr = resolve(name); nr != __NR_SCMP_ERROR)
-            add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, name);
+            add_rule(recipe, SCMP_ACT_ERRNO(ENOSYS), nr);
     }
     // libseccomp 2.5.4 may not name fchmodat2 (Linux 6.6); glibc 2.39 falls back from it.
     if (resolve("fchmodat2") == __NR_SCMP_ERROR && !explicitly_allowed(settings, "fchmodat2"))
-        add_rule(ctx, SCMP_ACT_ERRNO(ENOSYS), 452, "fchmodat2 (452)");
+        add_rule(recipe, SCMP_ACT_ERRNO(ENOSYS), 452);
 }
 
 std::vector<sock_filter> export_program(scmp_filter_ctx ctx) {
@@ -460,28 +463,123 @@ bool is_known_syscall(std::string_view name) {
     return resolve(std::string(name).c_str()) != __NR_SCMP_ERROR;
 }
 
-std::vector<sock_filter> compile(const Settings& settings, Sockets sockets,
-                                 std::optional<AllocationWatch> watch, bool trace) {
-    SeccompCtx ctx = new_context();
+Recipe recipe(const Settings& settings, Sockets sockets, std::optional<AllocationWatch> watch,
+              bool trace) {
+    Recipe recipe;
     if (trace) {
         // Everything is asked about, but what the interpreter's process calls after loading the
         // filter and before its listener reaches the supervisor (pid1.cpp).
         for (const char* name : {"sendmsg", "close"})
-            add_rule(ctx.get(), SCMP_ACT_ALLOW, resolve(name), name);
-        return export_program(ctx.get());
+            add_rule(recipe, SCMP_ACT_ALLOW, resolve(name));
+        return recipe;
     }
     std::set<std::string> names = unconditional(settings);
     if (watch && !explicitly_allowed(settings, "mmap") && !explicitly_allowed(settings, "mremap")) {
         names.erase("mmap");
         names.erase("mremap");
-        add_watched_allocations(ctx.get(), *watch);
+        add_watched_allocations(recipe, *watch);
     }
     for (const auto& name : names)
         if (int nr = resolve(name.c_str()); nr != __NR_SCMP_ERROR)
-            add_rule(ctx.get(), SCMP_ACT_ALLOW, nr, name.c_str());
-    add_argument_rules(ctx.get(), settings, sockets);
-    add_fallbacks(ctx.get(), settings);
+            add_rule(recipe, SCMP_ACT_ALLOW, nr);
+    add_argument_rules(recipe, settings, sockets);
+    add_fallbacks(recipe, settings);
+    return recipe;
+}
+
+std::vector<sock_filter> compile(const Recipe& recipe) {
+    SeccompCtx ctx = new_context();
+    for (const Recipe::Rule& rule : recipe.rules) {
+        std::vector<scmp_arg_cmp> args;
+        for (const auto& [arg, op, a, b] : rule.args)
+            args.push_back({static_cast<unsigned>(arg), static_cast<scmp_compare>(op), a, b});
+        const int rc = seccomp_rule_add_array(ctx.get(), rule.action, rule.nr,
+                                              static_cast<unsigned>(args.size()),
+                                              args.empty() ? nullptr : args.data());
+        if (rc < 0)
+            throw SysError("seccomp_rule_add(" + syscall_name(AUDIT_ARCH_X86_64, rule.nr) + ")",
+                           -rc);
+    }
     return export_program(ctx.get());
+}
+
+std::string Recipe::fingerprint() const {
+    // new_context()'s settings, then the rules.
+    const scmp_version* version = seccomp_version();
+    std::string text = "pysandbox seccomp recipe 1; libseccomp " + std::to_string(version->major) +
+                       "." + std::to_string(version->minor) + "." + std::to_string(version->micro) +
+                       "; arch " + std::to_string(seccomp_arch_native()) +
+                       "; default notify; bad arch kill; "
+                       "optimize 2\n";
+    for (const Rule& rule : rules) {
+        text += std::to_string(rule.action) + " " + std::to_string(rule.nr);
+        for (const auto& [arg, op, a, b] : rule.args)
+            text += " (" + std::to_string(arg) + " " + std::to_string(op) + " " +
+                    std::to_string(a) + " " + std::to_string(b) + ")";
+        text += "\n";
+    }
+    return text;
+}
+
+namespace {
+
+// The 64-bit FNV-1a hash of the fingerprint names the file; the fingerprint inside decides.
+std::filesystem::path prepared_file(const std::filesystem::path& dir,
+                                    std::string_view fingerprint) {
+    std::uint64_t hash = 0xcbf29ce484222325ULL;
+    for (const char c : fingerprint) {
+        hash ^= static_cast<unsigned char>(c);
+        hash *= 0x100000001b3ULL;
+    }
+    char name[32];
+    std::snprintf(name, sizeof name, "%016llx.bpf", static_cast<unsigned long long>(hash));
+    return dir / name;
+}
+
+constexpr std::size_t kMaxPreparedBytes = 1 << 20;
+
+}  // namespace
+
+void write_prepared(const std::filesystem::path& dir, const Recipe& recipe,
+                    const std::vector<sock_filter>& program) {
+    const std::string fingerprint = recipe.fingerprint();
+    const std::filesystem::path file = prepared_file(dir, fingerprint);
+    const std::filesystem::path partial = file.string() + ".partial";
+    {
+        std::ofstream out(partial, std::ios::binary | std::ios::trunc);
+        out.write(fingerprint.data(), static_cast<std::streamsize>(fingerprint.size() + 1));
+        out.write(reinterpret_cast<const char*>(program.data()),
+                  static_cast<std::streamsize>(program.size() * sizeof(sock_filter)));
+        if (!out.flush()) throw SysError("write(" + partial.string() + ")", errno);
+    }
+    std::filesystem::rename(partial, file);
+}
+
+std::optional<std::vector<sock_filter>> read_prepared(const std::filesystem::path& dir,
+                                                      const Recipe& recipe) {
+    const std::string fingerprint = recipe.fingerprint();
+    const std::filesystem::path file = prepared_file(dir, fingerprint);
+    sys::UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<std::size_t>(st.st_size) > kMaxPreparedBytes)
+        return std::nullopt;
+    std::string content(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t done = 0;
+    while (done < content.size()) {
+        const ssize_t n = ::read(fd.get(), content.data() + done, content.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return std::nullopt;
+        done += static_cast<std::size_t>(n);
+    }
+    const std::size_t header = fingerprint.size() + 1;
+    if (content.size() <= header || content.compare(0, fingerprint.size(), fingerprint) != 0 ||
+        content[fingerprint.size()] != '\0' || (content.size() - header) % sizeof(sock_filter) != 0)
+        return std::nullopt;
+    std::vector<sock_filter> program((content.size() - header) / sizeof(sock_filter));
+    if (program.size() > BPF_MAXINSNS) return std::nullopt;
+    std::memcpy(program.data(), content.data() + header, content.size() - header);
+    return program;
 }
 
 int load(const std::vector<sock_filter>& program) noexcept {

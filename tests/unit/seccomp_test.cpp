@@ -19,11 +19,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "plan.hpp"
 #include "profile.hpp"
 #include "seccomp.hpp"
 #include "test_support.hpp"
@@ -35,6 +38,8 @@ using pysandbox::test::kShippedProfiles;
 namespace {
 
 constexpr std::uint64_t kWatch = 16ULL << 20;
+// What the build prepared (share/pysandbox/seccomp in the build tree).
+const fs::path kPrepared = PYSANDBOX_BUILD_SECCOMP;
 
 struct Filter {
     std::vector<sock_filter> program;
@@ -251,6 +256,65 @@ TEST_SUITE("seccomp allowlist") {
         }
         std::ranges::sort(names);
         CHECK(std::ranges::adjacent_find(names) == names.end());
+    }
+}
+
+TEST_SUITE("seccomp programs prepared by the build") {
+    bool same(const std::vector<sock_filter>& a, const std::vector<sock_filter>& b) {
+        return a.size() == b.size() &&
+               std::memcmp(a.data(), b.data(), a.size() * sizeof(sock_filter)) == 0;
+    }
+
+    TEST_CASE("each shipped profile's program is there, and is the one a run would compile") {
+        for (const char* name : {"strict", "default", "datascience", "network"}) {
+            const pysandbox::Profile profile =
+                pysandbox::load_profile(name, std::vector<fs::path>{kShippedProfiles});
+            for (bool memory_cgroup : {false, true}) {
+                CAPTURE(name);
+                CAPTURE(memory_cgroup);
+                const auto recipe = pysandbox::seccomp_recipe(profile, memory_cgroup);
+                const auto prepared = seccomp::read_prepared(kPrepared, recipe);
+                REQUIRE(prepared);
+                CHECK(same(*prepared, seccomp::compile(recipe)));
+            }
+        }
+    }
+
+    TEST_CASE("a program is used only for exactly its recipe") {
+        pysandbox::Profile profile =
+            pysandbox::load_profile("default", std::vector<fs::path>{kShippedProfiles});
+        // --memory moves the allocation watch (which a memory cgroup does without); a profile's
+        // allow adds a rule: neither has a prepared program.
+        profile.limits.memory *= 2;
+        CHECK_FALSE(seccomp::read_prepared(kPrepared, pysandbox::seccomp_recipe(profile, false)));
+        CHECK(seccomp::read_prepared(kPrepared, pysandbox::seccomp_recipe(profile, true)));
+        profile.seccomp.allow.push_back("mount");
+        CHECK_FALSE(seccomp::read_prepared(kPrepared, pysandbox::seccomp_recipe(profile, true)));
+    }
+
+    TEST_CASE("a file whose fingerprint or program is not a recipe's own is not used") {
+        const pysandbox::test::TempDir dir;
+        const pysandbox::Profile profile =
+            pysandbox::load_profile("strict", std::vector<fs::path>{kShippedProfiles});
+        const auto recipe = pysandbox::seccomp_recipe(profile, true);
+        const auto program = seccomp::compile(recipe);
+        seccomp::write_prepared(dir.path(), recipe, program);
+        REQUIRE(seccomp::read_prepared(dir.path(), recipe));
+        const fs::path file = fs::directory_iterator(dir.path())->path();
+        const std::string good = [&] {
+            std::ifstream in(file, std::ios::binary);
+            return std::string(std::istreambuf_iterator<char>(in), {});
+        }();
+        auto rewrite = [&](const std::string& content) {
+            pysandbox::test::write_file(file, content);
+            return seccomp::read_prepared(dir.path(), recipe);
+        };
+        std::string other = good;
+        other[good.find("optimize")] = 'O';  // another recipe, under this recipe's file name
+        CHECK_FALSE(rewrite(other));
+        CHECK_FALSE(rewrite(good.substr(0, good.size() - 3)));  // not whole instructions
+        CHECK_FALSE(rewrite(good.substr(0, recipe.fingerprint().size() + 1)));  // no program
+        CHECK(rewrite(good));
     }
 }
 
