@@ -162,16 +162,16 @@ constexpr const char* kThreadPoolVariables[] = {"OMP_NUM_THREADS",        "OPENB
                                                 "MKL_NUM_THREADS",        "NUMEXPR_NUM_THREADS",
                                                 "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS"};
 
-// The first `wanted` CPUs this process may run on (fewer when there are fewer).
-cpu_set_t choose_cpus(std::uint64_t wanted) {
-    cpu_set_t allowed, picked;
-    CPU_ZERO(&picked);
+// The CPUs this process may run on, and the first `wanted` of them (fewer when there are fewer).
+void choose_cpus(std::uint64_t wanted, Plan& plan) {
+    cpu_set_t& allowed = plan.allowed_cpus;
     if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0)
         throw SysError("sched_getaffinity", errno);
+    cpu_set_t& picked = plan.affinity;
+    CPU_ZERO(&picked);
     for (int cpu = 0; cpu < CPU_SETSIZE && static_cast<std::uint64_t>(CPU_COUNT(&picked)) < wanted;
          ++cpu)
         if (CPU_ISSET(cpu, &allowed)) CPU_SET(cpu, &picked);
-    return picked;
 }
 
 // Both spellings: curl and requests read the lowercase ones, some tools only the uppercase.
@@ -649,7 +649,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
     add_inputs(request.overrides, *plan);
     check_output_dir(request.overrides, *plan);
     check_host_workdir(request.overrides, *plan);
-    plan->affinity = choose_cpus(plan->profile.limits.cpus);
+    choose_cpus(plan->profile.limits.cpus, *plan);
     add_program(program, *plan);
     // The analyzer carries the policy as data (add_program); a hook would only get in its way.
     if (program.kind == Program::Kind::check)

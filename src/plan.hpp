@@ -150,6 +150,9 @@ struct Plan {
     std::string cgroup_unavailable;
     std::vector<Rlimit> rlimits;
     cpu_set_t affinity{};  // the first limits.cpus of the CPUs pysandbox may use
+    // All the CPUs pysandbox may use: the child pins itself to CPU_COUNT(affinity) of them,
+    // beginning with the one it runs on (limits.cpp).
+    cpu_set_t allowed_cpus{};
     std::vector<sock_filter> seccomp_program;  // loaded by the interpreter's process
     // --trace-syscalls: the program loaded sends every call to the supervisor, which answers as
     // this one, the profile's, would.
