@@ -310,6 +310,9 @@ void Session::drop_inputs(Outcome& outcome, int cell_dir) const {
 
 ordered_json one_shot_result(ordered_json result) {
     for (const char* field : {"cell", "sandbox", "state"}) result.erase(field);
+    // "interrupted" says a sandbox went on after a limit stopped the cell; this one does not.
+    for (auto& violation : result["violations"])
+        if (violation["action"] == "interrupted") violation["action"] = "killed";
     if (result["status"] == "timeout")
         result["message"] = "wall-clock limit of " +
                             units::format_duration(milliseconds(
