@@ -26,7 +26,9 @@ TEMP_DIRS = ("/tmp", "/dev/shm")
 TEST_HELPER_PREFIXES = ("pysandbox-it-", "pysandbox-attack-", "pysandbox-ipc-",
                         # the other suites' own, which ctest -j may run meanwhile
                         "pysandbox-stdlib-", "pysandbox-python-", "pysandbox-install-",
-                        "pysandbox-gendocs-", "pysandbox-completion-")
+                        "pysandbox-gendocs-", "pysandbox-completion-",
+                        # the scratch directory of an MCP server the MCP suite is running
+                        "pysandbox-mcp-")
 
 
 def could_be_the_runs(path: str) -> bool:
