@@ -15,19 +15,22 @@ argument, ``$PYSANDBOX_BINARY`` or on PATH) and gives its JSON result as typed d
     else:
         print(result.status, result.message)
 
-Whatever the code does is a :class:`Result` whose :class:`Status` says how it ended;
-:class:`SandboxError` is raised only when pysandbox itself failed.
+A :class:`Session` keeps one interpreter across cells (``pysandbox session``);
+Whatever the code does is a :class:`Result` whose :class:`Status`
+says how it ended; :class:`SandboxError` is raised only when pysandbox itself failed.
 """
 
 from ._errors import SandboxError
 from ._result import (Artifact, Enforcement, Error, Figure, Limits, PythonException, Result,
                       Status, Streams, SyscallCount, Usage, Violation)
 from ._run import run
+from ._session import CellResult, Session
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Artifact",
+    "CellResult",
     "Enforcement",
     "Error",
     "Figure",
@@ -35,6 +38,7 @@ __all__ = [
     "PythonException",
     "Result",
     "SandboxError",
+    "Session",
     "Status",
     "Streams",
     "SyscallCount",

@@ -13,7 +13,7 @@ import builtins
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from ._errors import SandboxError
 
@@ -260,12 +260,12 @@ class Result:
         return _decode(self.stderr, self.encoding.stderr)
 
     @classmethod
-    def from_json(cls, obj: Mapping[str, Any]) -> Result:
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
         """The result that ``obj`` (a parsed ``pysandbox.result/v1`` object) describes.
 
         Raises SandboxError when ``obj`` is not such an object (another schema, a status this
         version does not know, a field of the wrong type)."""
-        return _read_result(_Fields(obj, "the result"))
+        return _read_result(cls, _Fields(obj, "the result"))
 
 
 def _decode(text: str, encoding: str) -> builtins.bytes:
@@ -449,11 +449,14 @@ def _figure(fields: _Fields) -> Figure:
     return Figure(media_type=fields.text("media_type"), data=fields.text("data"))
 
 
-def _read_result(fields: _Fields) -> Result:
+R = TypeVar("R", bound=Result)
+
+
+def _read_result(cls: type[R], fields: _Fields) -> R:
     schema = fields.text("schema")
     if schema != SCHEMA:
         raise SandboxError(f"{fields.where} has schema {schema!r}, not {SCHEMA!r}")
-    return Result(
+    return cls(
         schema=schema,
         version=fields.text("version"),
         status=_status(fields),
