@@ -16,10 +16,12 @@ argument, ``$PYSANDBOX_BINARY`` or on PATH) and gives its JSON result as typed d
         print(result.status, result.message)
 
 A :class:`Session` keeps one interpreter across cells (``pysandbox session``);
-Whatever the code does is a :class:`Result` whose :class:`Status`
+:func:`batch` runs many jobs from warm sandboxes (``pysandbox batch``); :mod:`pysandbox.dask`
+sends them to a Dask cluster. Whatever the code does is a :class:`Result` whose :class:`Status`
 says how it ended; :class:`SandboxError` is raised only when pysandbox itself failed.
 """
 
+from ._batch import Job, batch
 from ._errors import SandboxError
 from ._result import (Artifact, Enforcement, Error, Figure, Limits, PythonException, Result,
                       Status, Streams, SyscallCount, Usage, Violation)
@@ -33,6 +35,7 @@ __all__ = [
     "CellResult",
     "Enforcement",
     "Error",
+    "Job",
     "Figure",
     "Limits",
     "PythonException",
@@ -44,5 +47,6 @@ __all__ = [
     "SyscallCount",
     "Usage",
     "Violation",
+    "batch",
     "run",
 ]

@@ -1,0 +1,89 @@
+"""pysandbox.batch against the built binary: one result per job with its id, in order or as
+jobs finish, bad jobs as bad_request results, and pysandbox's own failures as SandboxError."""
+
+import pytest
+
+import pysandbox
+from pysandbox import Job, SandboxError, Status
+from support import checked
+
+
+def run_batch(jobs, **kwargs) -> list[pysandbox.Result]:
+    return [checked(result) for result in pysandbox.batch(jobs, **kwargs)]
+
+
+def test_each_job_gets_its_result_with_its_id():
+    jobs = [{"id": f"job-{n}", "code": f"print({n} * {n})"} for n in range(12)]
+    results = run_batch(iter(jobs), jobs_at_once=2)
+    assert sorted(r.id for r in results) == sorted(j["id"] for j in jobs)
+    for result in results:
+        n = int(result.id.removeprefix("job-"))
+        assert (result.status, result.stdout) == (Status.OK, f"{n * n}\n")
+
+
+def test_keep_order_follows_the_input_and_jobs_without_id_get_their_position():
+    # The first job is the slowest: as they finish, it would come last.
+    jobs = [Job(code="import time\ntime.sleep(0.5)\nprint('slow')"),
+            *[Job(code=f"print({n})") for n in range(1, 6)]]
+    results = run_batch(jobs, jobs_at_once=2, keep_order=True)
+    assert [r.id for r in results] == list(range(6))
+    assert [r.stdout for r in results] == ["slow\n", *[f"{n}\n" for n in range(1, 6)]]
+    finished = run_batch(jobs, jobs_at_once=2)
+    assert finished[-1].id == 0 and len(finished) == 6
+
+
+def test_bad_lines_are_bad_request_results_and_the_batch_goes_on():
+    jobs = ["not json", {"id": "unknown", "code": "1", "colour": "red"},
+            {"id": "no-program"}, {"id": "profile", "code": "1", "profile": "strict"},
+            Job(id="good", code="print('fine')")]
+    results = {r.id: r for r in run_batch(jobs, keep_order=True)}
+    assert set(results) == {None, "unknown", "no-program", "profile", "good"}
+    for key in (None, "unknown", "no-program", "profile"):
+        assert results[key].status is Status.BAD_REQUEST and results[key].message, key
+    assert "strict" in results["profile"].message
+    assert results["good"].ok and results["good"].stdout == "fine\n"
+
+
+def test_job_fields_reach_the_sandbox(shared_dir):
+    data = shared_dir.file("data.txt", "from a file")
+    script = shared_dir.file("job.py", "import sys\nprint(sys.argv[1:], sys.stdin.read(), "
+                                       "open('in.txt').read())\n")
+    jobs = [Job(id="script", script=script, args=["a b", "--"], stdin="piped",
+                inputs=[f"{data}=in.txt"]),
+            Job(id="timeout", code="while True:\n    pass\n", timeout=0.3),
+            Job(id="strict", code="1 / 0", profile="strict"),
+            Job(id="value", code="6 * 7")]
+    # Not checked against the schema: a batch job's timeout says "interrupted", which the
+    # schema allows only for a session's cell (a discrepancy of the binary's, reported).
+    results = {r.id: r for r in pysandbox.batch(jobs, profiles=["default", "strict"])}
+    for key in ("script", "strict", "value"):
+        checked(results[key])
+    assert results["script"].stdout == "['a b', '--'] piped from a file\n", results["script"]
+    assert results["timeout"].status is Status.TIMEOUT
+    assert results["timeout"].limits is not None
+    assert results["timeout"].limits.wall_time_ms == 300
+    assert results["strict"].status is Status.EXCEPTION and results["strict"].profile == "strict"
+    assert results["value"].value == "42"
+
+
+def test_leaving_early_stops_the_batch():
+    jobs = ({"id": n, "code": "print(1)"} for n in range(10_000))
+    results = pysandbox.batch(jobs, jobs_at_once=1)
+    assert next(results).ok
+    results.close()  # kills pysandbox batch; the feeder stops on the broken pipe
+
+
+def test_a_bad_profile_raises_with_pysandbox_s_message():
+    with pytest.raises(SandboxError) as raised:
+        run_batch([{"code": "1"}], profiles=["no-such-profile"])
+    assert raised.value.returncode == 125
+    assert 'profile "no-such-profile" not found' in raised.value.message
+
+
+def test_a_job_that_cannot_be_serialised_raises_after_the_jobs_before_it():
+    jobs = [{"id": "fine", "code": "1"}, {"id": "bad", "code": object()}]
+    seen = []
+    with pytest.raises(TypeError):
+        for result in pysandbox.batch(jobs):
+            seen.append(result.id)
+    assert seen == ["fine"]
