@@ -21,7 +21,8 @@ def test_pip_installs_the_package_offline(tmp_path, built_binary):
                          capture_output=True, text=True, timeout=300)
     assert pip.returncode == 0, pip.stdout + pip.stderr
 
-    code = ("import importlib.resources, pysandbox\n"
+    code = ("import importlib.resources, pysandbox, pysandbox.dask\n"
+            "assert pysandbox.dask.__file__.startswith(pysandbox.__file__.rpartition('/')[0])\n"
             "print(pysandbox.__file__)\n"
             "print(importlib.resources.files('pysandbox').joinpath('py.typed').is_file())\n"
             "print(pysandbox.run('print(6 * 7)').stdout, end='')\n")
