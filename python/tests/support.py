@@ -1,6 +1,8 @@
 """Helpers for the package's tests: results checked against the result schema, and files
 the sandbox (which runs as another host user when the tests run as root) can read."""
 
+import os
+import select
 import shutil
 import sys
 import tempfile
@@ -47,3 +49,27 @@ def cmake_version() -> str:
             return line.split()[2]
     raise AssertionError("CMakeLists.txt has no project(pysandbox VERSION ...) line")
 
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes below ``pid`` (children, theirs...), or none when it is gone."""
+    try:
+        children = set()
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                children.update(int(c) for c in f.read().split())
+    except FileNotFoundError:
+        return set()
+    return children | {d for c in children for d in descendants(c)}
+
+
+def exits(pid: int, within: float) -> bool:
+    """Whether ``pid`` has ended, or ends within ``within`` seconds (awaited on a pidfd)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], within)[0])
+    finally:
+        os.close(fd)

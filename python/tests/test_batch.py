@@ -1,11 +1,13 @@
 """pysandbox.batch against the built binary: one result per job with its id, in order or as
 jobs finish, bad jobs as bad_request results, and pysandbox's own failures as SandboxError."""
 
+import os
+
 import pytest
 
 import pysandbox
 from pysandbox import Job, SandboxError, Status
-from support import checked
+from support import checked, descendants, exits
 
 
 def run_batch(jobs, **kwargs) -> list[pysandbox.Result]:
@@ -70,7 +72,10 @@ def test_leaving_early_stops_the_batch():
     jobs = ({"id": n, "code": "print(1)"} for n in range(10_000))
     results = pysandbox.batch(jobs, jobs_at_once=1)
     assert next(results).ok
+    running = descendants(os.getpid())
+    assert running, "pysandbox batch and its sandboxes should be running"
     results.close()  # kills pysandbox batch; the feeder stops on the broken pipe
+    assert not [pid for pid in running if not exits(pid, within=5)]
 
 
 def test_a_bad_profile_raises_with_pysandbox_s_message():

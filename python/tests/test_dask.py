@@ -15,7 +15,7 @@ import pytest
 
 import pysandbox.dask
 from pysandbox import Result, Status
-from support import REPO, checked
+from support import REPO, checked, descendants, exits
 
 WORKERS = ("w1", "w2")
 # Every process of the cluster ends by itself even if this test is killed: the workers when the
@@ -174,10 +174,14 @@ def test_a_worker_killed_mid_batch_loses_no_job(cluster):
         results.append(obj)
         if not killed and obj["worker"] == "w2":
             assert cluster.client.processing(workers=[victim])[victim], "w2 is between jobs"
-            cluster.processes["w2"].send_signal(signal.SIGKILL)
-            cluster.processes["w2"].wait()
+            worker = cluster.processes["w2"]
+            running = descendants(worker.pid)  # its pysandbox, if the next job started
+            worker.send_signal(signal.SIGKILL)
+            worker.wait()
             killed = True
     assert killed, "w2 ran no job"
+    # The killed worker's pysandbox ends with its job (the sandbox's timeout bounds it).
+    assert not [pid for pid in running if not exits(pid, within=10)]
     ids = Counter(r["id"] for r in results)
     assert ids == Counter(j["id"] for j in jobs), "a job lost or run twice"
     for obj in results:

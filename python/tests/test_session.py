@@ -2,14 +2,11 @@
 keeps or loses the state, bad requests as results, pysandbox's own failures as SandboxError,
 and nothing left running after close."""
 
-import os
-import select
-
 import pytest
 
 import pysandbox
 from pysandbox import CellResult, SandboxError, Status
-from support import checked
+from support import checked, descendants, exits
 
 
 def cell(session: pysandbox.Session, code: str, **kwargs) -> CellResult:
@@ -81,30 +78,15 @@ def test_a_missing_binary_raises():
         pysandbox.Session(binary="/nonexistent/pysandbox")
 
 
-def _descendants(pid: int) -> set[int]:
-    children = set()
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as f:
-            children.update(int(c) for c in f.read().split())
-    return children | {d for c in children for d in _alive_descendants(c)}
-
-
-def _alive_descendants(pid: int) -> set[int]:
-    try:
-        return _descendants(pid)
-    except FileNotFoundError:
-        return set()
-
-
 def test_close_leaves_nothing_running():
     session = pysandbox.Session()
     assert cell(session, "import os\nos.getpid()").ok
     process = session._process
-    before = _alive_descendants(process.pid)
+    before = descendants(process.pid)
     assert before, "the session's sandbox should be running while the session is open"
     session.close()
     assert process.returncode is not None and session.closed
-    assert not [pid for pid in before if not _exits(pid, within=5)]
+    assert not [pid for pid in before if not exits(pid, within=5)]
     session.close()  # twice is harmless
 
 
@@ -118,21 +100,10 @@ def test_close_kills_a_session_that_does_not_end(monkeypatch):
     # A cell still running when stdin closes: the session would end only with it.
     process.stdin.write(b'{"id": "busy", "code": "import time\\ntime.sleep(20)"}\n')
     process.stdin.flush()
-    sandbox = _alive_descendants(process.pid)
+    sandbox = descendants(process.pid)
     assert sandbox
     session.close()
     assert process.returncode == -9  # killed: the session would have waited for the cell
     # The sandbox dies with its supervisor (PR_SET_PDEATHSIG), a moment later.
-    assert not [pid for pid in sandbox if not _exits(pid, within=5)]
+    assert not [pid for pid in sandbox if not exits(pid, within=5)]
 
-
-def _exits(pid: int, within: float) -> bool:
-    """Whether ``pid`` has ended, or ends within ``within`` seconds (awaited on a pidfd)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], within)[0])
-    finally:
-        os.close(fd)
