@@ -55,10 +55,8 @@ def test_job_fields_reach_the_sandbox(shared_dir):
             Job(id="timeout", code="while True:\n    pass\n", timeout=0.3),
             Job(id="strict", code="1 / 0", profile="strict"),
             Job(id="value", code="6 * 7")]
-    # Not checked against the schema: a batch job's timeout says "interrupted", which the
-    # schema allows only for a session's cell (a discrepancy of the binary's, reported).
     results = {r.id: r for r in pysandbox.batch(jobs, profiles=["default", "strict"])}
-    for key in ("script", "strict", "value"):
+    for key in ("script", "timeout", "strict", "value"):
         checked(results[key])
     assert results["script"].stdout == "['a b', '--'] piped from a file\n", results["script"]
     assert results["timeout"].status is Status.TIMEOUT
