@@ -41,6 +41,12 @@ NOBODY_UID = 65534
 NOBODY_GID = 65534
 SANDBOX_UID = 1000  # what getuid() returns inside
 LIVE_TIMEOUT = "20s"  # wall-clock limit for probes the host inspects while they run
+# Scratch directories in /tmp and /dev/shm that tests make, never a run: a leftover check skips
+# them. The other suites' own are here too, since ctest -j may run them meanwhile, and the
+# scratch directory of an MCP server the MCP suite is running.
+TEST_HELPER_PREFIXES = ("pysandbox-it-", "pysandbox-unit-", "pysandbox-attack-", "pysandbox-ipc-",
+                        "pysandbox-stdlib-", "pysandbox-python-", "pysandbox-install-",
+                        "pysandbox-gendocs-", "pysandbox-completion-", "pysandbox-mcp-")
 # A sanitizer build (ctest sets PYSANDBOX_SANITIZED) starts and exits several times slower. That
 # is the instrumentation's cost, not the limits' precision: slack measured around the whole
 # process scales with it.

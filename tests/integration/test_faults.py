@@ -12,8 +12,8 @@ import subprocess
 import time
 import unittest
 
-from harness import (PYSANDBOX, RUN_AS, SandboxTestCase, command_prefix, expected_host_uid,
-                     leftovers, parse_report, profile, run, script, temp_dir,
+from harness import (PYSANDBOX, RUN_AS, TEST_HELPER_PREFIXES, SandboxTestCase, command_prefix,
+                     expected_host_uid, leftovers, parse_report, profile, run, script, temp_dir,
                      wait_for_no_leftovers)
 
 SLEEPER = "import sys, time\nprint('ready', flush=True)\ntime.sleep(60)\n"
@@ -21,14 +21,8 @@ SLEEPER = "import sys, time\nprint('ready', flush=True)\ntime.sleep(60)\n"
 # What a run could leave in /tmp or /dev/shm: anything owned by the sandbox's host uid (the
 # script's files, or pysandbox's own when the caller is nobody), and anything named like
 # pysandbox's. The host is shared with other test suites and tools, so the rest is not counted,
-# nor are the test helpers' own directories.
+# nor are the test helpers' own directories (harness.TEST_HELPER_PREFIXES).
 TEMP_DIRS = ("/tmp", "/dev/shm")
-TEST_HELPER_PREFIXES = ("pysandbox-it-", "pysandbox-attack-", "pysandbox-ipc-",
-                        # the other suites' own, which ctest -j may run meanwhile
-                        "pysandbox-stdlib-", "pysandbox-python-", "pysandbox-install-",
-                        "pysandbox-gendocs-", "pysandbox-completion-",
-                        # the scratch directory of an MCP server the MCP suite is running
-                        "pysandbox-mcp-")
 
 
 def could_be_the_runs(path: str) -> bool:

@@ -10,8 +10,8 @@ import subprocess
 import time
 import unittest
 
-from harness import (PYSANDBOX, Result, SandboxTestCase, command_prefix, leftovers,
-                     probe_script, proc_status, run, script)
+from harness import (PYSANDBOX, TEST_HELPER_PREFIXES, Result, SandboxTestCase, command_prefix,
+                     leftovers, probe_script, proc_status, run, script)
 
 
 def host_state() -> dict:
@@ -22,7 +22,7 @@ def host_state() -> dict:
     def listing(path):
         names = []
         for name in os.listdir(path):
-            if name.startswith(("pysandbox-it-", "pysandbox-unit-", "pysandbox-attack-")):
+            if name.startswith(TEST_HELPER_PREFIXES):
                 continue
             try:
                 owner = os.lstat(os.path.join(path, name)).st_uid

@@ -33,7 +33,7 @@ const CHECK_RSS = !process.env.PYSANDBOX_SANITIZED;
 
 // The default profile with tests/load's limits: 64 MiB of memory, 64 KiB of output. In a
 // pysandbox-it- directory: the other suites' leftover checks know it for a test's own
-// (test_faults.TEST_HELPER_PREFIXES), so running beside them does not fail them.
+// (harness.TEST_HELPER_PREFIXES), so running beside them does not fail them.
 function loadProfile() {
   const dir = fs.mkdtempSync('/tmp/pysandbox-it-mcp-load-');
   fs.chmodSync(dir, 0o755);
