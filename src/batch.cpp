@@ -79,6 +79,27 @@ std::vector<std::string> string_list(const json& value, const std::string& what)
     return list;
 }
 
+// "inputs": host files as for --input ("FILE" or "FILE=NAME"), read now, at most `max_bytes`
+// together.
+std::vector<CellFile> read_inputs(const json& inputs, std::uint64_t max_bytes) {
+    std::vector<CellFile> files;
+    std::uint64_t total = 0;
+    for (const std::string& text : string_list(inputs, "inputs")) {
+        InputSpec spec;
+        try {
+            spec = parse_input_spec(text);
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument("inputs: \"" + text + "\": " + e.what());
+        }
+        if (std::ranges::any_of(files, [&](const CellFile& f) { return f.name == spec.name; }))
+            throw std::invalid_argument("inputs: the name \"" + spec.name + "\" is given twice");
+        std::string data = read_host_file("input", spec.source, max_bytes - total);
+        total += data.size();
+        files.push_back({spec.name, std::move(data)});
+    }
+    return files;
+}
+
 Job parse_job_fields(const json& request, std::span<const std::string> profiles,
                      std::span<const Limits* const> limits) {
     static constexpr std::string_view kKnown[] = {"id",    "code",    "script",  "args",
@@ -129,24 +150,8 @@ Job parse_job_fields(const json& request, std::span<const std::string> profiles,
     }
     if (const auto timeout = request.find("timeout"); timeout != request.end())
         job.cell.timeout = capped_timeout(*timeout, limit, job.cell.warnings);
-    if (const auto inputs = request.find("inputs"); inputs != request.end()) {
-        std::uint64_t total = 0;
-        for (const std::string& text : string_list(*inputs, "inputs")) {
-            InputSpec spec;
-            try {
-                spec = parse_input_spec(text);
-            } catch (const std::invalid_argument& e) {
-                throw std::invalid_argument("inputs: \"" + text + "\": " + e.what());
-            }
-            if (std::ranges::any_of(job.cell.files,
-                                    [&](const CellFile& f) { return f.name == spec.name; }))
-                throw std::invalid_argument("inputs: the name \"" + spec.name +
-                                            "\" is given twice");
-            std::string data = read_host_file("input", spec.source, limit.tmp_size - total);
-            total += data.size();
-            job.cell.files.push_back({spec.name, std::move(data)});
-        }
-    }
+    if (const auto inputs = request.find("inputs"); inputs != request.end())
+        job.cell.files = read_inputs(*inputs, limit.tmp_size);
     return job;
 }
 

@@ -207,13 +207,8 @@ ordered_json file_block(const ordered_json& file, std::size_t& embedded) {
             {"size", size}};
 }
 
-}  // namespace
-
-ordered_json tool_list(std::span<const std::string> profiles, const ordered_json& result_schema) {
-    ordered_json profile = {{"type", "string"},
-                            {"enum", profiles},
-                            {"description", "The sandbox profile (default: " + profiles.front() +
-                                                "). Only those the operator offers."}};
+// run_python's inputSchema; `profile`: the profile argument's schema.
+ordered_json run_python_input(const ordered_json& profile) {
     ordered_json file = object_schema(
         {{"name", {{"type", "string"}, {"description", "A plain file name (no '/')"}}},
          {"text", {{"type", "string"}, {"description", "The content, as text"}}},
@@ -244,6 +239,17 @@ ordered_json tool_list(std::span<const std::string> profiles, const ordered_json
             "Files placed in /tmp/work (the working directory) before the code "
             "runs; in a session they stay"}}}},
         {"code"});
+    return run_input;
+}
+
+}  // namespace
+
+ordered_json tool_list(std::span<const std::string> profiles, const ordered_json& result_schema) {
+    ordered_json profile = {{"type", "string"},
+                            {"enum", profiles},
+                            {"description", "The sandbox profile (default: " + profiles.front() +
+                                                "). Only those the operator offers."}};
+    ordered_json run_input = run_python_input(profile);
     ordered_json id = {{"type", "string"}, {"description", "A session from start_session"}};
     return ordered_json::array(
         {{{"name", "run_python"},

@@ -326,29 +326,9 @@ std::string Session::cell_filename() const {
     return "<cell-" + std::to_string(cells_) + ">";
 }
 
-ordered_json Session::cell_result(Outcome outcome, const json* done) {
-    const bool kept = outcome.sandbox_kept;
-    const bool timed_out = outcome.kind == Outcome::Kind::timeout;
-    const int exit_code = exit_codes::for_outcome(outcome);
-    const std::string file = cell_filename();
-    ordered_json body = result_json(plan_, std::move(outcome), exit_code, file);
-
-    ordered_json result = {{"schema", body["schema"]}, {"version", body["version"]}};
-    result["id"] = cell_ ? cell_->id : json(nullptr);
-    result["cell"] = cells_;
-    result["sandbox"] = sandboxes_;
-    result["state"] = kept ? "kept" : "lost";
-    for (auto& [key, value] : body.items())
-        if (key != "schema" && key != "version") result[key] = std::move(value);
-    result["limits"]["wall_time_ms"] = timeout_.count();
-    if (timed_out)
-        result["message"] =
-            "the cell's timeout of " + units::format_duration(timeout_) + " was reached; " +
-            (kept ? "it was interrupted (KeyboardInterrupt) and the session's state was kept"
-                  : "it did not stop within " + units::format_duration(kInterruptGrace) +
-                        " of the interrupt, so the sandbox was killed and the session's state "
-                        "is lost");
-
+// What the driver said of the cell (its value, figures, a file it could not place), checked: more
+// than the bounds is the script's doing and is dropped with a warning.
+void Session::add_driver_words(ordered_json& result, const json* done) {
     json value = nullptr;
     json figures = json::array();
     if (done != nullptr) {
@@ -376,6 +356,34 @@ ordered_json Session::cell_result(Outcome outcome, const json* done) {
             warnings_.push_back("a file could not be placed in /tmp/work: " +
                                 problem->substr(0, 300));
     }
+    result["value"] = std::move(value);
+    result["figures"] = std::move(figures);
+}
+
+ordered_json Session::cell_result(Outcome outcome, const json* done) {
+    const bool kept = outcome.sandbox_kept;
+    const bool timed_out = outcome.kind == Outcome::Kind::timeout;
+    const int exit_code = exit_codes::for_outcome(outcome);
+    const std::string file = cell_filename();
+    ordered_json body = result_json(plan_, std::move(outcome), exit_code, file);
+
+    ordered_json result = {{"schema", body["schema"]}, {"version", body["version"]}};
+    result["id"] = cell_ ? cell_->id : json(nullptr);
+    result["cell"] = cells_;
+    result["sandbox"] = sandboxes_;
+    result["state"] = kept ? "kept" : "lost";
+    for (auto& [key, value] : body.items())
+        if (key != "schema" && key != "version") result[key] = std::move(value);
+    result["limits"]["wall_time_ms"] = timeout_.count();
+    if (timed_out)
+        result["message"] =
+            "the cell's timeout of " + units::format_duration(timeout_) + " was reached; " +
+            (kept ? "it was interrupted (KeyboardInterrupt) and the session's state was kept"
+                  : "it did not stop within " + units::format_duration(kInterruptGrace) +
+                        " of the interrupt, so the sandbox was killed and the session's state "
+                        "is lost");
+
+    add_driver_words(result, done);
     if (const std::uint64_t dropped =
             sandbox_ && sandbox_->control() ? sandbox_->control()->dropped() : 0;
         dropped > dropped_reported_) {
@@ -383,8 +391,6 @@ ordered_json Session::cell_result(Outcome outcome, const json* done) {
                             " malformed messages on the driver's channel were dropped");
         dropped_reported_ = dropped;
     }
-    result["value"] = std::move(value);
-    result["figures"] = std::move(figures);
     if (cell_)
         for (const std::string& warning : cell_->warnings) result["warnings"].push_back(warning);
     for (std::string& warning : warnings_) result["warnings"].push_back(std::move(warning));

@@ -114,6 +114,7 @@ class Session {
     void drop_inputs(Outcome& outcome, int cell_dir) const;
     std::string cell_filename() const;
     nlohmann::ordered_json cell_result(Outcome outcome, const nlohmann::json* done);
+    void add_driver_words(nlohmann::ordered_json& result, const nlohmann::json* done);
 
     const Plan& plan_;
     sys::Poller& poller_;
