@@ -157,7 +157,13 @@ def _without_driver_frames(tb):
 
 
 def _print_exception(error):
-    traceback.print_exception(type(error), error, _without_driver_frames(error.__traceback__))
+    """As the interpreter prints an uncaught exception: through sys.excepthook, where the
+    [policy] hook leaves its own frames out, as it does for `run`."""
+    error.__traceback__ = _without_driver_frames(error.__traceback__)
+    try:
+        sys.excepthook(type(error), error, error.__traceback__)
+    except BaseException:  # the cell replaced the hook with one that fails
+        traceback.print_exception(type(error), error, error.__traceback__)
 
 
 def _flush():
