@@ -144,10 +144,14 @@ void Session::interrupt(bool kill_now) {
     phase_ = Phase::interrupting;
 }
 
-void Session::close() {
+void Session::close(int interrupted_by) {
     if (!sandbox_) return;
-    cell_.reset();
-    phase_ = Phase::ending;
+    if (cell_ && interrupted_by != 0) {
+        interrupted_by_ = interrupted_by;  // on_sandbox_end answers the cell
+    } else {
+        cell_.reset();
+        phase_ = Phase::ending;
+    }
     sandbox_->kill();
 }
 
@@ -194,7 +198,8 @@ void Session::finish(const json* done) {
 void Session::on_sandbox_end() {
     timer_.disarm();
     const bool in_cell = phase_ == Phase::running || phase_ == Phase::interrupting;
-    Supervised ended = sandbox_->take(Ending{timed_out_ && in_cell, 0});
+    Supervised ended = sandbox_->take(Ending{timed_out_ && in_cell, interrupted_by_});
+    interrupted_by_ = 0;
     if (in_cell || (phase_ == Phase::starting && cell_)) {
         Outcome outcome = cell_outcome(nullptr, &ended);
         result_ = cell_result(std::move(outcome), nullptr);

@@ -96,8 +96,10 @@ class Session {
         output_per_cell_ = per_cell;
     }
 
-    // Ends the sandbox; closed() once nothing of it is left.
-    void close();
+    // Ends the sandbox; closed() once nothing of it is left. A cell that is running (or waiting
+    // for its sandbox) when pysandbox got a signal is answered, as `run` answers: killed, by
+    // `interrupted_by`; otherwise (0) it is dropped.
+    void close(int interrupted_by = 0);
     bool closed() const { return phase_ == Phase::none && !sandbox_; }
 
   private:
@@ -137,6 +139,7 @@ class Session {
     std::uint64_t oom_before_ = 0;
     std::uint64_t dropped_reported_ = 0;  // malformed driver messages already warned about
     bool timed_out_ = false;
+    int interrupted_by_ = 0;          // the signal that closed the session during a cell
     artifacts::Snapshot files_seen_;  // /tmp/work after the previous cell
     sys::UniqueFd output_dir_;        // --output-dir, once made (when the plan found none)
     std::string output_name_;

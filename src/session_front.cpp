@@ -231,7 +231,7 @@ class SessionFront {
             }
             return;
         }
-        stop(exit_codes::kSignalBase + sig, "", true);
+        stop(exit_codes::kSignalBase + sig, "", true, sig);
     }
 
     void on_lifetime() {
@@ -255,14 +255,15 @@ class SessionFront {
     }
 
     // Ends the session: at once (`now`: a signal, the reader gone), else once the cell running
-    // has its result.
-    void stop(int exit_code, const std::string& why, bool now) {
+    // has its result. A cell running when pysandbox got a signal is answered, killed by it
+    // (`interrupted_by`), as `run --json` answers.
+    void stop(int exit_code, const std::string& why, bool now, int interrupted_by = 0) {
         if (stopping_) return;
         stopping_ = true;
         exit_code_ = exit_code;
         if (!why.empty()) say(why);
         if (now) {
-            session_.close();
+            session_.close(interrupted_by);
             closing_ = true;
         }
     }
