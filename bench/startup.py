@@ -209,9 +209,14 @@ def summarize(tools: list[Tool], samples: dict[str, list[float]]) -> list[dict]:
     return rows
 
 
+def machine() -> str:
+    """Where the numbers were taken, for the table's first line."""
+    return (f"{platform.node()}, Linux {platform.release()}, uid {os.geteuid()}, "
+            f"{os.cpu_count()} CPUs")
+
+
 def print_table(rows: list[dict], rounds: int, skipped: list[str]) -> None:
-    print(f"hello.py start-up, {rounds} interleaved rounds; {platform.node()}, "
-          f"Linux {platform.release()}, uid {os.geteuid()}, {os.cpu_count()} CPUs")
+    print(f"hello.py start-up, {rounds} interleaved rounds; {machine()}")
     width = max(10, *(len(row["tool"]) for row in rows))
     header = (f"{'tool':<{width}} {'median ms':>10} {'p90 ms':>8} {'min ms':>8} "
               f"{'x bare (median)':>16} {'x bare (p90)':>13}  note")
@@ -232,21 +237,32 @@ def print_table(rows: list[dict], rounds: int, skipped: list[str]) -> None:
         print(f"skipped: {line}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=50, help="timed rounds (default 50)")
+def parse_options(description: str, rounds: int, more=lambda parser: None) -> argparse.Namespace:
+    """--rounds, --warmup, --pysandbox and --json, as each benchmark here takes them, and `more`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--rounds", type=int, default=rounds,
+                        help=f"timed rounds (default {rounds})")
     parser.add_argument("--warmup", type=int, default=3,
-                        help="untimed runs of each tool first (default 3; at least 1 checks it)")
+                        help="untimed runs of each first (default 3; at least 1 checks it)")
     parser.add_argument("--pysandbox", default=default_pysandbox(),
                         help="the binary (default: $PYSANDBOX or <repo>/build/bin/pysandbox)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    more(parser)
+    options = parser.parse_args()
+    if options.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    return options
+
+
+def more_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare", action="append", default=[], metavar="LABEL=PATH",
                         help="another pysandbox binary in the same rounds (repeatable)")
     parser.add_argument("--only", default="",
                         help="comma-separated tools to run; python3 is always run as the base")
-    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
-    options = parser.parse_args()
-    if options.rounds < 1:
-        parser.error("--rounds must be at least 1")
+
+
+def main() -> int:
+    options = parse_options(__doc__.splitlines()[0], 50, more_options)
 
     tools, skipped = available_tools(os.path.abspath(options.pysandbox), options.compare)
     if options.only:
