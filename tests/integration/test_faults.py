@@ -45,17 +45,29 @@ def temp_entries() -> set[str]:
     return entries
 
 
-def mount_count() -> int:
+def host_mounts() -> set[str]:
+    """The host's mounts (without their ids), but for the test helpers' own: the attack suite
+    mounts its fixtures in pysandbox-attack-* directories while other tests run."""
+    mounts = set()
     with open("/proc/self/mountinfo") as f:
-        return sum(1 for _ in f)
+        for line in f:
+            fields = line.split(" - ")[0].split(maxsplit=2)[2]  # device, root, mount point, ...
+            point = fields.split()[2]
+            if not any(part.startswith(TEST_HELPER_PREFIXES) for part in point.split("/")):
+                mounts.add(fields)
+    return mounts
 
 
 class HostState:
     """What a run could leave on the host: mounts and temp entries (processes: by marker)."""
 
     def __init__(self):
-        self.mounts = mount_count()
+        self.mounts = host_mounts()
         self.temp = temp_entries()
+
+    def new_mounts(self) -> set[str]:
+        """Mounts made since, and still there (one that went away is another test's)."""
+        return host_mounts() - self.mounts
 
     def new_temp_entries(self, grace: float = 1.0) -> set[str]:
         deadline = time.monotonic() + grace
@@ -72,7 +84,7 @@ class FaultTestCase(SandboxTestCase):
     def assertNothingLeft(self, context: str = ""):
         self.assertEqual(wait_for_no_leftovers(self.marker, grace=1.0), [],
                          f"a process of the run survived {context}")
-        self.assertEqual(mount_count(), self.host.mounts, f"a mount was left {context}")
+        self.assertEqual(self.host.new_mounts(), set(), f"a mount was left {context}")
         self.assertEqual(self.host.new_temp_entries(), set(), f"a temp entry was left {context}")
 
     def assertOneLineError(self, result, code: int = 125, says: bytes = b""):

@@ -12,6 +12,7 @@ import unittest
 
 from harness import (PYSANDBOX, TEST_HELPER_PREFIXES, Result, SandboxTestCase, command_prefix,
                      leftovers, probe_script, proc_status, run, script)
+from test_faults import host_mounts
 
 
 def host_state() -> dict:
@@ -22,7 +23,7 @@ def host_state() -> dict:
     def listing(path):
         names = []
         for name in os.listdir(path):
-            if name.startswith(TEST_HELPER_PREFIXES):
+            if name.startswith(("pysandbox-unit-", *TEST_HELPER_PREFIXES)):
                 continue
             try:
                 owner = os.lstat(os.path.join(path, name)).st_uid
@@ -32,10 +33,8 @@ def host_state() -> dict:
                 names.append(name)
         return sorted(names)
 
-    with open("/proc/self/mountinfo") as mounts:
-        mount_count = len(mounts.readlines())
     return {
-        "mounts": mount_count,
+        "mounts": host_mounts(),
         "tmp": listing("/tmp"),
         "shm": listing("/dev/shm"),
         "fds": sorted(os.listdir("/proc/self/fd")),

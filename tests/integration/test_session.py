@@ -20,7 +20,7 @@ import time
 import unittest
 
 from harness import PYSANDBOX, SandboxTestCase, command_prefix, result_schema, temp_dir
-from test_faults import TEST_HELPER_PREFIXES, HostState
+from test_faults import HostState
 
 ANSWER = 10  # seconds a response may take (a cell's own timeout is far shorter)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -38,21 +38,6 @@ def parents() -> dict[int, int]:
                     found[int(name)] = int(f.read().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 pass  # gone meanwhile
-    return found
-
-
-def run_mounts() -> set[str]:
-    """The host's mounts a run could have left: under /tmp or /dev/shm, or named for pysandbox,
-    but not the test helpers' own (tests/security mounts its fixtures under /tmp). Other tools on
-    a shared test host mount and unmount elsewhere meanwhile."""
-    found = set()
-    with open("/proc/self/mountinfo") as f:
-        for line in f:
-            point = line.split()[4]
-            if os.path.basename(point).startswith(TEST_HELPER_PREFIXES):
-                continue
-            if point.startswith(("/tmp/", "/dev/shm/")) or "pysandbox" in line:
-                found.add(line.split(" - ")[0].split(maxsplit=2)[2])
     return found
 
 
@@ -231,7 +216,6 @@ class SessionTestCase(SandboxTestCase):
     def setUp(self):
         super().setUp()
         self.host = HostState()
-        self.mounts = run_mounts()
 
     def session(self, *options: str) -> Session:
         """A session that must end with every request answered and nothing left behind."""
@@ -250,7 +234,7 @@ class SessionTestCase(SandboxTestCase):
         survivors = watch.survivors()
         watch.kill_survivors()
         self.assertEqual(survivors, [], "a process of the session's sandboxes outlived it")
-        self.assertEqual(run_mounts() - self.mounts, set(), "a mount was left")
+        self.assertEqual(self.host.new_mounts(), set(), "a mount was left")
         self.assertEqual(self.host.new_temp_entries(), set(), "a temp entry was left")
 
     def assertStatus(self, response: dict, status: str, state: str = "kept") -> None:
