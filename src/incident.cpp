@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "json_text.hpp"
+#include "sha256.hpp"
 #include "violations.hpp"
 
 namespace pysandbox::incident {
@@ -49,6 +50,16 @@ json run_entry(const Plan& plan, const Outcome& outcome) {
                           ? json(nullptr)
                           : json(signal_name(outcome.signal));
     entry["blocked"] = std::move(blocked);
+    return entry;
+}
+
+json cell_entry(const Plan& plan, const Outcome& outcome, std::string_view script,
+                std::string_view code) {
+    json entry = run_entry(plan, outcome);
+    if (entry.is_null()) return entry;
+    entry["command"] = "session";
+    entry["script"] = script;
+    entry["script_sha256"] = Sha256::of(code);
     return entry;
 }
 

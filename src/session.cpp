@@ -14,6 +14,7 @@
 #include "encoding.hpp"
 #include "errors.hpp"
 #include "exit_codes.hpp"
+#include "incident.hpp"
 #include "result.hpp"
 #include "sha256.hpp"
 #include "units.hpp"
@@ -366,6 +367,12 @@ void Session::add_driver_words(ordered_json& result, const json* done) {
 }
 
 ordered_json Session::cell_result(Outcome outcome, const json* done) {
+    // As run logs a run: each cell in which something was blocked.
+    const ordered_json incident =
+        incident::cell_entry(plan_, outcome, cell_filename(), cell_ ? cell_->code : "");
+    if (!incident.is_null())
+        if (std::string problem = incident::append(plan_, incident); !problem.empty())
+            warnings_.push_back(problem);
     const bool kept = outcome.sandbox_kept;
     const bool timed_out = outcome.kind == Outcome::Kind::timeout;
     const int exit_code = exit_codes::for_outcome(outcome);

@@ -272,4 +272,20 @@ TEST_SUITE("policy") {
               "d287bb7f9d15abdc5b6e98536263815744b6ef21c8f3c839fc434ca70d8efe99");
         CHECK(is_utc_timestamp(head["time"].get<std::string>()));
     }
+
+    TEST_CASE("a session's cell is logged like a run, under its own name and code") {
+        auto plan = plan_for(code_request("print(1)"), shipped("default"));
+        pysandbox::Outcome outcome;
+        outcome.kind = pysandbox::Outcome::Kind::exited;
+        CHECK(pysandbox::incident::cell_entry(*plan, outcome, "<cell-3>", "print(1)").is_null());
+        outcome.blocked_syscalls["mount"] = 2;
+        const auto entry = pysandbox::incident::cell_entry(*plan, outcome, "<cell-3>", "print(1)");
+        CHECK(entry["command"] == "session");
+        CHECK(entry["script"] == "<cell-3>");
+        CHECK(entry["script_sha256"] ==
+              "d287bb7f9d15abdc5b6e98536263815744b6ef21c8f3c839fc434ca70d8efe99");
+        CHECK(entry["exit_code"] == 0);
+        REQUIRE(entry["blocked"].size() == 1);
+        CHECK(entry["blocked"][0]["what"] == "mount");
+    }
 }
