@@ -6,7 +6,9 @@
 // digits numbering it within its message.
 //
 // The driver shares its process with the script, so what arrives here is the script's word: a
-// message over kMaxControlMessage bytes, or one that is not a JSON object, is dropped whole and
+// message over kMaxControlMessage bytes, one that is not a JSON object, or one shaped unlike any
+// the driver sends (over kMaxControlValues values or kMaxControlDepth deep: such a tree parses
+// into many times its size, in this process, outside the sandbox's limits) is dropped whole and
 // counted; a descriptor sent along is closed unread. Whoever reads a message decides what to
 // believe of it (session.cpp checks each cell's token).
 
@@ -26,7 +28,12 @@ namespace pysandbox {
 inline constexpr int kControlFd = 5;
 // Below the default socket buffer (net.core.wmem_default, 208 KiB), which bounds one record.
 inline constexpr std::size_t kControlRecord = 64 * 1024;
-inline constexpr std::size_t kMaxControlMessage = 64 * 1024 * 1024;
+// The driver's largest message: a cell's figures (at most 16 MiB of PNG, in base64) and its value
+// (pysandbox_driver.py: MAX_FIGURE_BYTES, MAX_VALUE).
+inline constexpr std::size_t kMaxControlMessage = 32 * 1024 * 1024;
+// A flat object: a cell's figures are at most 32 strings, a preload failure is one per module.
+inline constexpr std::size_t kMaxControlValues = 4096;
+inline constexpr std::size_t kMaxControlDepth = 8;
 
 class ControlChannel {
   public:
