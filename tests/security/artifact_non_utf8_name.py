@@ -62,7 +62,7 @@ def test():
             p = os.path.realpath(os.path.join(dirpath, name))
             if p not in named:
                 judge.escape(f"{p!r} landed in DIR but no files[] host_path names it")
-    good = A.read_bytes(str(out / "good.txt"))
+    good = A.read_bytes(str(sb.artifact_dir(out) / "good.txt"))
     if good != f"good {sb.marker}\n".encode():
         judge.misbehaved(f"good.txt did not arrive ({good!r}): the copy does not work")
     if r and not any(f.get("path") == "good.txt" for f in files):

@@ -23,6 +23,23 @@ Environment:
                 ``nobody``: run pysandbox as uid/gid 65534 through setpriv.
                 Either way the tests themselves must run as root: they create victims, fixtures
                 and canaries owned by other users and inspect the sandbox's /proc.
+  PYSANDBOX_VIA ``run`` (default): each hostile script is one ``pysandbox run``;
+                ``session``: the same script is the one cell of a ``pysandbox session`` (see
+                "Through a session" below). An attack that only makes sense for ``run`` says so
+                with a module-level ``RUN_ONLY = "why"``; it is then an error (exit 2) through
+                a session, and tests/CMakeLists.txt does not register it there. An attack on
+                sessions themselves (several cells, SessionSandbox) says ``SESSION_ONLY =
+                True``: registered only through a session, an error through run.
+
+Through a session. ``Sandbox`` starts ``pysandbox session`` with the same options (``-p`` and
+the marker go into a profile written for the run, see session_profile; ``--json`` is implied: a
+cell's result is the JSON object), sends the script as one NDJSON request with ``sys.argv`` set
+as ``run`` sets it, and closes the session's stdin once the result line is there. The Outcome is
+the cell's: ``rc`` its pysandbox_exit_code, ``stdout`` and ``stderr`` what the script wrote (its
+``message``, pysandbox's own line, is added to stderr as ``pysandbox: ...``; with ``--json`` in
+the options ``stdout`` is the result line itself). The session's framing is judged on every run
+(check_behaved): exactly one line on its stdout, the request's id, exit 0. A cell's stdin reads
+end of file, so ``hold()`` signals through the sandbox's /tmp instead (see PRELUDE).
 
 The hostile script gets ``PRELUDE`` prepended. It defines MARKER (argv[1], a unique token the
 host uses to find every process of the run), ARGS (argv[2:]), ``syscall(nr, ...)`` (raw x86_64
@@ -67,6 +84,7 @@ sys.path.insert(0, str(REPO / "tests"))
 import result_schema  # noqa: E402  (tests/result_schema.py: every --json result is checked)
 PYSANDBOX = os.environ.get("PYSANDBOX", str(REPO / "build" / "bin" / "pysandbox"))
 RUN_AS = os.environ.get("PYSANDBOX_AS", "root") or "root"
+VIA = os.environ.get("PYSANDBOX_VIA", "run") or "run"
 
 NOBODY = 65534            # the host uid/gid of every sandboxed script, in both modes
 SANDBOX_UID = 1000        # what getuid() says inside
@@ -166,6 +184,14 @@ def main(test) -> None:
             raise Verdict("the attack suite must run as root (PYSANDBOX_AS selects the caller)")
         if RUN_AS not in ("root", "nobody"):
             raise Verdict(f"PYSANDBOX_AS must be root or nobody, not {RUN_AS!r}")
+        if VIA not in ("run", "session"):
+            raise Verdict(f"PYSANDBOX_VIA must be run or session, not {VIA!r}")
+        run_only = getattr(sys.modules["__main__"], "RUN_ONLY", None)
+        if VIA == "session" and run_only:
+            raise Verdict(f"this attack is run-only ({run_only}); it has no session variant")
+        if VIA == "run" and getattr(sys.modules["__main__"], "SESSION_ONLY", False):
+            raise Verdict("this attack is on sessions themselves: run it with "
+                          "PYSANDBOX_VIA=session")
         if not (os.path.isfile(PYSANDBOX) and os.access(PYSANDBOX, os.X_OK)):
             raise Verdict(f"pysandbox binary not found or not executable: {PYSANDBOX}")
         test()
@@ -185,7 +211,8 @@ def main(test) -> None:
 
 
 def new_marker() -> str:
-    return f"pysandbox-attack-{uuid.uuid4().hex}"
+    """A unique token for one run; also a valid module name (a session's preload carries it)."""
+    return f"pysandbox_attack_{uuid.uuid4().hex}"
 
 
 def new_secret(tag: str = "SECRET") -> str:
@@ -312,14 +339,50 @@ def attempt(what, fn, *args, **kwargs):
         note(what, "%s: %s" % (type(e).__name__, e))
         return e
 
+# Through a session the cell's prologue defines _PYSANDBOX_HOLD_SLOT (Sandbox.session_cell).
+_IN_SESSION = "_PYSANDBOX_HOLD_SLOT" in globals()
+
+def _driver_fds():
+    argv = open("/proc/self/cmdline", "rb").read().split(b"\0")
+    return {int(argv[i + 1]) for i in range(len(argv) - 1)
+            if argv[i].endswith(b"/pysandbox_driver.py") and argv[i + 1].isdigit()}
+
+# The session driver's own descriptors (its channel to the supervisor, as its argv names it),
+# which the cell shares: none in a run.
+DRIVER_FDS = _driver_fds() if _IN_SESSION else set()
+
+def _hold_in_session(tag):
+    """A cell's stdin reads end of file, and its output reaches the host only at the end: the
+    sign is a file /tmp/.hold-<tag> (the empty file the prologue made, renamed: a full /tmp does
+    not stop that; a new one once it is used), and the host removes it to say go on
+    (Sandbox.go: host root may unlink there, but not create, in the sandbox's user namespace)."""
+    import time
+    path = "/tmp/.hold-" + tag
+    try:
+        os.rename(_PYSANDBOX_HOLD_SLOT, path)
+    except OSError:
+        try:
+            open(path, "x").close()
+        except OSError as e:
+            note("hold " + tag, "cannot signal the host: %r" % (e,))
+            return
+    while os.path.lexists(path):
+        time.sleep(0.02)
+
 def hold(tag="end"):
     """Tell the host to look now, and wait until it says go on (or closes stdin)."""
     print("READY " + tag, flush=True)
-    sys.stdin.readline()
+    if _IN_SESSION:
+        _hold_in_session(tag)
+    else:
+        sys.stdin.readline()
 
 def hold_quiet(tag="end"):
     """hold() for a run whose output reaches the host only at the end (--json): the sign is a
     file /tmp/.hold-<tag>, which the host sees through /proc/PID/root (Sandbox.wait_quiet)."""
+    if _IN_SESSION:
+        _hold_in_session(tag)
+        return
     open("/tmp/.hold-" + tag, "w").close()
     sys.stdin.readline()
 '''
@@ -338,6 +401,32 @@ def kernel_only_profile(base: str = "default") -> Path:
                                         f'extends = "{base}"\n\n[policy]\ndeny_imports = []\n'
                                         "deny_calls = []\n")
     return _KERNEL_ONLY[base]
+
+
+_PRELOADS: dict[str, list] = {}
+
+
+def session_profile(base: str, marker: str) -> Path:
+    """For a run through a session: the profile ``base`` (a name, or a path) with ``marker``
+    added to its [python] preload, so that the marker is on the command lines of the sandbox's
+    init and interpreter, where the host looks for the run's processes (the driver's argv is
+    "pysandbox_driver.py FD MODULE...", init's "pysandbox-init MODULE..."). The file is named
+    after the marker, which puts it on the supervisor's command line too (-p FILE).
+
+    No module of that name exists: the driver's import of it fails, and the first result's
+    warnings say so; the import attempt reads nothing but sys.path's directories."""
+    if base not in _PRELOADS:
+        r = subprocess.run([PYSANDBOX, "profile", "show", base], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise Verdict(f"pysandbox profile show {base}: {r.stderr.strip()}")
+        import tomllib
+        _PRELOADS[base] = list(tomllib.loads(r.stdout).get("python", {}).get("preload", []))
+    ref = str(Path(base).resolve()) if "/" in base else base
+    preload = _PRELOADS[base] + [marker]
+    # Not beneath /tmp, /var/tmp or /dev/shm, where attacks look for what the script left
+    # (named after the marker).
+    return write_file(shared_dir("/run") / f"{marker}.toml",
+                      f"extends = {json.dumps(ref)}\n\n[python]\npreload = {json.dumps(preload)}\n")
 
 
 def script_file(body: str, name: str = "attack.py", directory: Path | None = None) -> Path:
@@ -752,10 +841,17 @@ class Outcome:
         self.stderr = stderr
         self.elapsed = elapsed
         self.host_timeout = host_timeout
+        # Through a session: the cell's result, and what was wrong with the session's own
+        # conduct (its framing, its exit), as (kind, message), kind "escape" or "misbehaved".
+        self.cell: dict | None = None
+        self.session_problems: list[tuple[str, str]] = []
+        self.session_output = b""  # all the session wrote, its result line included
 
     @property
     def output(self) -> bytes:
-        return self.stdout + b"\n" + self.stderr
+        """Everything that reached the caller (through a session, the whole result too: the
+        value of a final expression, warnings, ...)."""
+        return self.stdout + b"\n" + self.stderr + b"\n" + self.session_output
 
     def schema_problem(self) -> str | None:
         """Why stdout is not one --json result valid under the result schema, or None."""
@@ -823,7 +919,11 @@ class Outcome:
         def clip(b: bytes) -> str:
             t = b.decode("utf-8", "replace")
             return t if len(t) <= 3000 else t[:1500] + "\n[...]\n" + t[-1500:]
-        return (f"--- exit {self.rc}, {self.elapsed:.2f}s, host timeout {self.host_timeout}\n"
+        via = ""
+        if self.cell is not None:
+            via = (f", through a session: cell status {self.cell.get('status')!r}, state "
+                   f"{self.cell.get('state')!r}, warnings {self.cell.get('warnings')!r}")
+        return (f"--- exit {self.rc}, {self.elapsed:.2f}s, host timeout {self.host_timeout}{via}\n"
                 f"--- stdout\n{clip(self.stdout)}\n--- stderr\n{clip(self.stderr)}")
 
 
@@ -836,6 +936,7 @@ class _Reader(threading.Thread):
         self.keep = keep
         self.data = bytearray()
         self.total = 0
+        self.lines = 0  # newlines seen, kept or not
         self.lock = threading.Condition()
 
     def run(self) -> None:
@@ -850,6 +951,7 @@ class _Reader(threading.Thread):
                     self.lock.notify_all()
                     return
                 self.total += len(chunk)
+                self.lines += chunk.count(b"\n")
                 room = self.keep - len(self.data)
                 if room > 0:
                     self.data += chunk[:room]
@@ -872,6 +974,7 @@ class Sampler(threading.Thread):
         self.user_namespaces: set[str] = set()
         self.held: dict[str, int] = {}  # namespace link -> an fd keeping it (and its id) alive
         self.seen: set[int] = set()
+        self.driver_fds: set[int] = set()  # a session's: "pysandbox_driver.py FD ..." in argv
         self.lock = threading.Lock()
 
     def release(self) -> None:
@@ -912,10 +1015,14 @@ class Sampler(threading.Thread):
                         opened[link] = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY)
                     except OSError:
                         pass
-            if not any(self.marker.encode() in arg for arg in cmdline(pid)):
+            argv = cmdline(pid)
+            if not any(self.marker.encode() in arg for arg in argv):
                 for fd in opened.values():
                     os.close(fd)
                 continue
+            for i, arg in enumerate(argv[:-1]):
+                if arg.endswith(b"/pysandbox_driver.py") and argv[i + 1].isdigit():
+                    self.driver_fds.add(int(argv[i + 1]))
             for link, fd in opened.items():
                 if readlink(f"/proc/self/fd/{fd}") == link:
                     self.held[link] = fd
@@ -969,6 +1076,58 @@ def kill_pids(pids) -> None:
             pass
 
 
+# Options of `run` that a session does not have: an attack that needs one is RUN_ONLY.
+_RUN_ONLY_OPTIONS = ("--workdir", "-c", "-")
+
+# Where a session's cell signals hold() (PRELUDE): the slot, renamed to /tmp/.hold-TAG.
+_HOLD_SLOT = "/tmp/.pysandbox-hold"
+
+
+def _split_profile(options) -> tuple[str | None, list]:
+    """(the profile named by -p/--profile, the other options)."""
+    chosen, rest = None, []
+    items = [str(o) for o in options]
+    i = 0
+    while i < len(items):
+        o = items[i]
+        if o in ("-p", "--profile") and i + 1 < len(items):
+            chosen = items[i + 1]
+            i += 2
+            continue
+        if o.startswith("--profile="):
+            chosen = o.split("=", 1)[1]
+        else:
+            rest.append(o)
+        i += 1
+    return chosen, rest
+
+
+def _check_session_schema(stdout: bytes) -> None:
+    """Every line a session wrote must be valid under the result schema, as a --json result."""
+    if not stdout.strip():
+        return
+    try:
+        result_schema.parse_lines(stdout)
+    except result_schema.SchemaError as e:
+        _schema_problems.append("a line of the session breaks the schema: "
+                                + str(e).replace("\n", " "))
+
+
+def _stream(result: dict, name: str) -> bytes:
+    """A result's ``stdout`` or ``stderr``, decoded as its ``encoding`` says."""
+    text = result.get(name)
+    if not isinstance(text, str):
+        return b""
+    encoding = result.get("encoding")
+    if isinstance(encoding, dict) and encoding.get(name) == "base64":
+        import base64
+        try:
+            return base64.b64decode(text)
+        except ValueError:
+            return b""
+    return text.encode("utf-8", "surrogateescape")
+
+
 class Sandbox:
     """One pysandbox run of a hostile script, watched from the host.
 
@@ -976,27 +1135,47 @@ class Sandbox:
     ``hold(tag)``; ``sb.go()`` lets it continue; ``sb.finish()`` closes its stdin and collects
     the outcome (idempotent, also done on leaving the block). ``Sandbox(...).run()`` does it all
     for a script that does not hold.
+
+    Through a session (PYSANDBOX_VIA=session) the script is the one cell of a ``pysandbox
+    session`` (see the module's docstring). When the caller gives a terminal as stdin, the
+    session is its REPL: pass the pty's master as ``terminal``, and the cell is typed there as
+    one line.
     """
 
     def __init__(self, body: str | None = None, args=(), *, options=(), timeout: str = "5s",
                  host_timeout: float | None = None, env: dict | None = None, pass_fds=(),
                  stdin=None, stdout=None, stderr=None, preexec_fn=None, binary: str | None = None,
                  script: Path | None = None, keep: int = 64 << 20, marker: str | None = None,
-                 as_nobody: bool | None = None, sample: bool = True, prefix=()):
+                 as_nobody: bool | None = None, sample: bool = True, prefix=(),
+                 terminal: int | None = None, via: str | None = None):
         self.marker = marker or new_marker()
         self.script = script if script is not None else script_file(body or "")
+        self.args = [str(a) for a in args]
         self.binary = binary or PYSANDBOX
         seconds = _parse_duration(timeout) if timeout else 5.0
         self.host_timeout = host_timeout if host_timeout is not None else seconds + 5.0
         nobody = RUN_AS == "nobody" if as_nobody is None else as_nobody
-        chosen = any(o in ("-p", "--profile") or str(o).startswith("--profile=") for o in options)
-        profile = [] if chosen else ["-p", str(kernel_only_profile())]
-        run_opts = profile + list(options) + (["--timeout", timeout] if timeout else [])
+        self.via = via or VIA
+        self.terminal = terminal
+        self.json = False
+        chosen, rest = _split_profile(options)
+        if self.via == "session":
+            self.json = "--json" in rest
+            rest = [o for o in rest if o != "--json"]
+            for o in rest:
+                if o in _RUN_ONLY_OPTIONS or o.startswith("--workdir="):
+                    raise Verdict(f"{o} is an option of run only: declare the attack RUN_ONLY")
+            profile = session_profile(chosen or str(kernel_only_profile()), self.marker)
+            command = ["session", "-p", str(profile), *rest] + (
+                ["--timeout", timeout] if timeout else [])
+        else:
+            profile = ["-p", chosen] if chosen else ["-p", str(kernel_only_profile())]
+            run_opts = profile + rest + (["--timeout", timeout] if timeout else [])
+            command = ["run", *run_opts, str(self.script), "--", self.marker, *self.args]
         # ``prefix``: a command that runs first (as root) and execs the rest, e.g. to give
         # pysandbox a private mount namespace with another /etc/hosts (hosts_file_prefix).
-        self.argv = list(prefix) + (AS_NOBODY if nobody else []) + [
-            self.binary, "run", *run_opts, str(self.script), "--", self.marker, *map(str, args)]
-        self.wants_result = "--json" in run_opts
+        self.argv = list(prefix) + (AS_NOBODY if nobody else []) + [self.binary, *command]
+        self.wants_result = self.via == "run" and "--json" in rest
         self.env = env
         self.pass_fds = tuple(pass_fds)
         self.stdin_spec = stdin
@@ -1010,6 +1189,150 @@ class Sandbox:
         self.start_time = 0.0
         self._filters = None
         self._readers: list[_Reader] = []
+        self._stdin_lock = threading.Lock()
+        self._releaser: threading.Thread | None = None
+
+    # -- through a session
+
+    def session_cell(self) -> str:
+        """The script as a cell: a prologue sets sys.argv as ``run`` would (argv[0] the file the
+        interpreter runs, the driver's; then the marker and the arguments) and makes the file
+        hold() renames (PRELUDE)."""
+        argv = [self.marker, *self.args]
+        return ("import sys as _pysandbox_sys\n"
+                "_pysandbox_sys.argv = [_pysandbox_sys.modules['pysandbox_driver'].DRIVER_FILE, "
+                f"*{argv!r}]\n"
+                "del _pysandbox_sys\n"
+                f"_PYSANDBOX_HOLD_SLOT = {_HOLD_SLOT!r}\n"
+                "open(_PYSANDBOX_HOLD_SLOT, 'x').close()\n"
+                + self.script.read_text())
+
+    def _send_cell(self) -> None:
+        code = self.session_cell()
+        if self.terminal is not None:
+            # The REPL takes a line as a cell; a terminal's line holds at most 4095 bytes.
+            import base64
+            import zlib
+            packed = base64.b64encode(zlib.compress(code.encode(), 9)).decode()
+            line = ("exec(__import__('zlib').decompress(__import__('base64').b64decode('"
+                    + packed + "')).decode())\n")
+            if len(line) >= 4095:
+                raise Verdict(f"the cell is too long for one terminal line ({len(line)} bytes)")
+            os.write(self.terminal, line.encode())
+            return
+        request = json.dumps({"id": self.marker, "code": code}) + "\n"
+        try:
+            self.proc.stdin.write(request.encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # pysandbox is gone already: the outcome says why
+        threading.Thread(target=self._close_after_result, daemon=True).start()
+
+    def _close_stdin(self) -> None:
+        with self._stdin_lock:
+            if self.proc.stdin is not None and not self.proc.stdin.closed:
+                try:
+                    self.proc.stdin.close()
+                except OSError:
+                    pass
+
+    def _close_after_result(self) -> None:
+        """One request, one result: once its line is there the session's stdin is closed, and
+        the session ends as a run ends when its script does."""
+        reader = self._readers[0]
+        with reader.lock:
+            while reader.lines < 1 and reader.is_alive():
+                reader.lock.wait(0.1)
+        self._close_stdin()
+
+    def _result_seen(self) -> bool:
+        """Through a session (NDJSON): the cell's result is there, so no hold() is to come."""
+        return (self.via == "session" and self.terminal is None and bool(self._readers)
+                and self._readers[0].lines > 0)
+
+    def _held(self, tag: str) -> bool:
+        for p in self.inside():
+            if p.is_python and os.path.lexists(f"/proc/{p.pid}/root/tmp/.hold-{tag}"):
+                return True
+        return False
+
+    def _release_holds(self) -> None:
+        """Remove every /tmp/.hold-TAG of the run: hold() returns."""
+        for p in self.inside():
+            if not p.is_python:
+                continue
+            tmp = f"/proc/{p.pid}/root/tmp"
+            try:
+                names = os.listdir(tmp)
+            except OSError:
+                continue
+            for name in names:
+                if name.startswith(".hold-"):
+                    try:
+                        os.unlink(f"{tmp}/{name}")
+                    except OSError:
+                        pass
+
+    def _release_until_exit(self) -> None:
+        while self.proc.poll() is None:
+            try:
+                self._release_holds()
+            except Exception:
+                pass
+            time.sleep(0.05)
+
+    def _session_outcome(self, o: Outcome) -> None:
+        """The cell's result as the run's outcome; the session's framing and exit judged."""
+        session_rc = o.rc
+        raw_out, raw_err = o.stdout, o.stderr
+        o.session_output = raw_out + b"\n" + raw_err
+        _check_session_schema(raw_out)
+        reader = self._readers[0]
+        lines = [l for l in raw_out.split(b"\n") if l.strip()]
+        problems = o.session_problems
+        if reader.total > len(reader.data):
+            problems.append(("misbehaved", f"the session wrote {reader.total} bytes on stdout, "
+                             f"more than the {self.keep} the test keeps"))
+        if reader.lines > 1 or len(lines) > 1:
+            problems.append(("escape", f"the session wrote {max(reader.lines, len(lines))} lines "
+                             "on its stdout for one request: its framing is broken"))
+        if not lines:
+            if session_rc == 0:
+                problems.append(("misbehaved", "the session ended (exit 0) without a result"))
+            return  # pysandbox failed or died: its exit code stands, as for run
+        try:
+            r = json.loads(lines[0])
+        except ValueError as e:
+            problems.append(("misbehaved", f"the session's result line does not parse: {e}"))
+            return
+        if not isinstance(r, dict):
+            problems.append(("misbehaved", "the session's result line is not a JSON object"))
+            return
+        o.cell = r
+        if r.get("id") != self.marker or r.get("cell") != 1:
+            problems.append(("escape", f"the result line is not the request's: id {r.get('id')!r}"
+                             f", cell {r.get('cell')!r}"))
+        if session_rc != 0:
+            problems.append(("misbehaved", f"the session exited {session_rc} after the result"))
+        code = r.get("pysandbox_exit_code")
+        if not isinstance(code, int) or isinstance(code, bool):
+            problems.append(("misbehaved", f"the result's pysandbox_exit_code is {code!r}"))
+        else:
+            o.rc = code
+        message = r.get("message")
+        said = f"pysandbox: {message}\n".encode() if isinstance(message, str) and message else b""
+        o.stdout = lines[0] if self.json else _stream(r, "stdout")
+        o.stderr = _stream(r, "stderr") + said + raw_err
+
+    def driver_fds(self) -> set[int]:
+        """The descriptors the cell driver itself holds in the interpreter (its control channel,
+        as its argv gives it; seen by the sampler): a cell sees them. None through run."""
+        return set(self.sampler.driver_fds) if self.sampler else set()
+
+    def artifact_dir(self, output_dir: Path | str) -> Path:
+        """Where the artifacts of --output-dir DIR land: DIR for run, DIR/cell-1 for the one
+        cell of a session."""
+        return Path(output_dir) / "cell-1" if self.via == "session" else Path(output_dir)
 
     # -- lifecycle
 
@@ -1030,6 +1353,8 @@ class Sandbox:
             r.start()
         if self.sampler:
             self.sampler.start()
+        if self.via == "session":
+            self._send_cell()
         return self
 
     def __enter__(self) -> "Sandbox":
@@ -1050,6 +1375,8 @@ class Sandbox:
 
     def wait_ready(self, tag: str = "end", timeout: float | None = None) -> bool:
         """Wait for ``READY <tag>`` from the script. False if it exited or took too long."""
+        if self.via == "session":
+            return self.wait_quiet(tag, timeout)
         token = f"READY {tag}\n".encode()
         deadline = self.start_time + self.host_timeout if timeout is None \
             else time.monotonic() + timeout
@@ -1070,11 +1397,10 @@ class Sandbox:
         deadline = self.start_time + self.host_timeout if timeout is None \
             else time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if self.proc.poll() is not None or self._result_seen():
                 return False
-            for p in self.inside():
-                if p.is_python and os.path.exists(f"/proc/{p.pid}/root/tmp/.hold-{tag}"):
-                    return True
+            if self._held(tag):
+                return True
             time.sleep(0.05)
         return False
 
@@ -1087,6 +1413,12 @@ class Sandbox:
         return None
 
     def go(self) -> None:
+        if self.via == "session":
+            self._release_holds()
+            return
+        if self.terminal is not None:
+            os.write(self.terminal, b"go\n")
+            return
         try:
             self.proc.stdin.write(b"go\n")
             self.proc.stdin.flush()
@@ -1096,11 +1428,16 @@ class Sandbox:
     def finish(self) -> Outcome:
         if self.outcome is not None:
             return self.outcome
-        if self.proc.stdin is not None:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
+        if self.via == "session" and self._releaser is None:
+            # As closing a run's stdin ends every hold() to come.
+            self._releaser = threading.Thread(target=self._release_until_exit, daemon=True)
+            self._releaser.start()
+            if self.terminal is not None:
+                try:
+                    os.write(self.terminal, b"\n\x04")  # end of input: the REPL ends
+                except OSError:
+                    pass
+        self._close_stdin()
         deadline = self.start_time + self.host_timeout
         host_timeout = False
         try:
@@ -1126,6 +1463,9 @@ class Sandbox:
             if problem := self.outcome.schema_problem():
                 _schema_problems.append("the --json result breaks the schema: "
                                         + problem.replace("\n", " "))
+        if self.via == "session" and self.terminal is None and self._readers and \
+                self.outcome.rc is not None and self.outcome.rc >= 0 and not host_timeout:
+            self._session_outcome(self.outcome)
         return self.outcome
 
     def _kill_everything(self) -> None:
@@ -1198,6 +1538,85 @@ class Sandbox:
             time.sleep(0.05)
 
 
+class SessionSandbox(Sandbox):
+    """A ``pysandbox session`` the test drives cell by cell, for the attacks on sessions
+    themselves (SESSION_ONLY). ``ask(code)`` sends one request and returns its result, parsed
+    (None if none came in time); the first cell gets the session prologue and PRELUDE (MARKER,
+    note(), syscall(), hold(), ...), so later ones can use them. ``finish()`` closes stdin;
+    check_behaved then judges the session's conduct: exactly one line per request on its stdout,
+    in order, each naming its request (id and cell number), and exit 0.
+    """
+
+    def __init__(self, options=(), timeout: str = "5s", **kwargs):
+        super().__init__("", options=options, timeout=timeout, via="session", **kwargs)
+        self.asked: list = []
+        self.results: list[dict | None] = []
+
+    def _send_cell(self) -> None:
+        pass  # cells come from ask()
+
+    def ask(self, code: str, id=None, timeout: float | None = None) -> dict | None:
+        body = textwrap.dedent(code).strip() + "\n"
+        if not self.asked:
+            body = self.session_cell() + "\n" + body
+        id = id if id is not None else f"{self.marker}-{len(self.asked) + 1}"
+        self.asked.append(id)
+        want = len(self.asked)
+        try:
+            self.proc.stdin.write((json.dumps({"id": id, "code": body}) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+        reader = self._readers[0]
+        deadline = time.monotonic() + (timeout if timeout is not None else self.host_timeout)
+        with reader.lock:
+            while reader.lines < want and reader.is_alive() and time.monotonic() < deadline:
+                reader.lock.wait(0.1)
+            lines = bytes(reader.data).split(b"\n")
+        result = None
+        if len(lines) > want - 1 and reader.lines >= want:
+            try:
+                result = json.loads(lines[want - 1])
+            except ValueError:
+                result = None
+        self.results.append(result if isinstance(result, dict) else None)
+        return self.results[-1]
+
+    def supervisor_rss_kib(self) -> int:
+        """The session process's resident memory now (the supervisor: outside the sandbox's
+        limits). 0 once it is gone."""
+        st = status(self.proc.pid)
+        return int(st.get("VmRSS", "0 kB").split()[0] or 0)
+
+    def _session_outcome(self, o: Outcome) -> None:
+        session_rc = o.rc
+        o.session_output = o.stdout + b"\n" + o.stderr
+        _check_session_schema(o.stdout)
+        reader = self._readers[0]
+        problems = o.session_problems
+        if reader.total > len(reader.data):
+            problems.append(("misbehaved", f"the session wrote {reader.total} bytes on stdout, "
+                             f"more than the {self.keep} the test keeps"))
+        if reader.lines != len(self.asked):
+            problems.append(("escape", f"the session wrote {reader.lines} lines on its stdout "
+                             f"for {len(self.asked)} requests: its framing is broken"))
+        lines = bytes(reader.data).split(b"\n")
+        for i, id in enumerate(self.asked):
+            try:
+                r = json.loads(lines[i]) if i < len(lines) else None
+            except ValueError:
+                r = None
+            if not isinstance(r, dict):
+                problems.append(("misbehaved", f"line {i + 1} is no result: {lines[i][:200]!r}"
+                                 if i < len(lines) else f"no result for request {i + 1}"))
+                continue
+            if r.get("id") != id or r.get("cell") != i + 1:
+                problems.append(("escape", f"line {i + 1} is not request {i + 1}'s result: id "
+                                 f"{r.get('id')!r}, cell {r.get('cell')!r}"))
+        if session_rc != 0:
+            problems.append(("misbehaved", f"the session exited {session_rc}"))
+
+
 def _parse_duration(text: str) -> float:
     m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m)?", text)
     if not m:
@@ -1225,6 +1644,8 @@ def check_behaved(judge: Judge, sb: Sandbox, allowed=(0,), *, grace: float = 2.0
         judge.misbehaved(f"interpreter could not run ({o.rc})")
     elif o.rc not in allowed:
         judge.misbehaved(f"exit code {o.rc}, expected one of {sorted(allowed)}")
+    for kind, message in o.session_problems:
+        (judge.escape if kind == "escape" else judge.misbehaved)(f"session: {message}")
     for what in expect_notes:
         if o.note(what) is None:
             judge.misbehaved(f"the script never reported {what!r} (it did not get that far)")

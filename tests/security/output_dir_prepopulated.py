@@ -86,7 +86,8 @@ def test():
     o2 = sb2.run()
     A.check_behaved(judge, sb2, allowed=(0,), expect_notes=["done"])
     missing = [rel for rel in PLANTS
-               if sb2.marker.encode() not in (A.read_bytes(str(fresh / rel)) or b"")]
+               if sb2.marker.encode() not in
+               (A.read_bytes(str(sb2.artifact_dir(fresh) / rel)) or b"")]
     if missing:
         judge.misbehaved("with an absent --output-dir the artifacts did not land in the DIR the "
                          "run created (" + ", ".join(missing) + "): --output-dir does not work, "

@@ -7,9 +7,11 @@ line, character by character, on fds 0..1023, on /dev/tty, /dev/console, /dev/pt
 re-opens of /proc/self/fd/* and /proc/1/fd/*, also with the ioctl request's upper 32 bits set
 (the kernel truncates the request to 32 bits, so a filter must compare only the low half), and
 TIOCLINUX paste. The payload is the reverse of an argument, so it is never printed by accident.
-Judged from the host: the payload never shows up on the master (the line discipline echoes
-injected input) nor in the slave's pending input, and the seccomp filter denies
-ioctl(TIOCSTI) and ioctl(TIOCLINUX), with and without upper bits set in the request.
+Through a session (PYSANDBOX_VIA=session) pysandbox is the session's REPL on that terminal, and
+the script is typed in there as a cell. Judged from the host: the payload never shows up on
+the master (the line discipline echoes injected input) nor in the slave's pending input, and
+the seccomp filter denies ioctl(TIOCSTI) and ioctl(TIOCLINUX), with and without upper bits set
+in the request.
 """
 import fcntl
 import os
@@ -92,7 +94,7 @@ def test():
     arg = A.new_secret("echo INJECTED")
     payload = arg[::-1].encode()
     sb = A.Sandbox(SCRIPT, [arg], stdin=slave, stdout=slave, stderr=slave,
-                   preexec_fn=controlling_tty)
+                   preexec_fn=controlling_tty, terminal=master)
     sb.start()
     deadline = time.monotonic() + 10
     while b"READY end" not in seen and time.monotonic() < deadline and sb.proc.poll() is None:
@@ -104,7 +106,7 @@ def test():
             ("ioctl(TIOCSTI | 0xffffffff<<32)", 16, A.AUDIT_ARCH_X86_64,
              (0, 0xFFFFFFFF00000000 | TIOCSTI)),
             ("ioctl(TIOCLINUX)", 16, A.AUDIT_ARCH_X86_64, (0, TIOCLINUX))])
-        os.write(master, b"go\n")
+        sb.go()
     else:
         judge.misbehaved("the script never reached the hold point")
     o = A.check_behaved(judge, sb, allowed=(0,))

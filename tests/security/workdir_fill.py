@@ -18,6 +18,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+RUN_ONLY = (  # no session variant (attack.py, PYSANDBOX_VIA)
+    "--workdir: a session has no host directory bound as /tmp/work; its /tmp is the tmpfs"
+    " that fill_tmp attacks"
+)
+
 LIMIT_MIB = 16
 SLACK_MIB = 4
 ATTEMPT_MIB = 96

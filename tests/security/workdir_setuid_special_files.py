@@ -26,6 +26,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+RUN_ONLY = (  # no session variant (attack.py, PYSANDBOX_VIA)
+    "--workdir: a session has no host directory bound as /tmp/work; what a cell leaves "
+    "reaches the host only as --output-dir copies"
+)
+
 SCRIPT = r'''
 import os, shutil, socket, stat
 W = "/tmp/work"
