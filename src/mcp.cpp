@@ -96,7 +96,7 @@ class Server {
                 return Interest{signals_.get(), POLLIN};
             },
             [this](short) { on_signal(); });
-        watch_lines(poller_, input_, output_, [this] { return true; });
+        watch_lines(poller_, input_, output_, [] { return true; });
         tools_ = mcp::tool_list(offered_, schema_);
     }
 

@@ -49,13 +49,13 @@ void Pool::advance() {
     for (auto& session : waiting_) session->advance();
     // A sandbox that ended while it waited (its start failed, or it was killed from outside) is
     // of no use to anyone.
-    const auto failed = std::ranges::remove_if(waiting_, [](const auto& session) {
+    const auto failed = std::remove_if(waiting_.begin(), waiting_.end(), [](const auto& session) {
         return session->start_failure().has_value() || session->closed();
     });
-    if (failed.begin() != failed.end()) {
+    if (failed != waiting_.end()) {
         backoff_ = std::min(kLongestBackoff, std::max(kFirstBackoff, backoff_ * 2));
         next_start_ = Clock::now() + backoff_;
-        waiting_.erase(failed.begin(), failed.end());
+        waiting_.erase(failed, waiting_.end());
     } else if (std::ranges::any_of(waiting_, [](const auto& s) { return s->ready(); })) {
         backoff_ = std::chrono::milliseconds{0};
     }
