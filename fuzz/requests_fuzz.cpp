@@ -1,0 +1,85 @@
+// The requests the new front doors read from their clients: a session's NDJSON line, a batch
+// job's line, and an MCP run_python call's arguments. Any bytes are either a request or a
+// bad_request with a message; nothing else comes out, and nothing is read from the host (a job's
+// "script" and "inputs" name files: the fuzzer's names are refused or point nowhere useful).
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "batch.hpp"
+#include "cell_request.hpp"
+#include "mcp_tools.hpp"
+
+namespace {
+
+using namespace pysandbox;
+
+void require(bool condition) {
+    if (!condition) std::abort();
+}
+
+const Limits kLimits;
+const std::vector<std::string> kProfiles{"default", "datascience"};
+const std::vector<const Limits*> kAllLimits{&kLimits, &kLimits};
+
+void check_cell(std::string_view line) {
+    const auto parsed = parse_cell_request(line, kLimits);
+    if (const auto* bad = std::get_if<BadRequest>(&parsed)) {
+        require(!bad->message.empty());
+        require(bad_request_json(*bad)["status"] == "bad_request");
+        return;
+    }
+    const Cell& cell = std::get<Cell>(parsed);
+    require(cell.timeout <= kLimits.wall_time);
+    std::uint64_t total = 0;
+    for (const CellFile& file : cell.files) {
+        require(is_plain_name(file.name));
+        total += file.data.size();
+    }
+    require(total <= kLimits.tmp_size);
+}
+
+void check_job(std::string_view line) {
+    // A job naming host files reads them: only lines without those go through.
+    if (line.find("script") != std::string_view::npos ||
+        line.find("inputs") != std::string_view::npos)
+        return;
+    const auto parsed = parse_job(line, kProfiles, kAllLimits);
+    if (const auto* bad = std::get_if<BadRequest>(&parsed)) {
+        require(!bad->message.empty());
+        return;
+    }
+    const Job& job = std::get<Job>(parsed);
+    require(job.profile < kProfiles.size());
+    require(job.cell.timeout <= kLimits.wall_time);
+}
+
+void check_arguments(std::string_view text) {
+    const nlohmann::json arguments = nlohmann::json::parse(text, nullptr, false);
+    if (arguments.is_discarded()) return;
+    try {
+        const mcp::RunArguments run = mcp::parse_run_arguments(arguments, kProfiles);
+        require(!(run.session_id && run.profile));
+        if (run.profile) require(*run.profile == kProfiles[0] || *run.profile == kProfiles[1]);
+    } catch (const std::invalid_argument& e) {
+        require(*e.what() != '\0');
+    }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    check_cell(text);
+    check_job(text);
+    check_arguments(text);
+    return 0;
+}
