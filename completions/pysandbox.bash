@@ -14,7 +14,7 @@ _pysandbox_options() {  # $1: a command path; REPLY: its options
         '') REPLY='-h --help --version' ;;
         'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --output-dir --workdir --incident-log -c --json -v --verbose --trace-syscalls' ;;
         'check') REPLY='-h --help -p --profile --json --incident-log' ;;
-        'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log --ndjson -v --verbose' ;;
+        'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log --pool --ndjson -v --verbose' ;;
         'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log -v --verbose' ;;
         'batch') REPLY='-h --help -p --profile -j --jobs --keep-order --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --output-dir --incident-log -v --verbose' ;;
         'profile') REPLY='-h --help' ;;
@@ -60,6 +60,7 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'session|--input') REPLY='file' ;;
         'session|--output-dir') REPLY='directory' ;;
         'session|--incident-log') REPLY='file' ;;
+        'session|--pool') REPLY='text' ;;
         'mcp|-p'|'mcp|--profile') REPLY='profile' ;;
         'mcp|--pool') REPLY='text' ;;
         'mcp|--max-sessions') REPLY='text' ;;

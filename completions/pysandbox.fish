@@ -85,6 +85,7 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'session|--input' \
             'session|--output-dir' \
             'session|--incident-log' \
+            'session|--pool' \
             'mcp|-p' \
             'mcp|--profile' \
             'mcp|--pool' \
@@ -179,6 +180,7 @@ complete -c pysandbox -n '__pysandbox_at session' -l env -x -d 'Set NAME=VALUE i
 complete -c pysandbox -n '__pysandbox_at session' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
 complete -c pysandbox -n '__pysandbox_at session' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy what each cell changed under /tmp/work into host DIR/cell-N; DIR must be empty or absent (it is then made)'
 complete -c pysandbox -n '__pysandbox_at session' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
+complete -c pysandbox -n '__pysandbox_at session' -l pool -x -d 'Keep N more sandboxes started, so that the cell after a lost state runs in a warm one (0: it starts a new one)'
 complete -c pysandbox -n '__pysandbox_at session' -l ndjson -d 'Speak NDJSON even when stdin is a terminal'
 complete -c pysandbox -n '__pysandbox_at session' -s v -l verbose -d 'Say what the sandbox does, step by step'
 complete -c pysandbox -n '__pysandbox_at mcp' -s h -l help -d 'Print this help message and exit'

@@ -254,6 +254,12 @@ void add_session_command(CLI::App& app, Invocation& out) {
                      "be empty or absent (it is then made)")
         ->type_name("DIR");
     add_incident_log_option(*session, s.overrides.incident_log);
+    session
+        ->add_option("--pool", s.pool,
+                     "Keep N more sandboxes started, so that the cell after a lost state runs "
+                     "in a warm one (0: it starts a new one)")
+        ->type_name("N")
+        ->check(CLI::Range(std::size_t{0}, std::size_t{16}));
     session->add_flag("--ndjson", s.ndjson, "Speak NDJSON even when stdin is a terminal");
     session->add_flag("-v,--verbose", s.verbose, "Say what the sandbox does, step by step");
     session->callback([&out] {

@@ -37,7 +37,8 @@ struct CheckInvocation {
 struct SessionInvocation {
     std::string profile = "default";
     Overrides overrides;
-    bool ndjson = false;  // NDJSON even when stdin is a terminal
+    bool ndjson = false;   // NDJSON even when stdin is a terminal
+    std::size_t pool = 0;  // sandboxes kept started for after a lost state
     int verbose = 0;
 };
 

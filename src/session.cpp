@@ -77,6 +77,13 @@ void Session::start_sandbox() {
     dropped_reported_ = 0;
 }
 
+void Session::continue_after(const Session& previous) {
+    cells_ = previous.cells_;
+    sandboxes_ += previous.sandboxes_;
+    output_name_ = previous.output_name_;
+    output_per_cell_ = previous.output_per_cell_;
+}
+
 void Session::run(Cell cell) {
     cell_ = std::move(cell);
     ++cells_;

@@ -89,6 +89,10 @@ class Session {
     // at a terminal).
     bool output_pending() const { return sandbox_ && sandbox_->output_pending(); }
 
+    // Goes on from `previous` (whose state was lost): its cell and sandbox numbers and output
+    // names, in this session's own (warm) sandbox.
+    void continue_after(const Session& previous);
+
     // Names the host copies of this session's cells (--output-dir): DIR/NAME-cell-N, or DIR/NAME
     // for a session that runs one cell only (an MCP call, a batch job). Default: DIR/cell-N.
     void name_output(std::string name, bool per_cell) {

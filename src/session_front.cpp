@@ -15,6 +15,7 @@
 #include "json_text.hpp"
 #include "line_io.hpp"
 #include "plan.hpp"
+#include "pool.hpp"
 #include "profile.hpp"
 #include "result.hpp"
 #include "session.hpp"
@@ -93,11 +94,13 @@ class ReplInput {
 
 class SessionFront {
   public:
-    SessionFront(const Plan& plan, bool repl, sys::SignalFd& signals)
+    SessionFront(const Plan& plan, bool repl, sys::SignalFd& signals, std::size_t pool)
         : plan_(plan),
           repl_(repl),
           signals_(signals),
-          session_(plan, poller_),
+          pool_(plan, poller_, pool),
+          pooled_(pool > 0),
+          session_(pool_.take()),
           input_(STDIN_FILENO, kMaxRequestLine),
           output_(STDOUT_FILENO) {
         using Interest = sys::Poller::Interest;
@@ -120,29 +123,42 @@ class SessionFront {
     }
 
     int run() {
-        session_.start();
+        session_->start();
         lifetime_.arm(plan_.profile.limits.lifetime);
         touch();
         for (;;) {
             poller_.poll_once();
-            session_.advance();
-            if (const auto& failure = session_.start_failure()) {
+            pool_.advance();
+            session_->advance();
+            if (const auto& failure = session_->start_failure()) {
                 say(human_summary(plan_, *failure));
                 return exit_codes::for_outcome(*failure);
             }
-            while (auto result = session_.take_result()) show(std::move(*result));
+            while (auto result = session_->take_result()) {
+                const bool lost = (*result)["state"] == "lost";
+                show(std::move(*result));
+                if (lost && pooled_) take_warm_sandbox();
+            }
             if (!stopping_) take_input();
             if (output_.broken()) stop(exit_codes::kSignalBase + SIGPIPE, "", true);
-            if (!stopping_ && input_.exhausted() && session_.idle()) stop(0, "", false);
-            if (stopping_ && session_.idle() && !closing_) {
-                session_.close();
+            if (!stopping_ && input_.exhausted() && session_->idle()) stop(0, "", false);
+            if (stopping_ && session_->idle() && !closing_) {
+                session_->close();
                 closing_ = true;
             }
-            if (closing_ && session_.closed() && output_.flushed()) return exit_code_;
+            if (closing_ && session_->closed() && output_.flushed()) return exit_code_;
         }
     }
 
   private:
+    // The state is gone anyway: the next cell runs in a sandbox the pool started ahead, not in one
+    // started when it arrives.
+    void take_warm_sandbox() {
+        std::unique_ptr<Session> next = pool_.take();
+        next->continue_after(*session_);
+        pool_.retire(std::exchange(session_, std::move(next)));
+    }
+
     void touch() { idle_.arm(plan_.profile.limits.idle_timeout); }
 
     void prompt() {
@@ -152,7 +168,7 @@ class SessionFront {
 
     void take_input() {
         if (!ready_) {
-            if (!session_.ready()) return;
+            if (!session_->ready()) return;
             ready_ = true;
             if (repl_) {
                 std::cerr << "pysandbox session (profile " << plan_.profile.name
@@ -160,7 +176,7 @@ class SessionFront {
                 prompt();
             }
         }
-        while (session_.idle()) {
+        while (session_->idle()) {
             auto line = input_.next();
             if (!line) return;
             touch();
@@ -168,7 +184,7 @@ class SessionFront {
                 if (auto code = repl_input_.add(line->text)) {
                     Cell cell;
                     cell.code = std::move(*code);
-                    session_.run(std::move(cell));
+                    session_->run(std::move(cell));
                     return;
                 }
                 prompt();
@@ -185,7 +201,7 @@ class SessionFront {
                 show_bad(*bad);
                 continue;
             }
-            session_.run(std::move(std::get<Cell>(parsed)));
+            session_->run(std::move(std::get<Cell>(parsed)));
             return;
         }
     }
@@ -204,7 +220,7 @@ class SessionFront {
             return;
         }
         // The cell's own output went to the terminal as it came; it is written before this.
-        while (session_.output_pending()) poller_.poll_once(100);
+        while (session_->output_pending()) poller_.poll_once(100);
         if (result["value"].is_string()) output_.write(result["value"].get<std::string>() + "\n");
         while (!output_.flushed()) poller_.poll_once(100);
         const std::string status = result["status"].get<std::string>();
@@ -222,8 +238,8 @@ class SessionFront {
         const int sig = signals_.take();
         if (sig == 0) return;
         if (repl_ && sig == SIGINT && !stopping_) {
-            if (!session_.idle()) {
-                session_.interrupt();  // KeyboardInterrupt in the cell; asked again, the kill
+            if (!session_->idle()) {
+                session_->interrupt();  // KeyboardInterrupt in the cell; asked again, the kill
             } else {
                 repl_input_.clear();
                 std::cerr << "\nKeyboardInterrupt" << std::endl;
@@ -237,8 +253,8 @@ class SessionFront {
     void on_lifetime() {
         lifetime_.acknowledge();
         if (stopping_) return;
-        lifetime_reached_ = !session_.idle();
-        if (lifetime_reached_) session_.interrupt(true);
+        lifetime_reached_ = !session_->idle();
+        if (lifetime_reached_) session_->interrupt(true);
         stop(0,
              "the session's lifetime of " + units::format_duration(plan_.profile.limits.lifetime) +
                  " was reached; it ended",
@@ -247,7 +263,7 @@ class SessionFront {
 
     void on_idle() {
         idle_.acknowledge();
-        if (stopping_ || !session_.idle()) return;
+        if (stopping_ || !session_->idle()) return;
         stop(0,
              "no request for " + units::format_duration(plan_.profile.limits.idle_timeout) +
                  " (limits.idle_timeout); the session ended",
@@ -263,7 +279,7 @@ class SessionFront {
         exit_code_ = exit_code;
         if (!why.empty()) say(why);
         if (now) {
-            session_.close(interrupted_by);
+            session_->close(interrupted_by);
             closing_ = true;
         }
     }
@@ -272,7 +288,9 @@ class SessionFront {
     const bool repl_;
     sys::SignalFd& signals_;
     sys::Poller poller_;
-    Session session_;
+    Pool pool_;  // with --pool: sandboxes started ahead, for after a lost state
+    const bool pooled_;
+    std::unique_ptr<Session> session_;
     LineReader input_;
     LineWriter output_;
     ReplInput repl_input_;
@@ -299,7 +317,7 @@ int run_session(const SessionInvocation& invocation, const std::vector<std::stri
     // As for `run`: signals blocked before the first clone; root's groups dropped.
     sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     if (plan->ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
-    SessionFront front(*plan, repl, signals);
+    SessionFront front(*plan, repl, signals, invocation.pool);
     return front.run();
 }
 

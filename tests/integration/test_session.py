@@ -305,6 +305,26 @@ class TimeoutTest(SessionTestCase):
         self.assertNotEqual(s.watch.note(), first, "a new PID namespace")
         self.assertEqual(s.cell("'still here'")["value"], "'still here'")
 
+    def test_with_a_pool_the_cell_after_a_lost_state_runs_in_a_sandbox_started_before_it(self):
+        s = self.session("--pool", "1")
+        s.cell("x = 41")
+        # Two sandboxes live (the session's and one started ahead), each in a PID namespace of
+        # its own, as the host sees them; the cell ran in one of them.
+        deadline = time.monotonic() + ANSWER
+        while len(s.watch.note()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        live = s.watch.note()
+        self.assertEqual(len(live), 2, "the session's sandbox and the warm one")
+        r = s.cell("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                   "while True: pass", timeout="200ms")
+        self.assertStatus(r, "timeout", "lost")
+        after = s.cell("import os\nprint(os.readlink('/proc/self/ns/pid'))\nx")
+        self.assertStatus(after, "exception")
+        self.assertEqual(after["exception"]["type"], "NameError", "nothing of the lost state")
+        self.assertEqual((r["cell"], r["sandbox"], after["cell"], after["sandbox"]), (2, 1, 3, 2))
+        # It ran in the sandbox that was waiting before the loop began, not in a new one.
+        self.assertIn(after["stdout"].strip(), live)
+
     def test_a_timeout_over_the_profiles_limit_is_lowered_with_a_warning(self):
         s = self.session("--timeout", "2s")
         r = s.cell("1", timeout="1h")
