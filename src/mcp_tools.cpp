@@ -310,6 +310,11 @@ ordered_json run_result(ordered_json result) {
     shorten_output(result);
     shorten_figures(result);
     std::string text = interleaved(result);
+    // The final expression's value, as a REPL shows it after the output.
+    if (const auto value = result.find("value"); value != result.end() && value->is_string()) {
+        if (!text.empty() && text.back() != '\n') text += '\n';
+        text += value->get<std::string>() + "\n";
+    }
     const auto& exception = result["exception"];
     if (exception.is_object()) {
         const std::string& traceback = exception["traceback"].get_ref<const std::string&>();

@@ -49,7 +49,8 @@ std::optional<std::string> parse_start_arguments(const nlohmann::json& arguments
 std::string parse_end_arguments(const nlohmann::json& arguments);
 
 // A cell's result as run_python's CallToolResult: the output as text (stdout and stderr in the
-// order they came, then the traceback if stderr does not hold it, then the one-line sandbox
+// order they came, then the final expression's value, then the traceback if stderr does not hold
+// it, then the one-line sandbox
 // message when the sandbox stopped something), one image per figure, each file the run made
 // embedded (small) or linked (its host copy), the result as structuredContent, isError unless
 // the status is ok.

@@ -114,6 +114,15 @@ TEST_SUITE("mcp tools") {
         CHECK(result["structuredContent"]["stdout"] == "a\nb\n");
     }
 
+    TEST_CASE("a final expression's value follows the output, as a REPL shows it") {
+        ordered_json cell =
+            cell_result("ok", "out", "", ordered_json::array({segment("stdout", 3)}));
+        cell["value"] = "42";
+        CHECK(mcp::run_result(cell)["content"][0]["text"] == "out\n42\n");
+        cell["value"] = nullptr;
+        CHECK(mcp::run_result(cell)["content"][0]["text"] == "out");
+    }
+
     TEST_CASE("an exception's traceback is added only when stderr does not hold it") {
         ordered_json cell = cell_result("exception", "", "", ordered_json::array());
         cell["exception"] = {{"traceback", "Traceback...\nValueError: x\n"}};
