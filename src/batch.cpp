@@ -220,15 +220,13 @@ class Batch {
             for (Offer& offer : offers_) offer.pool->advance();
             collect();
             start_jobs();
-            if (output_.broken()) return finish(exit_codes_pipe());
-            if (stop_signal_ != 0) return finish(128 + stop_signal_);
+            if (output_.broken()) return finish(exit_codes::kSignalBase + SIGPIPE);
+            if (stop_signal_ != 0) return finish(exit_codes::kSignalBase + stop_signal_);
             if (input_.exhausted() && running_.empty()) return finish(setup_failed_ ? 125 : 0);
         }
     }
 
   private:
-    static int exit_codes_pipe() { return 128 + SIGPIPE; }
-
     void start_jobs() {
         while (running_.size() < parallel_) {
             auto line = input_.next();

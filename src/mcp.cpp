@@ -20,6 +20,7 @@
 #include "cell_request.hpp"
 #include "encoding.hpp"
 #include "errors.hpp"
+#include "exit_codes.hpp"
 #include "json_text.hpp"
 #include "line_io.hpp"
 #include "mcp_tools.hpp"
@@ -418,7 +419,7 @@ class Server {
     void on_signal() {
         if (const int sig = signals_.take(); sig != 0) {
             say("signal " + std::to_string(sig) + ": stopping");
-            stop(128 + sig);
+            stop(exit_codes::kSignalBase + sig);
         }
     }
 
