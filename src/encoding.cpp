@@ -7,55 +7,90 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "errors.hpp"
+#include "text_scan.hpp"
 
 namespace pysandbox::encoding {
 
+namespace {
+
+bool is_control(unsigned char c) {
+    return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f;
+}
+
+}  // namespace
+
+int utf8_sequence_length(const unsigned char* p, const unsigned char* end) {
+    const unsigned char c = *p;
+    int length;
+    std::uint32_t code;
+    if ((c & 0xe0) == 0xc0) {
+        length = 2;
+        code = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        length = 3;
+        code = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        length = 4;
+        code = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (end - p < length) return 0;
+    for (int i = 1; i < length; ++i) {
+        if ((p[i] & 0xc0) != 0x80) return 0;
+        code = (code << 6) | (p[i] & 0x3f);
+    }
+    constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kSmallest[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return 0;
+    return length;
+}
+
+// ASCII, the common case, is passed a block at a time.
 bool is_utf8(std::string_view bytes) {
     const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
     const auto* end = p + bytes.size();
     while (p < end) {
-        const unsigned char c = *p;
-        if (c < 0x80) {
+        if (end - p >= static_cast<long>(text_scan::kBlock) && text_scan::ascii(p)) {
+            p += text_scan::kBlock;
+            continue;
+        }
+        if (*p < 0x80) {
             ++p;
             continue;
         }
-        int length;
-        std::uint32_t code;
-        if ((c & 0xe0) == 0xc0) {
-            length = 2;
-            code = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            length = 3;
-            code = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            length = 4;
-            code = c & 0x07;
-        } else {
-            return false;
-        }
-        if (end - p < length) return false;
-        for (int i = 1; i < length; ++i) {
-            if ((p[i] & 0xc0) != 0x80) return false;
-            code = (code << 6) | (p[i] & 0x3f);
-        }
-        constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-        if (code < kSmallest[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
-            return false;
+        const int length = utf8_sequence_length(p, end);
+        if (length == 0) return false;
         p += length;
     }
     return true;
 }
 
+// One pass: blocks of plain ASCII (no high bit, no control character) are passed whole; the rest
+// byte by byte, counting controls (tab, newline and carriage return, which text is full of, are
+// not) and checking each multi-byte sequence.
 bool is_text(std::string_view bytes) {
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    const auto* const end = p + bytes.size();
     std::size_t controls = 0;
-    for (const char c : bytes)
-        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' && c != '\r') ||
-            c == 0x7f)
-            ++controls;
-    return controls * 10 <= bytes.size() && is_utf8(bytes);
+    while (p < end) {
+        if (end - p >= static_cast<long>(text_scan::kBlock) && text_scan::plain(p, 0x7f, 0x7f)) {
+            p += text_scan::kBlock;
+            continue;
+        }
+        if (*p >= 0x80) {
+            const int length = utf8_sequence_length(p, end);
+            if (length == 0) return false;
+            p += length;
+            continue;
+        }
+        controls += is_control(*p) ? 1 : 0;
+        ++p;
+    }
+    return controls * 10 <= bytes.size();
 }
 
 std::string base64(std::string_view bytes) {

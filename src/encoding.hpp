@@ -12,6 +12,10 @@ namespace pysandbox::encoding {
 // U+10FFFF).
 bool is_utf8(std::string_view bytes);
 
+// The length of the UTF-8 sequence that starts at p (a byte of 0x80 or more, at most end - p
+// bytes long), or 0 when it is not a well-formed one.
+int utf8_sequence_length(const unsigned char* p, const unsigned char* end);
+
 // UTF-8 with at most one control character (other than tab, newline and carriage return) in ten.
 bool is_text(std::string_view bytes);
 

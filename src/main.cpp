@@ -104,7 +104,7 @@ int run(const RunInvocation& invocation) {
         if (std::string problem = incident::append(*plan, entry); !problem.empty())
             say("warning: " + problem);
     if (plan->capture_output) {
-        std::cout << dump_line(result_json(*plan, std::move(outcome), exit_code)) << std::endl;
+        write_line(result_json(*plan, std::move(outcome), exit_code), std::cout);
         return exit_code;
     }
     describe_trace(outcome);

@@ -1,0 +1,24 @@
+// The fast JSON writer (json_text.cpp) against nlohmann's dump on any bytes: the same text, in
+// one piece or in pieces of the size the input's first byte picks.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "json_text.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    using json = nlohmann::ordered_json;
+    if (size == 0) return 0;
+    const std::size_t piece = 1 + data[0] % 64;
+    const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
+    const json value = {{"text", bytes}, {bytes, {bytes, 1, nullptr}}};
+    const std::string expected = value.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (pysandbox::dump_line(value) != expected) std::abort();
+    std::string pieces;
+    pysandbox::dump_line_pieces(
+        value, [&pieces](std::string_view part) { pieces.append(part); }, piece);
+    if (pieces != expected) std::abort();
+    return 0;
+}

@@ -1,0 +1,199 @@
+#include "json_text.hpp"
+
+#include <cstdint>
+#include <cstring>
+
+#include "text_scan.hpp"
+
+namespace pysandbox {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr bool is_continuation(char c) {
+    return (static_cast<unsigned char>(c) & 0xc0) == 0x80;
+}
+
+// Whether the byte needs an escape in a JSON string.
+constexpr bool needs_escape(unsigned char c) {
+    return c < 0x20 || c == '"' || c == '\\';
+}
+
+void append_escape(std::string& out, unsigned char c) {
+    switch (c) {
+        case '"': out += "\\\""; return;
+        case '\\': out += "\\\\"; return;
+        case '\b': out += "\\b"; return;
+        case '\f': out += "\\f"; return;
+        case '\n': out += "\\n"; return;
+        case '\r': out += "\\r"; return;
+        case '\t': out += "\\t"; return;
+        default: {
+            static constexpr char kHex[] = "0123456789abcdef";
+            const char escape[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+            out.append(escape, sizeof escape);
+        }
+    }
+}
+
+constexpr char kReplacement[] = "\xef\xbf\xbd";  // U+FFFD
+
+// How far the bytes from a lead byte at p form a well-formed UTF-8 sequence (Unicode table 3-7):
+// its length when they do, else the count of bytes before the first that does not fit (0 for a
+// byte that starts no sequence) as a negative number. Bytes past `end` do not fit.
+int sequence(const unsigned char* p, const unsigned char* end) {
+    const unsigned char c = *p;
+    int length;
+    unsigned char low = 0x80, high = 0xbf;  // the range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) {
+        length = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        length = 3;
+        if (c == 0xe0) low = 0xa0;
+        if (c == 0xed) high = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        length = 4;
+        if (c == 0xf0) low = 0x90;
+        if (c == 0xf4) high = 0x8f;
+    } else {
+        return 0;
+    }
+    for (int i = 1; i < length; ++i) {
+        if (p + i >= end || p[i] < low || p[i] > high) return -i;
+        low = 0x80;
+        high = 0xbf;
+    }
+    return length;
+}
+
+// Escapes `text` onto `out` in one pass, runs of plain ASCII found a block at a time and appended
+// whole. What is not UTF-8 is replaced as nlohmann's error_handler_t::replace replaces it: each
+// maximal part of a sequence that cannot be completed becomes one U+FFFD, and the byte that cut it
+// short is read again as the start of the next.
+void append_escaped(std::string& out, std::string_view text) {
+    const auto* const begin = reinterpret_cast<const unsigned char*>(text.data());
+    const auto* const end = begin + text.size();
+    const unsigned char* run = begin;  // where the current run of bytes copied as they are began
+    const unsigned char* p = begin;
+    const auto flush_run = [&out, &run](const unsigned char* upto) {
+        out.append(reinterpret_cast<const char*>(run), static_cast<std::size_t>(upto - run));
+    };
+    while (p < end) {
+        if (end - p >= static_cast<long>(text_scan::kBlock) && text_scan::plain(p, '"', '\\')) {
+            p += text_scan::kBlock;
+            continue;
+        }
+        if (*p >= 0x80) {
+            if (const int length = sequence(p, end); length > 0) {
+                p += length;
+                continue;
+            } else {
+                flush_run(p);
+                out += kReplacement;
+                p += length == 0 ? 1 : -length;
+                run = p;
+            }
+        } else if (needs_escape(*p)) {
+            flush_run(p);
+            append_escape(out, *p);
+            run = ++p;
+        } else {
+            ++p;
+        }
+    }
+    flush_run(end);
+}
+
+// Serializes into `out`; with an `emit`, hands `out` over and starts it again every `piece`
+// bytes or so, without one, keeps all of it there.
+class Writer {
+  public:
+    Writer(std::string& out, const std::function<void(std::string_view)>* emit, std::size_t piece)
+        : out_(out), emit_(emit), piece_(emit != nullptr ? piece : std::string::npos) {}
+
+    void value(const json& v) {
+        switch (v.type()) {
+            case json::value_t::object: {
+                out_ += '{';
+                bool first = true;
+                for (const auto& [key, member] : v.items()) {
+                    if (!first) out_ += ',';
+                    first = false;
+                    string(key);
+                    out_ += ':';
+                    value(member);
+                }
+                out_ += '}';
+                break;
+            }
+            case json::value_t::array: {
+                out_ += '[';
+                bool first = true;
+                for (const json& element : v) {
+                    if (!first) out_ += ',';
+                    first = false;
+                    value(element);
+                }
+                out_ += ']';
+                break;
+            }
+            case json::value_t::string: string(v.get_ref<const std::string&>()); break;
+            default: out_ += v.dump(-1, ' ', false, json::error_handler_t::replace);
+        }
+        if (out_.size() >= piece_) flush();
+    }
+
+    void flush() {
+        if (emit_ == nullptr) return;
+        if (!out_.empty()) (*emit_)(out_);
+        out_.clear();
+    }
+
+  private:
+    // A long string goes out in pieces, each cut before a byte that is no continuation byte:
+    // every sequence, well-formed or not, ends there, so the pieces escape as the whole would.
+    void string(std::string_view text) {
+        out_ += '"';
+        while (text.size() > piece_) {
+            std::size_t cut = piece_;
+            while (cut > 0 && is_continuation(text[cut])) --cut;
+            if (cut == 0)  // a piece smaller than one sequence: the whole sequence
+                for (cut = 1; cut < text.size() && is_continuation(text[cut]);) ++cut;
+            append_escaped(out_, text.substr(0, cut));
+            text.remove_prefix(cut);
+            flush();
+        }
+        append_escaped(out_, text);
+        out_ += '"';
+    }
+
+    std::string& out_;
+    const std::function<void(std::string_view)>* emit_;
+    const std::size_t piece_;
+};
+
+}  // namespace
+
+void dump_line_pieces(const json& value, const std::function<void(std::string_view)>& emit,
+                      std::size_t piece) {
+    std::string buffer;
+    Writer writer(buffer, &emit, piece == 0 ? 1 : piece);
+    writer.value(value);
+    writer.flush();
+}
+
+std::string dump_line(const json& value) {
+    std::string line;
+    Writer writer(line, nullptr, 0);
+    writer.value(value);
+    return line;
+}
+
+void write_line(const json& value, std::ostream& out) {
+    dump_line_pieces(value, [&out](std::string_view text) {
+        out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    });
+    out << '\n' << std::flush;
+}
+
+}  // namespace pysandbox

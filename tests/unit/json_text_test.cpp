@@ -1,0 +1,121 @@
+// The fast JSON writer against nlohmann's own dump: the same text for every input, in one piece
+// or many.
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "encoding.hpp"
+#include "json_text.hpp"
+#include "text_scan.hpp"
+
+using json = nlohmann::ordered_json;
+using pysandbox::dump_line;
+using pysandbox::dump_line_pieces;
+
+namespace {
+
+std::string reference(const json& value) {
+    return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string in_pieces(const json& value, std::size_t piece) {
+    std::string text;
+    dump_line_pieces(
+        value, [&text](std::string_view part) { text.append(part); }, piece);
+    return text;
+}
+
+void check_same(const std::string& bytes) {
+    const json value = {{"stdout", bytes}, {"n", 3}, {"list", {bytes, nullptr, true, 1.5}}};
+    const std::string expected = reference(value);
+    CHECK(dump_line(value) == expected);
+    CHECK(in_pieces(value, 1) == expected);
+    CHECK(in_pieces(value, 7) == expected);
+    CHECK(in_pieces(value, 4096) == expected);
+}
+
+}  // namespace
+
+TEST_CASE("every single byte and every escape is written as nlohmann writes it") {
+    for (int c = 0; c < 256; ++c) check_same(std::string(1, static_cast<char>(c)));
+    check_same("");
+    check_same("plain text, long enough to take the eight-byte path several times over");
+    check_same("quote \" backslash \\ tab \t newline \n bell \a del \x7f end");
+    check_same(std::string("nul \0 in the middle", 19));
+}
+
+TEST_CASE("UTF-8 passes through; what is not UTF-8 is replaced as nlohmann replaces it") {
+    check_same("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf");
+    check_same("overlong \xc0\xaf, surrogate \xed\xa0\x80, too high \xf4\x90\x80\x80");
+    check_same("cut \xe2\x82");
+    check_same("\xff\xfe lone bytes \x80");
+}
+
+TEST_CASE("random bytes, and random text around escapes, match at every piece size") {
+    std::mt19937 random(15);
+    const std::string alphabet =
+        std::string("ab \"\\\n\t\x01\x1f\x7f", 11) + "\xc3\xa9\xe2\x82\xac";
+    // Lead bytes and the edges of their second bytes' ranges: broken sequences of every kind.
+    const std::string broken =
+        "\x80\x8f\x90\x9f\xa0\xbf\xc1\xc2\xdf\xe0\xed\xef\xf0\xf4\xf5"
+        "a";
+    for (int round = 0; round < 900; ++round) {
+        std::string bytes(random() % 200, '\0');
+        for (char& c : bytes)
+            c = round % 3 == 0   ? static_cast<char>(random())
+                : round % 3 == 1 ? alphabet[random() % alphabet.size()]
+                                 : broken[random() % broken.size()];
+        check_same(bytes);
+    }
+}
+
+TEST_CASE("a long string split across pieces keeps its multi-byte characters whole") {
+    std::string text;
+    for (int i = 0; i < 100000; ++i) text += i % 97 == 0 ? "\xe2\x82\xac\n\"" : "x";
+    check_same(text);
+}
+
+TEST_CASE("write_line ends the line and flushes it") {
+    std::ostringstream out;
+    pysandbox::write_line(json{{"a", "b\n"}}, out);
+    CHECK(out.str() == "{\"a\":\"b\\n\"}\n");
+}
+
+TEST_CASE("is_text and is_utf8 on the word boundaries of the fast path") {
+    using pysandbox::encoding::is_text;
+    using pysandbox::encoding::is_utf8;
+    CHECK(is_utf8(std::string(64, 'a')));
+    CHECK(!is_utf8(std::string(15, 'a') + "\x80"));
+    CHECK(is_utf8(std::string(7, 'a') + "\xc3\xa9" + std::string(7, 'b')));
+    CHECK(!is_utf8(std::string(7, 'a') + "\xc3"));
+    // One control character in ten is text, two are not, wherever they sit in a word.
+    CHECK(is_text(std::string(9, 'a') + "\x01"));
+    CHECK(!is_text(std::string(8, 'a') + "\x01\x02"));
+    CHECK(is_text(std::string(80, '\n')));
+    CHECK(!is_text(std::string(16, '\x7f')));
+    CHECK(is_text(std::string(45, 'a') + std::string(5, '\x7f')));
+    CHECK(!is_text(std::string(44, 'a') + std::string(6, '\x7f')));
+    // The same across a block's boundary, and a sequence that straddles one.
+    CHECK(is_utf8(std::string(15, 'a') + "\xe2\x82\xac" + std::string(14, 'b')));
+    CHECK(!is_utf8(std::string(31, 'a') + "\xe2\x82"));
+    CHECK(is_text(std::string(15, 'a') + "\x01" + std::string(16, 'b')));
+    CHECK(!is_text(std::string(14, 'a') + "\x01\x02" + std::string(3, 'b')));
+}
+
+TEST_CASE("the vector and word paths of the block scan agree on every byte at every place") {
+    namespace scan = pysandbox::text_scan;
+    unsigned char block[scan::kBlock];
+    for (std::size_t place = 0; place < scan::kBlock; ++place)
+        for (int c = 0; c < 256; ++c) {
+            std::memset(block, 'x', sizeof block);
+            block[place] = static_cast<unsigned char>(c);
+            CHECK(scan::plain(block, '"', '\\') == scan::plain_words(block, '"', '\\'));
+            CHECK(scan::plain(block, 0x7f, 0x7f) == scan::plain_words(block, 0x7f, 0x7f));
+            CHECK(scan::ascii(block) == scan::ascii_words(block));
+            CHECK(scan::ascii(block) == (c < 0x80));
+        }
+}
