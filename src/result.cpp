@@ -336,7 +336,9 @@ json result_json(const Plan& plan, Outcome outcome, int exit_code, std::string_v
     const bool exited = outcome.kind == Kind::exited;
     const bool signaled = outcome.kind == Kind::signaled || outcome.kind == Kind::interrupted ||
                           (outcome.kind == Kind::lost && outcome.signal != 0);
-    return {
+    // The streams are moved in after the object is built: nlohmann copies what an initializer
+    // list holds, and a stream may be a gigabyte.
+    json result = {
         {"schema", kResultSchema},
         {"version", kVersion},
         {"status", to_string(status)},
@@ -344,8 +346,8 @@ json result_json(const Plan& plan, Outcome outcome, int exit_code, std::string_v
         {"signal", signaled ? json(signal_name(outcome.signal)) : json(nullptr)},
         {"pysandbox_exit_code", exit_code},
         {"message", message.empty() ? json(nullptr) : json(message)},
-        {"stdout", std::move(stdout_text)},
-        {"stderr", std::move(stderr_text)},
+        {"stdout", nullptr},
+        {"stderr", nullptr},
         {"encoding", std::move(encodings)},
         {"output", order_json(output.order)},
         {"truncated",
@@ -363,6 +365,9 @@ json result_json(const Plan& plan, Outcome outcome, int exit_code, std::string_v
         {"error", error_json(plan, outcome)},
         {"warnings", outcome.warnings},
     };
+    result["stdout"] = std::move(stdout_text);
+    result["stderr"] = std::move(stderr_text);
+    return result;
 }
 
 json early_error_json(std::string_view message, std::string_view profile) {

@@ -37,15 +37,26 @@ class Transcript {
     static constexpr std::size_t kMaxSegments = 4096;
 
     void append(Channel channel, std::string_view bytes);
+    // At most how many bytes a channel will hold (the output budget's head): once a channel
+    // outgrows kGrowDirectly, room for that many is reserved at once. Untouched pages of the
+    // reservation cost address space, not memory, and doubling a 100 MiB string would map,
+    // fault in and copy about twice that.
+    Transcript() = default;
+    explicit Transcript(std::size_t expected) : expected_(expected) {}
+    void expect(std::size_t bytes) { expected_ = bytes; }
+    static constexpr std::size_t kGrowDirectly = 256 * 1024;
     // The arrival order (call before take()).
     std::vector<Segment> order() const;
     // Hands over one channel's bytes.
     std::string take(Channel channel) { return std::move(text_[channel]); }
     // Starts again, empty (a session's next cell).
-    void clear() { *this = Transcript{}; }
+    void clear() { *this = Transcript{expected_}; }
 
   private:
     std::string text_[2];
+    std::size_t expected_ = 0;
+    static constexpr std::size_t kPopulateAhead = 4 << 20;
+    std::size_t populated_[2] = {0, 0};    // bytes of each reservation known to be backed
     std::vector<Segment> order_;           // adjacent segments of one channel merged
     std::uint64_t unordered_[2] = {0, 0};  // bytes past kMaxSegments
 };
