@@ -132,8 +132,16 @@ void add_program(const Program& program, Plan& plan) {
             plan.script_label = program.text;
             break;
         case Program::Kind::check: {
-            plan.argv.push_back(std::string(kSandboxPythonDir) + std::string(python::kCheckModule) +
-                                ".py");
+            // The analyzer needs the standard library only: no site (nor the .pth files it runs),
+            // and imported, so that its bytecode prepared at build time is used (a script named
+            // on the command line is compiled from source on every run).
+            plan.argv.push_back("-S");
+            plan.argv.push_back("-c");
+            plan.argv.push_back(
+                "import sys; sys.path.insert(0, '" +
+                std::string(kSandboxPythonDir.substr(0, kSandboxPythonDir.size() - 1)) +
+                "'); import " + std::string(python::kCheckModule) + "; " +
+                std::string(python::kCheckModule) + ".main()");
             plan.argv.push_back(add_script_file(program.text, plan));
             plan.argv.push_back(policy::analyzer_argument(plan.profile.policy, plan.profile.name));
             plan.script_label = program.text;
