@@ -24,6 +24,7 @@
 #include "result.hpp"
 #include "seccomp.hpp"
 #include "session_front.hpp"
+#include "sys/write_size.hpp"
 #include "units.hpp"
 
 extern char** environ;
@@ -104,6 +105,8 @@ int run(const RunInvocation& invocation) {
         if (std::string problem = incident::append(*plan, entry); !problem.empty())
             say("warning: " + problem);
     if (plan->capture_output) {
+        std::cout.flush();
+        sys::grow_pipe(STDOUT_FILENO);
         write_line(result_json(*plan, std::move(outcome), exit_code), std::cout);
         return exit_code;
     }

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <new>
 
+#include "sys/write_size.hpp"
+
 namespace pysandbox {
 
 namespace {
@@ -100,6 +102,7 @@ Stream::Stream(sys::UniqueFd from, sys::UniqueFd to, std::size_t write_chunk, Ou
       tail_(budget ? budget->tail_capacity : 0) {
     struct stat st {};
     splice_ = budget_ != nullptr && to_ && ::fstat(to_.get(), &st) == 0 && S_ISFIFO(st.st_mode);
+    if (splice_) sys::grow_pipe(to_.get());
 }
 
 Stream Stream::preloaded(std::string content, sys::UniqueFd to) {
