@@ -108,6 +108,15 @@ std::string add_script_file(const std::string& host_path, Plan& plan) {
     return inside;
 }
 
+// `python3 -c` code that imports one of the sandbox's modules and runs its main(). Imported, a
+// module's bytecode prepared at build time is used; named as a script, it would be compiled from
+// source in every run. The directory goes first in sys.path whatever the flags (-I, -S).
+std::string import_and_run(std::string_view module) {
+    const std::string_view dir = kSandboxPythonDir.substr(0, kSandboxPythonDir.size() - 1);
+    return "import sys; sys.path.insert(0, '" + std::string(dir) + "'); import " +
+           std::string(module) + "; " + std::string(module) + ".main()";
+}
+
 void add_program(const Program& program, Plan& plan) {
     plan.argv.push_back(plan.interpreter);
     for (const auto& arg : plan.profile.interpreter_args) plan.argv.push_back(arg);
@@ -132,25 +141,20 @@ void add_program(const Program& program, Plan& plan) {
             plan.script_label = program.text;
             break;
         case Program::Kind::check: {
-            // The analyzer needs the standard library only: no site (nor the .pth files it runs),
-            // and imported, so that its bytecode prepared at build time is used (a script named
-            // on the command line is compiled from source on every run).
+            // The analyzer needs the standard library only: no site (nor the .pth files it runs).
             plan.argv.push_back("-S");
             plan.argv.push_back("-c");
-            plan.argv.push_back(
-                "import sys; sys.path.insert(0, '" +
-                std::string(kSandboxPythonDir.substr(0, kSandboxPythonDir.size() - 1)) +
-                "'); import " + std::string(python::kCheckModule) + "; " +
-                std::string(python::kCheckModule) + ".main()");
+            plan.argv.push_back(import_and_run(python::kCheckModule));
             plan.argv.push_back(add_script_file(program.text, plan));
             plan.argv.push_back(policy::analyzer_argument(plan.profile.policy, plan.profile.name));
             plan.script_label = program.text;
             break;
         }
         case Program::Kind::driver:
-            // pysandbox_driver.py CONTROL_FD MODULE...: the modules to preload.
-            plan.argv.push_back(std::string(kSandboxPythonDir) +
-                                std::string(python::kDriverModule) + ".py");
+            // -c "import pysandbox_driver; ..." CONTROL_FD MODULE...: the modules to preload.
+            // Imported rather than named as a script, so its prepared bytecode is used.
+            plan.argv.push_back("-c");
+            plan.argv.push_back(import_and_run(python::kDriverModule));
             plan.argv.push_back(std::to_string(kControlFd));
             // The modules to preload stand where a script's arguments do (init's command line
             // keeps them); a cell has no arguments of its own.

@@ -1,5 +1,6 @@
 """pysandbox's cell driver: the interpreter of a session (and of the server's and batch's runs),
-started as `python3 pysandbox_driver.py CONTROL_FD MODULE...` inside the sandbox.
+started as `python3 -c "...; import pysandbox_driver; pysandbox_driver.main()" CONTROL_FD MODULE...`
+inside the sandbox (imported, so that the bytecode prepared at build time is used).
 
 It imports the profile's [python] preload modules, says "ready" on the control channel, and then
 runs one cell per request, in one persistent __main__ namespace, as a REPL would: the value of a
@@ -16,15 +17,16 @@ supervisor keeps time, limits and the session's framing itself, and checks each 
 pysandbox embeds this file and writes it into the sandbox's module directory for each run.
 """
 
-import ast
-import base64
+# What a sandbox's start costs is paid by every batch job and every MCP call: `_ast` is what `ast`
+# is built on, without the enum and contextlib imports; base64 and traceback are imported where
+# they are needed, which most cells are not.
+import _ast as ast
 import io
 import json
 import linecache
 import os
 import signal
 import sys
-import traceback
 import types
 
 RECORD = 64 * 1024
@@ -124,6 +126,8 @@ class _Figures:
             self.omitted += 1
             return
         self.size += len(data)
+        import base64
+
         self.pngs.append(base64.b64encode(data).decode("ascii"))
 
     def collect_open(self):
@@ -163,6 +167,8 @@ def _print_exception(error):
     try:
         sys.excepthook(type(error), error, error.__traceback__)
     except BaseException:  # the cell replaced the hook with one that fails
+        import traceback
+
         traceback.print_exception(type(error), error, error.__traceback__)
 
 
@@ -228,6 +234,8 @@ class _Session:
         if "argv" in message:
             sys.argv = list(message["argv"])
         if "stdin" in message:
+            import base64
+
             sys.stdin = io.TextIOWrapper(io.BytesIO(base64.b64decode(message["stdin"])))
         figures = _Figures()
         problem = _write_files(message.get("files") or [])
@@ -277,6 +285,8 @@ def _future_flags(code):
 
 def _write_files(files):
     """The request's files, into the working directory before the cell runs."""
+    import base64
+
     for entry in files:
         try:
             data = base64.b64decode(entry["data"], validate=True)
