@@ -14,6 +14,16 @@ constexpr bool is_continuation(char c) {
     return (static_cast<unsigned char>(c) & 0xc0) == 0x80;
 }
 
+// Whether the escaping of `text` is in its first state before text[at]: that byte is not a
+// continuation byte (every sequence, well-formed or not, has ended), or the three before it are
+// continuation bytes too (no sequence has more than three, so the one they finish, or the stray
+// bytes they are, ended before it, and text[at] is a stray byte of its own).
+bool safe_cut(std::string_view text, std::size_t at) {
+    if (!is_continuation(text[at])) return true;
+    return at >= 3 && is_continuation(text[at - 1]) && is_continuation(text[at - 2]) &&
+           is_continuation(text[at - 3]);
+}
+
 // Whether the byte needs an escape in a JSON string.
 constexpr bool needs_escape(unsigned char c) {
     return c < 0x20 || c == '"' || c == '\\';
@@ -150,15 +160,16 @@ class Writer {
     }
 
   private:
-    // A long string goes out in pieces, each cut before a byte that is no continuation byte:
-    // every sequence, well-formed or not, ends there, so the pieces escape as the whole would.
+    // A long string goes out in pieces, each escaped on its own, so a piece may only end where
+    // the escaping of the whole would be in its first state (safe_cut). Within any four bytes
+    // there is such a place, so a piece is at most three bytes short of `piece_`.
     void string(std::string_view text) {
         out_ += '"';
         while (text.size() > piece_) {
             std::size_t cut = piece_;
-            while (cut > 0 && is_continuation(text[cut])) --cut;
-            if (cut == 0)  // a piece smaller than one sequence: the whole sequence
-                for (cut = 1; cut < text.size() && is_continuation(text[cut]);) ++cut;
+            while (cut > 0 && !safe_cut(text, cut)) --cut;
+            if (cut == 0)  // pieces of fewer than four bytes (the tests'): forward instead
+                for (cut = piece_; cut < text.size() && !safe_cut(text, cut);) ++cut;
             append_escaped(out_, text.substr(0, cut));
             text.remove_prefix(cut);
             flush();
@@ -176,7 +187,11 @@ class Writer {
 
 void dump_line_pieces(const json& value, const std::function<void(std::string_view)>& emit,
                       std::size_t piece) {
+    // Room for what the buffer can hold before it is handed over (up to a piece of text, then
+    // a piece that escapes to six times its size: all control characters), so that the line does
+    // not grow it, and so cannot fail there, once its first piece is out.
     std::string buffer;
+    buffer.reserve(7 * piece + 64);
     Writer writer(buffer, &emit, piece == 0 ? 1 : piece);
     writer.value(value);
     writer.flush();
@@ -190,9 +205,18 @@ std::string dump_line(const json& value) {
 }
 
 void write_line(const json& value, std::ostream& out) {
-    dump_line_pieces(value, [&out](std::string_view text) {
-        out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    });
+    bool started = false;
+    try {
+        dump_line_pieces(value, [&out, &started](std::string_view text) {
+            started = true;
+            out.write(text.data(), static_cast<std::streamsize>(text.size()));
+        });
+    } catch (...) {
+        // What was written cannot be taken back: the line is ended, so that whatever the caller
+        // writes next (an error object) is a line of its own, and the broken one fails to parse.
+        if (started) out << '\n' << std::flush;
+        throw;
+    }
     out << '\n' << std::flush;
 }
 

@@ -28,6 +28,8 @@ void dump_line_pieces(const nlohmann::ordered_json& value,
 std::string dump_line(const nlohmann::ordered_json& value);
 
 // The line and a newline written to `out`, flushed, without holding the whole line in memory.
+// Should it fail after its first piece is out (it does not allocate after that, so only a
+// number's own text could), the partial line is ended with a newline before the error goes on.
 void write_line(const nlohmann::ordered_json& value, std::ostream& out);
 
 }  // namespace pysandbox

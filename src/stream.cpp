@@ -115,7 +115,8 @@ Stream Stream::preloaded(std::string content, sys::UniqueFd to) {
 Stream Stream::captured(sys::UniqueFd from, Transcript& transcript, Transcript::Channel channel,
                         OutputBudget& budget) {
     Stream stream(std::move(from), sys::UniqueFd{}, 0, &budget);
-    transcript.expect(static_cast<std::size_t>(budget.head_left));
+    // The head, then the tail and the line saying what was omitted between them (cut()).
+    transcript.expect(static_cast<std::size_t>(budget.head_left) + budget.tail_capacity + 64);
     stream.transcript_ = &transcript;
     stream.channel_ = channel;
     return stream;

@@ -37,7 +37,7 @@ class Transcript {
     static constexpr std::size_t kMaxSegments = 4096;
 
     void append(Channel channel, std::string_view bytes);
-    // At most how many bytes a channel will hold (the output budget's head): once a channel
+    // At most how many bytes a channel will hold (the output budget's head and tail): once it
     // outgrows kGrowDirectly, room for that many is reserved at once. Untouched pages of the
     // reservation cost address space, not memory, and doubling a 100 MiB string would map,
     // fault in and copy about twice that.

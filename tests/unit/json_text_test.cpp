@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -77,6 +78,23 @@ TEST_CASE("a long string split across pieces keeps its multi-byte characters who
     std::string text;
     for (int i = 0; i < 100000; ++i) text += i % 97 == 0 ? "\xe2\x82\xac\n\"" : "x";
     check_same(text);
+}
+
+TEST_CASE("a long run of stray continuation bytes still goes out in pieces of the asked size") {
+    // Not UTF-8, so never a stream's text (that is base64), but an exception's message is the
+    // script's stderr as it was: a piece must not grow to the whole run.
+    const json value = {{"message", std::string(100000, '\x80')}};
+    std::size_t largest = 0;
+    std::string text;
+    dump_line_pieces(
+        value,
+        [&](std::string_view part) {
+            largest = std::max(largest, part.size());
+            text.append(part);
+        },
+        4096);
+    CHECK(text == reference(value));
+    CHECK(largest <= 3 * 4096 + 64);  // each stray byte is one U+FFFD, three bytes
 }
 
 TEST_CASE("write_line ends the line and flushes it") {
