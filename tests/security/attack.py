@@ -345,10 +345,10 @@ _IN_SESSION = "_PYSANDBOX_HOLD_SLOT" in globals()
 def _driver_fds():
     argv = open("/proc/self/cmdline", "rb").read().split(b"\0")
     return {int(argv[i + 1]) for i in range(len(argv) - 1)
-            if argv[i].endswith(b"/pysandbox_driver.py") and argv[i + 1].isdigit()}
+            if b"pysandbox_driver" in argv[i] and argv[i + 1].isdigit()}
 
-# The session driver's own descriptors (its channel to the supervisor, as its argv names it),
-# which the cell shares: none in a run.
+# The session driver's own descriptors (its channel to the supervisor, as its argv names it: the
+# -c code that imports pysandbox_driver, then the fd), which the cell shares: none in a run.
 DRIVER_FDS = _driver_fds() if _IN_SESSION else set()
 
 def _hold_in_session(tag):
@@ -410,7 +410,7 @@ def session_profile(base: str, marker: str) -> Path:
     """For a run through a session: the profile ``base`` (a name, or a path) with ``marker``
     added to its [python] preload, so that the marker is on the command lines of the sandbox's
     init and interpreter, where the host looks for the run's processes (the driver's argv is
-    "pysandbox_driver.py FD MODULE...", init's "pysandbox-init MODULE..."). The file is named
+    "python3 -s -c CODE FD MODULE...", init's "pysandbox-init MODULE..."). The file is named
     after the marker, which puts it on the supervisor's command line too (-p FILE).
 
     No module of that name exists: the driver's import of it fails, and the first result's
@@ -974,7 +974,7 @@ class Sampler(threading.Thread):
         self.user_namespaces: set[str] = set()
         self.held: dict[str, int] = {}  # namespace link -> an fd keeping it (and its id) alive
         self.seen: set[int] = set()
-        self.driver_fds: set[int] = set()  # a session's: "pysandbox_driver.py FD ..." in argv
+        self.driver_fds: set[int] = set()  # a session's: "-c CODE FD ..." in argv (PRELUDE)
         self.lock = threading.Lock()
 
     def release(self) -> None:
@@ -1021,7 +1021,7 @@ class Sampler(threading.Thread):
                     os.close(fd)
                 continue
             for i, arg in enumerate(argv[:-1]):
-                if arg.endswith(b"/pysandbox_driver.py") and argv[i + 1].isdigit():
+                if b"pysandbox_driver" in arg and argv[i + 1].isdigit():
                     self.driver_fds.add(int(argv[i + 1]))
             for link, fd in opened.items():
                 if readlink(f"/proc/self/fd/{fd}") == link:
