@@ -24,12 +24,14 @@ Environment:
                 Either way the tests themselves must run as root: they create victims, fixtures
                 and canaries owned by other users and inspect the sandbox's /proc.
   PYSANDBOX_VIA ``run`` (default): each hostile script is one ``pysandbox run``;
-                ``session``: the same script is the one cell of a ``pysandbox session`` (see
-                "Through a session" below). An attack that only makes sense for ``run`` says so
-                with a module-level ``RUN_ONLY = "why"``; it is then an error (exit 2) through
-                a session, and tests/CMakeLists.txt does not register it there. An attack on
+                ``session``: the same script is the one cell of a ``pysandbox session``;
+                ``batch``: the one job of a ``pysandbox batch``; ``mcp``: the one run_python
+                call to a ``pysandbox mcp`` server (see "Through a session" and "Through batch
+                and MCP" below). An attack that only makes sense for ``run`` says so with a
+                module-level ``RUN_ONLY = "why"``; it is then an error (exit 2) through the
+                others, and tests/CMakeLists.txt does not register it there. An attack on
                 sessions themselves (several cells, SessionSandbox) says ``SESSION_ONLY =
-                True``: registered only through a session, an error through run.
+                True``: registered only through a session, an error through the others.
 
 Through a session. ``Sandbox`` starts ``pysandbox session`` with the same options (``-p`` and
 the marker go into a profile written for the run, see session_profile; ``--json`` is implied: a
@@ -40,6 +42,24 @@ the cell's: ``rc`` its pysandbox_exit_code, ``stdout`` and ``stderr`` what the s
 the options ``stdout`` is the result line itself). The session's framing is judged on every run
 (check_behaved): exactly one line on its stdout, the request's id, exit 0. A cell's stdin reads
 end of file, so ``hold()`` signals through the sandbox's /tmp instead (see PRELUDE).
+
+Through batch and MCP. The same cell runs in the same warm driver sandboxes, with the same
+options and profile on the front's command line. ``pysandbox batch -j 1 -`` gets it as its one
+job: the marker as its id, ``args`` the marker and the arguments (the prologue sets only
+argv[0]), ``inputs`` what --input named (batch has no such option); its stdin is closed after
+the job. ``pysandbox mcp`` gets initialize (protocol 2025-06-18), then
+notifications/initialized and one tools/call of run_python, the marker as its id; run_python
+takes no argv, so the prologue sets sys.argv as for a session; stdin is closed once the call is
+answered. The Outcome is the result object's (for MCP the answer's structuredContent), as for a
+session, and the front's framing is judged on every run: batch writes exactly one line, the
+job's result with its id, and exits 0; the MCP server writes exactly two JSON-RPC 2.0
+messages, the answer to initialize (with the protocol asked for) and the call's (its id, a
+result whose structuredContent is valid under the result schema, text content first, isError
+exactly when the status is not ok), and exits 0. Both start a warm sandbox beside the one that
+runs the script: inspection during the run (Sandbox.procs and all that uses it; the sampler's
+peaks are per sandbox, the largest) is of the script's own sandbox, the one whose /tmp holds
+the prologue's hold file, while leftovers are looked for among the processes and namespaces of
+every sandbox of the run.
 
 The hostile script gets ``PRELUDE`` prepended. It defines MARKER (argv[1], a unique token the
 host uses to find every process of the run), ARGS (argv[2:]), ``syscall(nr, ...)`` (raw x86_64
@@ -85,6 +105,8 @@ import result_schema  # noqa: E402  (tests/result_schema.py: every --json result
 PYSANDBOX = os.environ.get("PYSANDBOX", str(REPO / "build" / "bin" / "pysandbox"))
 RUN_AS = os.environ.get("PYSANDBOX_AS", "root") or "root"
 VIA = os.environ.get("PYSANDBOX_VIA", "run") or "run"
+FRONTS = ("run", "session", "batch", "mcp")
+MCP_PROTOCOL = "2025-06-18"
 
 NOBODY = 65534            # the host uid/gid of every sandboxed script, in both modes
 SANDBOX_UID = 1000        # what getuid() says inside
@@ -184,12 +206,12 @@ def main(test) -> None:
             raise Verdict("the attack suite must run as root (PYSANDBOX_AS selects the caller)")
         if RUN_AS not in ("root", "nobody"):
             raise Verdict(f"PYSANDBOX_AS must be root or nobody, not {RUN_AS!r}")
-        if VIA not in ("run", "session"):
-            raise Verdict(f"PYSANDBOX_VIA must be run or session, not {VIA!r}")
+        if VIA not in FRONTS:
+            raise Verdict(f"PYSANDBOX_VIA must be one of {', '.join(FRONTS)}, not {VIA!r}")
         run_only = getattr(sys.modules["__main__"], "RUN_ONLY", None)
-        if VIA == "session" and run_only:
-            raise Verdict(f"this attack is run-only ({run_only}); it has no session variant")
-        if VIA == "run" and getattr(sys.modules["__main__"], "SESSION_ONLY", False):
+        if VIA != "run" and run_only:
+            raise Verdict(f"this attack is run-only ({run_only}); it has no {VIA} variant")
+        if VIA != "session" and getattr(sys.modules["__main__"], "SESSION_ONLY", False):
             raise Verdict("this attack is on sessions themselves: run it with "
                           "PYSANDBOX_VIA=session")
         if not (os.path.isfile(PYSANDBOX) and os.access(PYSANDBOX, os.X_OK)):
@@ -339,17 +361,18 @@ def attempt(what, fn, *args, **kwargs):
         note(what, "%s: %s" % (type(e).__name__, e))
         return e
 
-# Through a session the cell's prologue defines _PYSANDBOX_HOLD_SLOT (Sandbox.session_cell).
-_IN_SESSION = "_PYSANDBOX_HOLD_SLOT" in globals()
+# Through a session, batch or MCP the cell's prologue defines _PYSANDBOX_HOLD_SLOT
+# (Sandbox.session_cell).
+_IN_DRIVER = "_PYSANDBOX_HOLD_SLOT" in globals()
 
 def _driver_fds():
     argv = open("/proc/self/cmdline", "rb").read().split(b"\0")
     return {int(argv[i + 1]) for i in range(len(argv) - 1)
             if b"pysandbox_driver" in argv[i] and argv[i + 1].isdigit()}
 
-# The session driver's own descriptors (its channel to the supervisor, as its argv names it: the
+# The cell driver's own descriptors (its channel to the supervisor, as its argv names it: the
 # -c code that imports pysandbox_driver, then the fd), which the cell shares: none in a run.
-DRIVER_FDS = _driver_fds() if _IN_SESSION else set()
+DRIVER_FDS = _driver_fds() if _IN_DRIVER else set()
 
 def _hold_in_session(tag):
     """A cell's stdin reads end of file, and its output reaches the host only at the end: the
@@ -372,7 +395,7 @@ def _hold_in_session(tag):
 def hold(tag="end"):
     """Tell the host to look now, and wait until it says go on (or closes stdin)."""
     print("READY " + tag, flush=True)
-    if _IN_SESSION:
+    if _IN_DRIVER:
         _hold_in_session(tag)
     else:
         sys.stdin.readline()
@@ -380,7 +403,7 @@ def hold(tag="end"):
 def hold_quiet(tag="end"):
     """hold() for a run whose output reaches the host only at the end (--json): the sign is a
     file /tmp/.hold-<tag>, which the host sees through /proc/PID/root (Sandbox.wait_quiet)."""
-    if _IN_SESSION:
+    if _IN_DRIVER:
         _hold_in_session(tag)
         return
     open("/tmp/.hold-" + tag, "w").close()
@@ -407,11 +430,11 @@ _PRELOADS: dict[str, list] = {}
 
 
 def session_profile(base: str, marker: str) -> Path:
-    """For a run through a session: the profile ``base`` (a name, or a path) with ``marker``
-    added to its [python] preload, so that the marker is on the command lines of the sandbox's
-    init and interpreter, where the host looks for the run's processes (the driver's argv is
-    "python3 -s -c CODE FD MODULE...", init's "pysandbox-init MODULE..."). The file is named
-    after the marker, which puts it on the supervisor's command line too (-p FILE).
+    """For a run through a session, batch or MCP: the profile ``base`` (a name, or a path) with
+    ``marker`` added to its [python] preload, so that the marker is on the command lines of the
+    sandbox's init and interpreter, where the host looks for the run's processes (the driver's
+    argv is "python3 -s -c CODE FD MODULE...", init's "pysandbox-init MODULE..."). The file is
+    named after the marker, which puts it on the supervisor's command line too (-p FILE).
 
     No module of that name exists: the driver's import of it fails, and the first result's
     warnings say so; the import attempt reads nothing but sys.path's directories."""
@@ -481,6 +504,40 @@ NAMESPACES = ("user", "mnt", "pid", "pid_for_children", "net", "ipc", "uts", "cg
 
 def namespaces(pid: int) -> dict[str, str]:
     return {ns: readlink(f"/proc/{pid}/ns/{ns}") for ns in NAMESPACES}
+
+
+NS_GET_PARENT = 0xB702  # ioctl on a namespace fd: its parent namespace, as a new fd
+
+
+def sandbox_ns_fd(pid: int, depth: int) -> int:
+    """An fd of the PID namespace of the sandbox ``pid`` is in: the namespace one level below
+    the host's, its own (``depth``, its NSpid entries less one, is 1) or the ancestor of a
+    nested one. OSError when the process is gone."""
+    import fcntl
+    fd = os.open(f"/proc/{pid}/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        for _ in range(depth - 1):
+            parent = fcntl.ioctl(fd, NS_GET_PARENT)
+            os.close(fd)
+            fd = parent
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def sandbox_of(pid: int, depth: int) -> str | None:
+    """sandbox_ns_fd's namespace as its link reads ("pid:[N]"), or None when ``pid`` is gone."""
+    if depth == 1:
+        return readlink(f"/proc/{pid}/ns/pid") or None
+    try:
+        fd = sandbox_ns_fd(pid, depth)
+    except OSError:
+        return None
+    try:
+        return f"pid:[{os.fstat(fd).st_ino}]"
+    finally:
+        os.close(fd)
 
 
 def marker_pids(marker: str) -> list[int]:
@@ -841,17 +898,19 @@ class Outcome:
         self.stderr = stderr
         self.elapsed = elapsed
         self.host_timeout = host_timeout
-        # Through a session: the cell's result, and what was wrong with the session's own
-        # conduct (its framing, its exit), as (kind, message), kind "escape" or "misbehaved".
+        # Through a session, batch or MCP (``via``): the result object of the cell, job or call,
+        # and what was wrong with the front's own conduct (its framing, its exit), as (kind,
+        # message), kind "escape" or "misbehaved".
+        self.via = "run"
         self.cell: dict | None = None
-        self.session_problems: list[tuple[str, str]] = []
-        self.session_output = b""  # all the session wrote, its result line included
+        self.front_problems: list[tuple[str, str]] = []
+        self.front_output = b""  # all the front wrote, its result included
 
     @property
     def output(self) -> bytes:
-        """Everything that reached the caller (through a session, the whole result too: the
-        value of a final expression, warnings, ...)."""
-        return self.stdout + b"\n" + self.stderr + b"\n" + self.session_output
+        """Everything that reached the caller (through a session, batch or MCP, the whole
+        result too: the value of a final expression, warnings, MCP's text content, ...)."""
+        return self.stdout + b"\n" + self.stderr + b"\n" + self.front_output
 
     def schema_problem(self) -> str | None:
         """Why stdout is not one --json result valid under the result schema, or None."""
@@ -921,7 +980,7 @@ class Outcome:
             return t if len(t) <= 3000 else t[:1500] + "\n[...]\n" + t[-1500:]
         via = ""
         if self.cell is not None:
-            via = (f", through a session: cell status {self.cell.get('status')!r}, state "
+            via = (f", through {self.via}: status {self.cell.get('status')!r}, state "
                    f"{self.cell.get('state')!r}, warnings {self.cell.get('warnings')!r}")
         return (f"--- exit {self.rc}, {self.elapsed:.2f}s, host timeout {self.host_timeout}{via}\n"
                 f"--- stdout\n{clip(self.stdout)}\n--- stderr\n{clip(self.stderr)}")
@@ -959,11 +1018,15 @@ class _Reader(threading.Thread):
 
 
 class Sampler(threading.Thread):
-    """Watches the run's processes from the host while it lasts: peaks and namespaces."""
+    """Watches the run's processes from the host while it lasts: peaks and namespaces.
 
-    def __init__(self, marker: str, interval: float = 0.02):
+    ``by_sandbox`` (batch, MCP: a warm sandbox runs beside the script's): the peaks are of one
+    sandbox at a time (sandbox_of), the largest of them; the namespaces are all of them."""
+
+    def __init__(self, marker: str, interval: float = 0.02, by_sandbox: bool = False):
         super().__init__(daemon=True)
         self.marker = marker
+        self.by_sandbox = by_sandbox
         self.interval = interval
         self.stop = threading.Event()
         self.peak_procs = 0
@@ -974,7 +1037,7 @@ class Sampler(threading.Thread):
         self.user_namespaces: set[str] = set()
         self.held: dict[str, int] = {}  # namespace link -> an fd keeping it (and its id) alive
         self.seen: set[int] = set()
-        self.driver_fds: set[int] = set()  # a session's: "-c CODE FD ..." in argv (PRELUDE)
+        self.driver_fds: set[int] = set()  # the driver's: "-c CODE FD ..." in argv (PRELUDE)
         self.lock = threading.Lock()
 
     def release(self) -> None:
@@ -995,7 +1058,7 @@ class Sampler(threading.Thread):
 
     def _sample(self) -> None:
         pids = marker_pids(self.marker)
-        procs = tasks = rss = 0
+        counts: dict[str | None, list[int]] = {}  # sandbox -> [processes, tasks, rss]
         for pid in pids:
             st = status(pid)
             if not st:
@@ -1030,15 +1093,18 @@ class Sampler(threading.Thread):
                      self.user_namespaces).add(link)
                 else:
                     os.close(fd)
-            procs += 1
+            count = counts.setdefault(
+                sandbox_of(pid, len(nspid) - 1) if self.by_sandbox else None, [0, 0, 0])
+            count[0] += 1
             self.seen.add(pid)
-            tasks += int(st.get("Threads", "1") or 1)
-            rss += int(st.get("VmRSS", "0 kB").split()[0] or 0)
+            count[1] += int(st.get("Threads", "1") or 1)
+            count[2] += int(st.get("VmRSS", "0 kB").split()[0] or 0)
             self.peak_hwm_kib = max(self.peak_hwm_kib,
                                     int(st.get("VmHWM", "0 kB").split()[0] or 0))
-        self.peak_procs = max(self.peak_procs, procs)
-        self.peak_tasks = max(self.peak_tasks, tasks)
-        self.peak_rss_kib = max(self.peak_rss_kib, rss)
+        for procs, tasks, rss in counts.values():
+            self.peak_procs = max(self.peak_procs, procs)
+            self.peak_tasks = max(self.peak_tasks, tasks)
+            self.peak_rss_kib = max(self.peak_rss_kib, rss)
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -1076,40 +1142,52 @@ def kill_pids(pids) -> None:
             pass
 
 
-# Options of `run` that a session does not have: an attack that needs one is RUN_ONLY.
+# Options of `run` that a session, batch and MCP do not have: an attack that needs one is
+# RUN_ONLY.
 _RUN_ONLY_OPTIONS = ("--workdir", "-c", "-")
 
-# Where a session's cell signals hold() (PRELUDE): the slot, renamed to /tmp/.hold-TAG.
+# Where a cell (session, batch, MCP) signals hold() (PRELUDE): the slot, renamed to
+# /tmp/.hold-TAG.
 _HOLD_SLOT = "/tmp/.pysandbox-hold"
 
+# The JSON-RPC id of an MCP client's initialize (its call's is the marker).
+_MCP_INIT_ID = 1
 
-def _split_profile(options) -> tuple[str | None, list]:
-    """(the profile named by -p/--profile, the other options)."""
-    chosen, rest = None, []
+
+def _split_option(options, long: str, short: str = "") -> tuple[list[str], list]:
+    """(the values of the option ``long`` (or ``short``), in order, the other options)."""
+    values, rest = [], []
     items = [str(o) for o in options]
     i = 0
     while i < len(items):
         o = items[i]
-        if o in ("-p", "--profile") and i + 1 < len(items):
-            chosen = items[i + 1]
+        if o in (long, short) and i + 1 < len(items):
+            values.append(items[i + 1])
             i += 2
             continue
-        if o.startswith("--profile="):
-            chosen = o.split("=", 1)[1]
+        if o.startswith(long + "="):
+            values.append(o.split("=", 1)[1])
         else:
             rest.append(o)
         i += 1
-    return chosen, rest
+    return values, rest
 
 
-def _check_session_schema(stdout: bytes) -> None:
-    """Every line a session wrote must be valid under the result schema, as a --json result."""
+def _split_profile(options) -> tuple[str | None, list]:
+    """(the profile named by -p/--profile, the other options)."""
+    chosen, rest = _split_option(options, "--profile", "-p")
+    return (chosen[-1] if chosen else None), rest
+
+
+def _check_session_schema(stdout: bytes, via: str = "session") -> None:
+    """Every line a session (or batch) wrote must be valid under the result schema, as a --json
+    result."""
     if not stdout.strip():
         return
     try:
         result_schema.parse_lines(stdout)
     except result_schema.SchemaError as e:
-        _schema_problems.append("a line of the session breaks the schema: "
+        _schema_problems.append(f"a line of the {via} breaks the schema: "
                                 + str(e).replace("\n", " "))
 
 
@@ -1128,6 +1206,15 @@ def _stream(result: dict, name: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
 
 
+def _has_hold_file(pid: int) -> bool:
+    """The /tmp that ``pid`` sees holds the cell prologue's hold slot, or a hold() sign."""
+    try:
+        names = os.listdir(f"/proc/{pid}/root/tmp")
+    except OSError:
+        return False
+    return any(n == os.path.basename(_HOLD_SLOT) or n.startswith(".hold-") for n in names)
+
+
 class Sandbox:
     """One pysandbox run of a hostile script, watched from the host.
 
@@ -1137,9 +1224,9 @@ class Sandbox:
     for a script that does not hold.
 
     Through a session (PYSANDBOX_VIA=session) the script is the one cell of a ``pysandbox
-    session`` (see the module's docstring). When the caller gives a terminal as stdin, the
-    session is its REPL: pass the pty's master as ``terminal``, and the cell is typed there as
-    one line.
+    session``, through batch and MCP the one job or call (see the module's docstring). When the
+    caller gives a terminal as stdin, the session is its REPL: pass the pty's master as
+    ``terminal``, and the cell is typed there as one line (a session's only).
     """
 
     def __init__(self, body: str | None = None, args=(), *, options=(), timeout: str = "5s",
@@ -1158,16 +1245,24 @@ class Sandbox:
         self.via = via or VIA
         self.terminal = terminal
         self.json = False
+        self.inputs: list[str] = []
         chosen, rest = _split_profile(options)
-        if self.via == "session":
+        if self.via != "run":
             self.json = "--json" in rest
             rest = [o for o in rest if o != "--json"]
             for o in rest:
                 if o in _RUN_ONLY_OPTIONS or o.startswith("--workdir="):
                     raise Verdict(f"{o} is an option of run only: declare the attack RUN_ONLY")
+            if terminal is not None and self.via != "session":
+                raise Verdict(f"only a session has a terminal REPL, not {self.via}")
+            if self.via == "batch":  # a job's "inputs"
+                self.inputs, rest = _split_option(rest, "--input")
             profile = session_profile(chosen or str(kernel_only_profile()), self.marker)
-            command = ["session", "-p", str(profile), *rest] + (
-                ["--timeout", timeout] if timeout else [])
+            limit = ["--timeout", timeout] if timeout else []
+            # batch: one job at a time, so one sandbox runs it and one more is started ahead.
+            command = {"session": ["session", "-p", str(profile), *rest, *limit],
+                       "batch": ["batch", "-j", "1", "-p", str(profile), *rest, *limit, "-"],
+                       "mcp": ["mcp", "-p", str(profile), *rest, *limit]}[self.via]
         else:
             profile = ["-p", chosen] if chosen else ["-p", str(kernel_only_profile())]
             run_opts = profile + rest + (["--timeout", timeout] if timeout else [])
@@ -1185,24 +1280,28 @@ class Sandbox:
         self.keep = keep
         self.proc: subprocess.Popen | None = None
         self.outcome: Outcome | None = None
-        self.sampler = Sampler(self.marker) if sample else None
+        self.sampler = Sampler(self.marker, by_sandbox=self.via in ("batch", "mcp")) \
+            if sample else None
         self.start_time = 0.0
         self._filters = None
         self._readers: list[_Reader] = []
         self._stdin_lock = threading.Lock()
         self._releaser: threading.Thread | None = None
+        self._sent = threading.Event()  # MCP: the call is written (stdin may close after it)
+        self._own: str | None = None  # batch, MCP: the script's sandbox (sandbox_of), once seen
 
-    # -- through a session
+    # -- through a session, batch or MCP
 
     def session_cell(self) -> str:
         """The script as a cell: a prologue sets sys.argv as ``run`` would (argv[0] the file the
-        interpreter runs, the driver's; then the marker and the arguments) and makes the file
-        hold() renames (PRELUDE)."""
+        interpreter runs, the driver's; then the marker and the arguments, which a batch job
+        has from its "args") and makes the file hold() renames (PRELUDE)."""
         argv = [self.marker, *self.args]
+        driver_file = "_pysandbox_sys.modules['pysandbox_driver'].DRIVER_FILE"
         return ("import sys as _pysandbox_sys\n"
-                "_pysandbox_sys.argv = [_pysandbox_sys.modules['pysandbox_driver'].DRIVER_FILE, "
-                f"*{argv!r}]\n"
-                "del _pysandbox_sys\n"
+                + (f"_pysandbox_sys.argv[0] = {driver_file}\n" if self.via == "batch" else
+                   f"_pysandbox_sys.argv = [{driver_file}, *{argv!r}]\n")
+                + "del _pysandbox_sys\n"
                 f"_PYSANDBOX_HOLD_SLOT = {_HOLD_SLOT!r}\n"
                 "open(_PYSANDBOX_HOLD_SLOT, 'x').close()\n"
                 + self.script.read_text())
@@ -1220,13 +1319,51 @@ class Sandbox:
                 raise Verdict(f"the cell is too long for one terminal line ({len(line)} bytes)")
             os.write(self.terminal, line.encode())
             return
-        request = json.dumps({"id": self.marker, "code": code}) + "\n"
-        try:
-            self.proc.stdin.write(request.encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            pass  # pysandbox is gone already: the outcome says why
+        if self.via == "mcp":
+            threading.Thread(target=self._mcp_client, args=(code,), daemon=True).start()
+            return
+        if self.via == "batch":
+            job = {"id": self.marker, "code": code, "args": [self.marker, *self.args]}
+            if self.inputs:
+                job["inputs"] = self.inputs
+            self._write(job)
+            self._close_stdin()  # one job: the batch ends when it has its result
+            return
+        self._write({"id": self.marker, "code": code})
         threading.Thread(target=self._close_after_result, daemon=True).start()
+
+    def _write(self, message: dict) -> None:
+        """One JSON line on pysandbox's stdin."""
+        with self._stdin_lock:
+            try:
+                self.proc.stdin.write((json.dumps(message) + "\n").encode())
+                self.proc.stdin.flush()
+            except (BrokenPipeError, ValueError, OSError, AttributeError):
+                pass  # pysandbox is gone already (or stdin closed): the outcome says why
+
+    def _wait_lines(self, count: int) -> None:
+        """Until pysandbox wrote ``count`` lines on its stdout, or it closed it."""
+        reader = self._readers[0]
+        with reader.lock:
+            while reader.lines < count and reader.is_alive():
+                reader.lock.wait(0.1)
+
+    def _mcp_client(self, code: str) -> None:
+        """An MCP client's side of one call: initialize, and once it is answered,
+        notifications/initialized and the tools/call; stdin is closed once the call is answered
+        (the server then ends)."""
+        try:
+            self._write({"jsonrpc": "2.0", "id": _MCP_INIT_ID, "method": "initialize",
+                         "params": {"protocolVersion": MCP_PROTOCOL, "capabilities": {},
+                                    "clientInfo": {"name": "pysandbox-attack", "version": "1"}}})
+            self._wait_lines(1)
+            self._write({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            self._write({"jsonrpc": "2.0", "id": self.marker, "method": "tools/call",
+                         "params": {"name": "run_python", "arguments": {"code": code}}})
+        finally:
+            self._sent.set()
+        self._wait_lines(2)
+        self._close_stdin()
 
     def _close_stdin(self) -> None:
         with self._stdin_lock:
@@ -1239,16 +1376,14 @@ class Sandbox:
     def _close_after_result(self) -> None:
         """One request, one result: once its line is there the session's stdin is closed, and
         the session ends as a run ends when its script does."""
-        reader = self._readers[0]
-        with reader.lock:
-            while reader.lines < 1 and reader.is_alive():
-                reader.lock.wait(0.1)
+        self._wait_lines(1)
         self._close_stdin()
 
     def _result_seen(self) -> bool:
-        """Through a session (NDJSON): the cell's result is there, so no hold() is to come."""
-        return (self.via == "session" and self.terminal is None and bool(self._readers)
-                and self._readers[0].lines > 0)
+        """Through a session (NDJSON), batch or MCP: the result is there, so no hold() is to
+        come (MCP: the second line, after initialize's answer)."""
+        return (self.via != "run" and self.terminal is None and bool(self._readers)
+                and self._readers[0].lines >= (2 if self.via == "mcp" else 1))
 
     def _held(self, tag: str) -> bool:
         for p in self.inside():
@@ -1281,39 +1416,26 @@ class Sandbox:
                 pass
             time.sleep(0.05)
 
-    def _session_outcome(self, o: Outcome) -> None:
-        """The cell's result as the run's outcome; the session's framing and exit judged."""
-        session_rc = o.rc
+    def _front_outcome(self, o: Outcome) -> None:
+        """The result object (a cell's, a job's, a call's) as the run's outcome; the front's
+        framing and exit judged."""
+        front_rc = o.rc
         raw_out, raw_err = o.stdout, o.stderr
-        o.session_output = raw_out + b"\n" + raw_err
-        _check_session_schema(raw_out)
+        o.front_output = raw_out + b"\n" + raw_err
         reader = self._readers[0]
         lines = [l for l in raw_out.split(b"\n") if l.strip()]
-        problems = o.session_problems
+        problems = o.front_problems
         if reader.total > len(reader.data):
-            problems.append(("misbehaved", f"the session wrote {reader.total} bytes on stdout, "
+            problems.append(("misbehaved", f"the {self.via} wrote {reader.total} bytes on stdout, "
                              f"more than the {self.keep} the test keeps"))
-        if reader.lines > 1 or len(lines) > 1:
-            problems.append(("escape", f"the session wrote {max(reader.lines, len(lines))} lines "
-                             "on its stdout for one request: its framing is broken"))
-        if not lines:
-            if session_rc == 0:
-                problems.append(("misbehaved", "the session ended (exit 0) without a result"))
+        found = self._mcp_answer(lines, front_rc, problems) if self.via == "mcp" else \
+            self._result_line(raw_out, lines, front_rc, problems)
+        if found is None:
             return  # pysandbox failed or died: its exit code stands, as for run
-        try:
-            r = json.loads(lines[0])
-        except ValueError as e:
-            problems.append(("misbehaved", f"the session's result line does not parse: {e}"))
-            return
-        if not isinstance(r, dict):
-            problems.append(("misbehaved", "the session's result line is not a JSON object"))
-            return
+        r, line = found
         o.cell = r
-        if r.get("id") != self.marker or r.get("cell") != 1:
-            problems.append(("escape", f"the result line is not the request's: id {r.get('id')!r}"
-                             f", cell {r.get('cell')!r}"))
-        if session_rc != 0:
-            problems.append(("misbehaved", f"the session exited {session_rc} after the result"))
+        if front_rc != 0:
+            problems.append(("misbehaved", f"the {self.via} exited {front_rc} after the result"))
         code = r.get("pysandbox_exit_code")
         if not isinstance(code, int) or isinstance(code, bool):
             problems.append(("misbehaved", f"the result's pysandbox_exit_code is {code!r}"))
@@ -1321,8 +1443,96 @@ class Sandbox:
             o.rc = code
         message = r.get("message")
         said = f"pysandbox: {message}\n".encode() if isinstance(message, str) and message else b""
-        o.stdout = lines[0] if self.json else _stream(r, "stdout")
+        o.stdout = line if self.json else _stream(r, "stdout")
         o.stderr = _stream(r, "stderr") + said + raw_err
+
+    def _result_line(self, raw_out: bytes, lines: list[bytes], front_rc,
+                     problems: list) -> tuple[dict, bytes] | None:
+        """A session's or a batch's one result line, parsed, with the line itself; None when
+        there is none."""
+        _check_session_schema(raw_out, self.via)
+        reader = self._readers[0]
+        if reader.lines > 1 or len(lines) > 1:
+            asked = "request" if self.via == "session" else "job"
+            problems.append(("escape", f"the {self.via} wrote {max(reader.lines, len(lines))} "
+                             f"lines on its stdout for one {asked}: its framing is broken"))
+        if not lines:
+            if front_rc == 0:
+                problems.append(("misbehaved", f"the {self.via} ended (exit 0) without a result"))
+            return None
+        try:
+            r = json.loads(lines[0])
+        except ValueError as e:
+            problems.append(("misbehaved", f"the {self.via}'s result line does not parse: {e}"))
+            return None
+        if not isinstance(r, dict):
+            problems.append(("misbehaved", f"the {self.via}'s result line is not a JSON object"))
+            return None
+        if r.get("id") != self.marker or (self.via == "session" and r.get("cell") != 1):
+            problems.append(("escape", f"the result line is not the request's: id {r.get('id')!r}"
+                             f", cell {r.get('cell')!r}"))
+        return r, lines[0]
+
+    def _mcp_answer(self, lines: list[bytes], front_rc,
+                    problems: list) -> tuple[dict, bytes] | None:
+        """The MCP server's answer to the call: its structuredContent, and that as one JSON line
+        (what --json prints); None when there is none. The server's messages judged: JSON-RPC
+        2.0, exactly the answer to initialize and the call's."""
+        messages = []
+        for number, line in enumerate(lines, 1):
+            try:
+                message = json.loads(line)
+            except ValueError as e:
+                problems.append(("misbehaved", f"MCP message {number} does not parse: {e}"))
+                return None
+            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+                problems.append(("misbehaved", f"MCP message {number} is not JSON-RPC 2.0: "
+                                 f"{line[:200]!r}"))
+                return None
+            messages.append(message)
+        reader = self._readers[0]
+        if reader.lines > 2 or len(messages) > 2:
+            problems.append(("escape", f"the MCP server wrote {max(reader.lines, len(messages))} "
+                             "lines on its stdout for initialize and one call: its framing is "
+                             "broken"))
+        if not messages:
+            if front_rc == 0:
+                problems.append(("misbehaved", "the MCP server ended (exit 0) without answering "
+                                 "initialize"))
+            return None
+        init = messages[0].get("result")
+        if messages[0].get("id") != _MCP_INIT_ID or not isinstance(init, dict) or \
+                init.get("protocolVersion") != MCP_PROTOCOL:
+            problems.append(("misbehaved", "the first message is not the answer to initialize "
+                             f"({MCP_PROTOCOL}): {str(messages[0])[:300]}"))
+        if len(messages) < 2:
+            if front_rc == 0:
+                problems.append(("misbehaved", "the MCP server ended (exit 0) without answering "
+                                 "the call"))
+            return None
+        answer = messages[1]
+        if answer.get("id") != self.marker:
+            problems.append(("escape", f"the second message is not the call's answer: id "
+                             f"{answer.get('id')!r}"))
+        result = answer.get("result")
+        r = result.get("structuredContent") if isinstance(result, dict) else None
+        if not isinstance(r, dict):
+            problems.append(("misbehaved", "the call was answered without a result object: "
+                             f"{str(answer)[:300]}"))
+            return None
+        try:
+            result_schema.validate(r)
+        except result_schema.SchemaError as e:
+            _schema_problems.append("the call's structuredContent breaks the schema: "
+                                    + str(e).replace("\n", " "))
+        content = result.get("content")
+        if not isinstance(content, list) or not content or not isinstance(content[0], dict) \
+                or content[0].get("type") != "text":
+            problems.append(("misbehaved", "the call's answer does not begin with text content"))
+        if result.get("isError") is not (r.get("status") != "ok"):
+            problems.append(("misbehaved", f"the call's isError is {result.get('isError')!r} for "
+                             f"status {r.get('status')!r}"))
+        return r, json.dumps(r, ensure_ascii=False).encode("utf-8", "surrogatepass")
 
     def driver_fds(self) -> set[int]:
         """The descriptors the cell driver itself holds in the interpreter (its control channel,
@@ -1331,8 +1541,9 @@ class Sandbox:
 
     def artifact_dir(self, output_dir: Path | str) -> Path:
         """Where the artifacts of --output-dir DIR land: DIR for run, DIR/cell-1 for the one
-        cell of a session."""
-        return Path(output_dir) / "cell-1" if self.via == "session" else Path(output_dir)
+        cell of a session, DIR/job-1 for a batch's one job, DIR/call-1 for MCP's one call."""
+        below = {"session": "cell-1", "batch": "job-1", "mcp": "call-1"}.get(self.via)
+        return Path(output_dir) / below if below else Path(output_dir)
 
     # -- lifecycle
 
@@ -1353,7 +1564,7 @@ class Sandbox:
             r.start()
         if self.sampler:
             self.sampler.start()
-        if self.via == "session":
+        if self.via != "run":
             self._send_cell()
         return self
 
@@ -1375,7 +1586,7 @@ class Sandbox:
 
     def wait_ready(self, tag: str = "end", timeout: float | None = None) -> bool:
         """Wait for ``READY <tag>`` from the script. False if it exited or took too long."""
-        if self.via == "session":
+        if self.via != "run":
             return self.wait_quiet(tag, timeout)
         token = f"READY {tag}\n".encode()
         deadline = self.start_time + self.host_timeout if timeout is None \
@@ -1413,7 +1624,7 @@ class Sandbox:
         return None
 
     def go(self) -> None:
-        if self.via == "session":
+        if self.via != "run":
             self._release_holds()
             return
         if self.terminal is not None:
@@ -1428,7 +1639,7 @@ class Sandbox:
     def finish(self) -> Outcome:
         if self.outcome is not None:
             return self.outcome
-        if self.via == "session" and self._releaser is None:
+        if self.via != "run" and self._releaser is None:
             # As closing a run's stdin ends every hold() to come.
             self._releaser = threading.Thread(target=self._release_until_exit, daemon=True)
             self._releaser.start()
@@ -1437,8 +1648,10 @@ class Sandbox:
                     os.write(self.terminal, b"\n\x04")  # end of input: the REPL ends
                 except OSError:
                     pass
-        self._close_stdin()
         deadline = self.start_time + self.host_timeout
+        if self.via == "mcp":  # closed before the call is written, stdin would end the server
+            self._sent.wait(max(0.1, deadline - time.monotonic()))
+        self._close_stdin()
         host_timeout = False
         try:
             self.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -1458,14 +1671,15 @@ class Sandbox:
         out = bytes(self._readers[0].data) if self._readers else b""
         err = bytes(self._readers[1].data) if len(self._readers) > 1 else b""
         self.outcome = Outcome(self.proc.returncode, out, err, elapsed, host_timeout)
+        self.outcome.via = self.via
         # A --json run that pysandbox finished (not one the test killed) owes one valid result.
         if self.wants_result and not host_timeout and (self.proc.returncode or 0) >= 0:
             if problem := self.outcome.schema_problem():
                 _schema_problems.append("the --json result breaks the schema: "
                                         + problem.replace("\n", " "))
-        if self.via == "session" and self.terminal is None and self._readers and \
+        if self.via != "run" and self.terminal is None and self._readers and \
                 self.outcome.rc is not None and self.outcome.rc >= 0 and not host_timeout:
-            self._session_outcome(self.outcome)
+            self._front_outcome(self.outcome)
         return self.outcome
 
     def _kill_everything(self) -> None:
@@ -1485,6 +1699,8 @@ class Sandbox:
     # -- inspection
 
     def procs(self) -> list[Proc]:
+        """The run's processes: pysandbox on the host side, and those inside; through batch and
+        MCP those of the script's sandbox once it is known (_own_sandbox), not the warm one."""
         out = []
         token = self.marker.encode()
         for pid in marker_pids(self.marker):
@@ -1492,7 +1708,35 @@ class Sandbox:
             # Proc reads the cmdline last: a reused pid shows up without the marker.
             if p.status and any(token in arg for arg in p.cmdline):
                 out.append(p)
+        if self.via in ("batch", "mcp") and self._own_sandbox(out):
+            out = [p for p in out
+                   if not p.inside or sandbox_of(p.pid, len(p.nspid) - 1) == self._own]
         return out
+
+    def _own_sandbox(self, procs: list[Proc]) -> str | None:
+        """Through batch and MCP, the sandbox that runs the script (sandbox_of), told from the
+        warm one beside it by a hold file in its /tmp (the prologue makes the slot, hold()
+        renames it); kept once seen, its namespace held open so that its id is not reused. None
+        while it cannot be told."""
+        if self._own is None:
+            holders: dict[str | None, Proc] = {}
+            for p in procs:
+                if p.inside and p.is_python and _has_hold_file(p.pid):
+                    holders.setdefault(sandbox_of(p.pid, len(p.nspid) - 1), p)
+            holders.pop(None, None)
+            if len(holders) != 1:
+                return None
+            [(own, p)] = holders.items()
+            try:
+                fd = sandbox_ns_fd(p.pid, len(p.nspid) - 1)
+            except OSError:
+                return None
+            if f"pid:[{os.fstat(fd).st_ino}]" != own:
+                os.close(fd)
+                return None
+            at_cleanup(lambda: os.close(fd))
+            self._own = own
+        return self._own
 
     def inside(self) -> list[Proc]:
         return [p for p in self.procs() if p.inside]
@@ -1588,12 +1832,12 @@ class SessionSandbox(Sandbox):
         st = status(self.proc.pid)
         return int(st.get("VmRSS", "0 kB").split()[0] or 0)
 
-    def _session_outcome(self, o: Outcome) -> None:
+    def _front_outcome(self, o: Outcome) -> None:
         session_rc = o.rc
-        o.session_output = o.stdout + b"\n" + o.stderr
+        o.front_output = o.stdout + b"\n" + o.stderr
         _check_session_schema(o.stdout)
         reader = self._readers[0]
-        problems = o.session_problems
+        problems = o.front_problems
         if reader.total > len(reader.data):
             problems.append(("misbehaved", f"the session wrote {reader.total} bytes on stdout, "
                              f"more than the {self.keep} the test keeps"))
@@ -1644,8 +1888,8 @@ def check_behaved(judge: Judge, sb: Sandbox, allowed=(0,), *, grace: float = 2.0
         judge.misbehaved(f"interpreter could not run ({o.rc})")
     elif o.rc not in allowed:
         judge.misbehaved(f"exit code {o.rc}, expected one of {sorted(allowed)}")
-    for kind, message in o.session_problems:
-        (judge.escape if kind == "escape" else judge.misbehaved)(f"session: {message}")
+    for kind, message in o.front_problems:
+        (judge.escape if kind == "escape" else judge.misbehaved)(f"{sb.via}: {message}")
     for what in expect_notes:
         if o.note(what) is None:
             judge.misbehaved(f"the script never reported {what!r} (it did not get that far)")

@@ -10,12 +10,15 @@ named WORKDIR-<token> as --workdir in another. The script reads every /proc/*/mo
 fds and cwd, and walks / (not /proc or /sys) collecting every name, and prints it all.
 
 Contained when none of the tokens appears anywhere in what the runs printed (and the output
-was not cut, which could hide one). Through a session (PYSANDBOX_VIA=session), which has no
---workdir, only the --input run is made.
+was not cut, which could hide one). Through a session, batch or MCP (PYSANDBOX_VIA), which have
+no --workdir, only the --input run is made. Through MCP, whose answer shortens output over
+2 MiB, the script prints the names it walked deflated (zlib, base64), and the host inflates them.
 """
+import base64
 import os
 import sys
 import uuid
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
@@ -63,10 +66,27 @@ for root, dirs, files in os.walk("/", onerror=lambda e: None):
                 names.add(os.readlink(p))
             except OSError:
                 pass
-emit("names", "\n".join(sorted(names)))
+if ARGS[:1] == ["zlib"]:
+    import base64, zlib
+    packed = zlib.compress("\n".join(sorted(names)).encode("utf-8", "surrogateescape"), 9)
+    emit("names zlib", base64.b64encode(packed).decode())
+else:
+    emit("names", "\n".join(sorted(names)))
 sys.stdout.write("\n".join(out) + "\n")
 note("done", len(names))
 '''
+
+
+def inflated(stdout: bytes) -> bytes:
+    """The names the script printed deflated ("== names zlib"), inflated; b"" if none."""
+    head = b"== names zlib\n"
+    if head not in stdout:
+        return b""
+    packed = stdout.split(head, 1)[1].split(b"\n", 1)[0]
+    try:
+        return zlib.decompress(base64.b64decode(packed))
+    except (ValueError, zlib.error) as e:
+        raise A.Verdict(f"the deflated names do not inflate: {e}")
 
 
 def test():
@@ -79,7 +99,8 @@ def test():
     indir = parent / tokens["input directory"]
     indir.mkdir(mode=0o755)
     data = A.write_file(indir / f"{tokens['input file']}.csv", "a,b\n1,2\n")
-    sb1 = A.Sandbox(SCRIPT, options=["--json", "--input", f"{data}=data.csv"], timeout="20s",
+    sb1 = A.Sandbox(SCRIPT, ["zlib"] if A.VIA == "mcp" else [],
+                    options=["--json", "--input", f"{data}=data.csv"], timeout="20s",
                     keep=64 << 20)
     o1 = sb1.run()
     A.check_behaved(judge, sb1, allowed=(0,), expect_notes=["done"])
@@ -103,6 +124,7 @@ def test():
             judge.misbehaved(f"{label}: the output was cut by the output limit, so a leak "
                              "could hide in the omitted part")
         seen = o.script_stdout() + b"\n" + str(r.get("stderr", "")).encode("utf-8", "replace")
+        seen += b"\n" + inflated(seen)
         for what, token in tokens.items():
             if token.encode() in seen:
                 i = seen.index(token.encode())

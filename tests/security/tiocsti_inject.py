@@ -8,10 +8,12 @@ re-opens of /proc/self/fd/* and /proc/1/fd/*, also with the ioctl request's uppe
 (the kernel truncates the request to 32 bits, so a filter must compare only the low half), and
 TIOCLINUX paste. The payload is the reverse of an argument, so it is never printed by accident.
 Through a session (PYSANDBOX_VIA=session) pysandbox is the session's REPL on that terminal, and
-the script is typed in there as a cell. Judged from the host: the payload never shows up on
-the master (the line discipline echoes injected input) nor in the slave's pending input, and
-the seccomp filter denies ioctl(TIOCSTI) and ioctl(TIOCLINUX), with and without upper bits set
-in the request.
+the script is typed in there as a cell. Through batch and MCP, which have no REPL, the terminal
+is pysandbox's controlling terminal and stderr, as for a batch or a server started at a shell,
+and its stdin and stdout carry the job or the messages. Judged from the host: the payload never
+shows up on the master (the line discipline echoes injected input) nor in the slave's pending
+input, and the seccomp filter denies ioctl(TIOCSTI) and ioctl(TIOCLINUX), with and without upper
+bits set in the request.
 """
 import fcntl
 import os
@@ -89,17 +91,25 @@ def test():
 
     def controlling_tty():
         os.setsid()
-        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        fcntl.ioctl(2, termios.TIOCSCTTY, 0)
 
     arg = A.new_secret("echo INJECTED")
     payload = arg[::-1].encode()
-    sb = A.Sandbox(SCRIPT, [arg], stdin=slave, stdout=slave, stderr=slave,
-                   preexec_fn=controlling_tty, terminal=master)
+    # Batch and MCP: the job or the messages on pipes, the script's output in the result.
+    piped = A.VIA in ("batch", "mcp")
+    sb = A.Sandbox(SCRIPT, [arg], stdin=None if piped else slave,
+                   stdout=None if piped else slave, stderr=slave, preexec_fn=controlling_tty,
+                   terminal=None if piped else master)
     sb.start()
-    deadline = time.monotonic() + 10
-    while b"READY end" not in seen and time.monotonic() < deadline and sb.proc.poll() is None:
-        time.sleep(0.05)
-    if b"READY end" in seen:
+    if piped:
+        ready = sb.wait_ready(timeout=10)
+    else:
+        deadline = time.monotonic() + 10
+        while b"READY end" not in seen and time.monotonic() < deadline and \
+                sb.proc.poll() is None:
+            time.sleep(0.05)
+        ready = b"READY end" in seen
+    if ready:
         A.check_filter_denies(judge, sb.filters(), [
             ("ioctl(TIOCSTI)", 16, A.AUDIT_ARCH_X86_64, (0, TIOCSTI)),
             ("ioctl(TIOCSTI | 1<<32)", 16, A.AUDIT_ARCH_X86_64, (0, (1 << 32) | TIOCSTI)),
@@ -113,7 +123,8 @@ def test():
     time.sleep(0.2)
     stop.set()
     reader.join()
-    if b"NOTE" in seen and b'"done"' not in seen:
+    said = bytes(seen) + b"\n" + o.stdout  # on the terminal, or (piped) in the result
+    if b"NOTE" in said and b'"done"' not in said:
         judge.misbehaved("the script did not finish its attempts")
     if payload in bytes(seen):
         judge.escape("the injected command line reached the terminal (echoed on the master)")
@@ -125,11 +136,11 @@ def test():
         pass
     if payload in pending:
         judge.escape("the injected command line is waiting in the terminal's input queue")
-    injected = [l for l in bytes(seen).decode(errors="replace").splitlines()
+    injected = [l for l in said.decode(errors="replace").splitlines()
                 if '"TIOCSTI' in l and '"ok:' in l]
     if injected:
         judge.escape("the kernel accepted TIOCSTI: " + "; ".join(injected[:3]))
-    judge.done(bytes(seen).decode(errors="replace")[-3000:])
+    judge.done(said.decode(errors="replace")[-3000:])
 
 
 if __name__ == "__main__":
