@@ -18,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
-RUN_ONLY = (  # no session variant (attack.py, PYSANDBOX_VIA)
+RUN_ONLY = (  # no session, batch or mcp variant (attack.py, PYSANDBOX_VIA)
     "a session copies a cell's artifacts into DIR/cell-N, a directory it makes at the "
     "cell's end and refuses if it exists, so no directory below it can be made for it to "
     "reuse while the cell runs"

@@ -18,8 +18,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
-RUN_ONLY = (  # no session variant (attack.py, PYSANDBOX_VIA)
-    "--workdir: a session has no host directory bound as /tmp/work; its /tmp is the tmpfs"
+RUN_ONLY = (  # no session, batch or mcp variant (attack.py, PYSANDBOX_VIA)
+    "--workdir: a session, a batch job or an MCP call has no host directory bound as"
+    " /tmp/work; its /tmp is the tmpfs"
     " that fill_tmp attacks"
 )
 

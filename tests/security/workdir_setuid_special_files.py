@@ -26,8 +26,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
-RUN_ONLY = (  # no session variant (attack.py, PYSANDBOX_VIA)
-    "--workdir: a session has no host directory bound as /tmp/work; what a cell leaves "
+RUN_ONLY = (  # no session, batch or mcp variant (attack.py, PYSANDBOX_VIA)
+    "--workdir: a session, a batch job or an MCP call has no host directory bound as "
+    "/tmp/work; what a cell leaves "
     "reaches the host only as --output-dir copies"
 )
 
