@@ -72,25 +72,40 @@ bool is_utf8(std::string_view bytes) {
 // One pass: blocks of plain ASCII (no high bit, no control character) are passed whole; the rest
 // byte by byte, counting controls (tab, newline and carriage return, which text is full of, are
 // not) and checking each multi-byte sequence.
-bool is_text(std::string_view bytes) {
-    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-    const auto* const end = p + bytes.size();
-    std::size_t controls = 0;
-    while (p < end) {
+std::size_t TextTally::add(std::string_view bytes, std::size_t from) {
+    const auto* const begin = reinterpret_cast<const unsigned char*>(bytes.data());
+    const auto* const end = begin + bytes.size();
+    const auto* p = begin + from;
+    while (utf8 && p < end) {
         if (end - p >= static_cast<long>(text_scan::kBlock) && text_scan::plain(p, 0x7f, 0x7f)) {
             p += text_scan::kBlock;
             continue;
         }
         if (*p >= 0x80) {
             const int length = utf8_sequence_length(p, end);
-            if (length == 0) return false;
+            if (length == 0) {
+                // Cut short by the end (more may come), or not UTF-8 at all.
+                const int wanted = (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : 4;
+                if ((*p & 0xc0) == 0xc0 && *p < 0xf8 && end - p < wanted) break;
+                utf8 = false;
+                break;
+            }
             p += length;
             continue;
         }
         controls += is_control(*p) ? 1 : 0;
         ++p;
     }
-    return controls * 10 <= bytes.size();
+    return static_cast<std::size_t>(p - begin);
+}
+
+bool TextTally::text(std::size_t size, std::size_t scanned) const {
+    return utf8 && scanned == size && controls * 10 <= size;
+}
+
+bool is_text(std::string_view bytes) {
+    TextTally tally;
+    return tally.text(bytes.size(), tally.add(bytes, 0));
 }
 
 std::string base64(std::string_view bytes) {

@@ -2,6 +2,7 @@
 // Bytes the script produced, made fit for a JSON string: text stays text, anything else (not
 // UTF-8, or mostly control characters, which JSON would escape six bytes each) becomes base64.
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,6 +16,17 @@ bool is_utf8(std::string_view bytes);
 // The length of the UTF-8 sequence that starts at p (a byte of 0x80 or more, at most end - p
 // bytes long), or 0 when it is not a well-formed one.
 int utf8_sequence_length(const unsigned char* p, const unsigned char* end);
+
+// is_text over bytes that arrive in pieces (a captured stream), each scanned once as it comes.
+struct TextTally {
+    std::size_t controls = 0;
+    bool utf8 = true;
+    // Scans bytes[from, ...) into the tally; returns where it stopped: the end, or the start of a
+    // multi-byte sequence the end cuts short (scanned again from there when more has come).
+    std::size_t add(std::string_view bytes, std::size_t from);
+    // is_text of all `size` bytes, `scanned` of which add() has passed.
+    bool text(std::size_t size, std::size_t scanned) const;
+};
 
 // UTF-8 with at most one control character (other than tab, newline and carriage return) in ten.
 bool is_text(std::string_view bytes);

@@ -80,13 +80,26 @@ int sequence(const unsigned char* p, const unsigned char* end) {
 // whole. What is not UTF-8 is replaced as nlohmann's error_handler_t::replace replaces it: each
 // maximal part of a sequence that cannot be completed becomes one U+FFFD, and the byte that cut it
 // short is read again as the start of the next.
-void append_escaped(std::string& out, std::string_view text) {
+//
+// With `direct` (a line written out in pieces), a long run of bytes that need no escape is not
+// copied into `out` at all: what `out` holds goes first, then the run straight from `text`.
+void append_escaped(std::string& out, std::string_view text,
+                    const std::function<void(std::string_view)>* direct = nullptr) {
+    constexpr std::size_t kDirectRun = 64 * 1024;
     const auto* const begin = reinterpret_cast<const unsigned char*>(text.data());
     const auto* const end = begin + text.size();
     const unsigned char* run = begin;  // where the current run of bytes copied as they are began
     const unsigned char* p = begin;
-    const auto flush_run = [&out, &run](const unsigned char* upto) {
-        out.append(reinterpret_cast<const char*>(run), static_cast<std::size_t>(upto - run));
+    const auto flush_run = [&out, &run, direct](const unsigned char* upto) {
+        const std::string_view bytes(reinterpret_cast<const char*>(run),
+                                     static_cast<std::size_t>(upto - run));
+        if (direct == nullptr || bytes.size() < kDirectRun) {
+            out.append(bytes);
+            return;
+        }
+        if (!out.empty()) (*direct)(out);
+        out.clear();
+        (*direct)(bytes);
     };
     while (p < end) {
         if (end - p >= static_cast<long>(text_scan::kBlock) && text_scan::plain(p, '"', '\\')) {
@@ -170,11 +183,11 @@ class Writer {
             while (cut > 0 && !safe_cut(text, cut)) --cut;
             if (cut == 0)  // pieces of fewer than four bytes (the tests'): forward instead
                 for (cut = piece_; cut < text.size() && !safe_cut(text, cut);) ++cut;
-            append_escaped(out_, text.substr(0, cut));
+            append_escaped(out_, text.substr(0, cut), emit_);
             text.remove_prefix(cut);
             flush();
         }
-        append_escaped(out_, text);
+        append_escaped(out_, text, emit_);
         out_ += '"';
     }
 

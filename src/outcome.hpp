@@ -68,6 +68,9 @@ struct Outcome {
         std::string stdout_text;
         std::string stderr_text;
         std::vector<Transcript::Segment> order;
+        // encoding::is_text of each, when the capture already knows it (Transcript::is_text).
+        std::optional<bool> stdout_is_text;
+        std::optional<bool> stderr_is_text;
     };
     std::optional<Captured> captured;
     std::map<std::string, std::uint64_t> blocked_connections;  // "host:port" -> times denied

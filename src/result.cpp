@@ -261,9 +261,11 @@ json usage_json(const Outcome& outcome) {
             {"collect_ms", outcome.collect.count()}};
 }
 
-// A stream as a JSON string: text as it is, anything else as base64 (encoding.hpp).
-json stream_text(std::string bytes, json& encodings, const char* name) {
-    if (encoding::is_text(bytes)) {
+// A stream as a JSON string: text as it is, anything else as base64 (encoding.hpp). `is_text`
+// when the capture already knows.
+json stream_text(std::string bytes, std::optional<bool> is_text, json& encodings,
+                 const char* name) {
+    if (is_text ? *is_text : encoding::is_text(bytes)) {
         encodings[name] = "utf-8";
         return json(std::move(bytes));
     }
@@ -330,8 +332,10 @@ json result_json(const Plan& plan, Outcome outcome, int exit_code, std::string_v
     Outcome::Captured output =
         outcome.captured ? std::move(*outcome.captured) : Outcome::Captured{};
     json encodings = json::object();
-    json stdout_text = stream_text(std::move(output.stdout_text), encodings, "stdout");
-    json stderr_text = stream_text(std::move(output.stderr_text), encodings, "stderr");
+    json stdout_text =
+        stream_text(std::move(output.stdout_text), output.stdout_is_text, encodings, "stdout");
+    json stderr_text =
+        stream_text(std::move(output.stderr_text), output.stderr_is_text, encodings, "stderr");
     const std::string message = human_summary(plan, outcome);
     const bool exited = outcome.kind == Kind::exited;
     const bool signaled = outcome.kind == Kind::signaled || outcome.kind == Kind::interrupted ||

@@ -378,8 +378,11 @@ CutOutput Sandbox::cut_output() {
     cut.stderr_omitted = err.omitted;
     if (plan_.capture_output) {
         std::vector<Transcript::Segment> order = transcript_.order();
+        const bool stdout_is_text = transcript_.is_text(Transcript::kStdout);
+        const bool stderr_is_text = transcript_.is_text(Transcript::kStderr);
         cut.captured = Outcome::Captured{transcript_.take(Transcript::kStdout),
-                                         transcript_.take(Transcript::kStderr), std::move(order)};
+                                         transcript_.take(Transcript::kStderr), std::move(order),
+                                         stdout_is_text, stderr_is_text};
         transcript_.clear();
     }
     budget_ = OutputBudget::for_limit(plan_.profile.limits.output_limit);

@@ -47,6 +47,7 @@ void Transcript::append(Channel channel, std::string_view bytes) {
         populated_[channel] = upto;
     }
     text.append(bytes);
+    scanned_[channel] = tally_[channel].add(text, scanned_[channel]);
     if (!order_.empty() && order_.back().channel == channel && unordered_[0] + unordered_[1] == 0)
         order_.back().length += bytes.size();
     else if (order_.size() < kMaxSegments)

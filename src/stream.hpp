@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "encoding.hpp"
 #include "sys/unique_fd.hpp"
 
 namespace pysandbox {
@@ -47,6 +48,11 @@ class Transcript {
     static constexpr std::size_t kGrowDirectly = 256 * 1024;
     // The arrival order (call before take()).
     std::vector<Segment> order() const;
+    // Whether a channel's bytes are text (encoding::is_text), known without another pass: each
+    // piece is checked as it arrives, while it is still in the cache. Call before take().
+    bool is_text(Channel channel) const {
+        return tally_[channel].text(text_[channel].size(), scanned_[channel]);
+    }
     // Hands over one channel's bytes.
     std::string take(Channel channel) { return std::move(text_[channel]); }
     // Starts again, empty (a session's next cell).
@@ -56,7 +62,9 @@ class Transcript {
     std::string text_[2];
     std::size_t expected_ = 0;
     static constexpr std::size_t kPopulateAhead = 4 << 20;
-    std::size_t populated_[2] = {0, 0};    // bytes of each reservation known to be backed
+    std::size_t populated_[2] = {0, 0};  // bytes of each reservation known to be backed
+    encoding::TextTally tally_[2];
+    std::size_t scanned_[2] = {0, 0};      // bytes the tally has passed
     std::vector<Segment> order_;           // adjacent segments of one channel merged
     std::uint64_t unordered_[2] = {0, 0};  // bytes past kMaxSegments
 };

@@ -11,6 +11,7 @@
 
 #include "encoding.hpp"
 #include "json_text.hpp"
+#include "stream.hpp"
 #include "text_scan.hpp"
 
 using json = nlohmann::ordered_json;
@@ -97,6 +98,14 @@ TEST_CASE("a long run of stray continuation bytes still goes out in pieces of th
     CHECK(largest <= 3 * 4096 + 64);  // each stray byte is one U+FFFD, three bytes
 }
 
+TEST_CASE("long plain runs go out straight from the string, in order with what surrounds them") {
+    std::string text = "start \"" + std::string(200000, 'x') + "\n\t\xc3\xa9" +
+                       std::string(70000, 'y') + "\x01" + std::string(65535, 'z') + "\"";
+    const json value = {{"a", 1}, {"stdout", text}, {"b", text.substr(0, 100)}};
+    for (std::size_t piece : {std::size_t{4096}, std::size_t{100000}, std::size_t{1} << 20})
+        CHECK(in_pieces(value, piece) == reference(value));
+}
+
 TEST_CASE("write_line ends the line and flushes it") {
     std::ostringstream out;
     pysandbox::write_line(json{{"a", "b\n"}}, out);
@@ -136,4 +145,25 @@ TEST_CASE("the vector and word paths of the block scan agree on every byte at ev
             CHECK(scan::ascii(block) == scan::ascii_words(block));
             CHECK(scan::ascii(block) == (c < 0x80));
         }
+}
+
+TEST_CASE("a transcript knows whether a channel is text as is_text says, however it arrived") {
+    std::mt19937 random(17);
+    const std::string alphabet = std::string("ab\n\x01\x7f", 5) +
+                                 "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80" +
+                                 "\x80\xbf\xc2\xe0\xed\xf4";
+    for (int round = 0; round < 2000; ++round) {
+        std::string bytes(random() % 120, '\0');
+        for (char& c : bytes)
+            c = round % 4 == 0 ? static_cast<char>(random()) : alphabet[random() % alphabet.size()];
+        pysandbox::Transcript transcript;
+        for (std::size_t at = 0; at < bytes.size();) {
+            const std::size_t n = std::min<std::size_t>(1 + random() % 9, bytes.size() - at);
+            transcript.append(pysandbox::Transcript::kStdout,
+                              std::string_view(bytes).substr(at, n));
+            at += n;
+        }
+        CHECK(transcript.is_text(pysandbox::Transcript::kStdout) ==
+              pysandbox::encoding::is_text(bytes));
+    }
 }
