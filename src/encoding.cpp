@@ -7,7 +7,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "errors.hpp"
@@ -23,29 +22,28 @@ bool is_control(unsigned char c) {
 
 }  // namespace
 
-int utf8_sequence_length(const unsigned char* p, const unsigned char* end) {
+int utf8_sequence(const unsigned char* p, const unsigned char* end) {
     const unsigned char c = *p;
     int length;
-    std::uint32_t code;
-    if ((c & 0xe0) == 0xc0) {
+    unsigned char low = 0x80, high = 0xbf;  // the range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) {
         length = 2;
-        code = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
+    } else if (c >= 0xe0 && c <= 0xef) {
         length = 3;
-        code = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
+        if (c == 0xe0) low = 0xa0;   // no overlong forms
+        if (c == 0xed) high = 0x9f;  // no surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
         length = 4;
-        code = c & 0x07;
+        if (c == 0xf0) low = 0x90;   // no overlong forms
+        if (c == 0xf4) high = 0x8f;  // nothing above U+10FFFF
     } else {
         return 0;
     }
-    if (end - p < length) return 0;
     for (int i = 1; i < length; ++i) {
-        if ((p[i] & 0xc0) != 0x80) return 0;
-        code = (code << 6) | (p[i] & 0x3f);
+        if (p + i >= end || p[i] < low || p[i] > high) return -i;
+        low = 0x80;
+        high = 0xbf;
     }
-    constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (code < kSmallest[length] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return 0;
     return length;
 }
 
@@ -62,8 +60,8 @@ bool is_utf8(std::string_view bytes) {
             ++p;
             continue;
         }
-        const int length = utf8_sequence_length(p, end);
-        if (length == 0) return false;
+        const int length = utf8_sequence(p, end);
+        if (length <= 0) return false;
         p += length;
     }
     return true;
@@ -82,12 +80,10 @@ std::size_t TextTally::add(std::string_view bytes, std::size_t from) {
             continue;
         }
         if (*p >= 0x80) {
-            const int length = utf8_sequence_length(p, end);
-            if (length == 0) {
-                // Cut short by the end (more may come), or not UTF-8 at all.
-                const int wanted = (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3 : 4;
-                if ((*p & 0xc0) == 0xc0 && *p < 0xf8 && end - p < wanted) break;
-                utf8 = false;
+            const int length = utf8_sequence(p, end);
+            if (length <= 0) {
+                // Cut short by the end (more may come: scanned again from p), or not UTF-8.
+                utf8 = length < 0 && p - length == end;
                 break;
             }
             p += length;

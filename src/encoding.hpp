@@ -13,9 +13,11 @@ namespace pysandbox::encoding {
 // U+10FFFF).
 bool is_utf8(std::string_view bytes);
 
-// The length of the UTF-8 sequence that starts at p (a byte of 0x80 or more, at most end - p
-// bytes long), or 0 when it is not a well-formed one.
-int utf8_sequence_length(const unsigned char* p, const unsigned char* end);
+// How far the bytes from p (a byte of 0x80 or more) form a well-formed UTF-8 sequence (Unicode
+// table 3-7: no overlong forms, no surrogates, at most U+10FFFF): its length when they do; else,
+// as a negative number, how many bytes fit before the first that does not (0 when *p starts no
+// sequence). Bytes at `end` and past it do not fit.
+int utf8_sequence(const unsigned char* p, const unsigned char* end);
 
 // is_text over bytes that arrive in pieces (a captured stream), each scanned once as it comes.
 struct TextTally {

@@ -1,8 +1,6 @@
 #include "json_text.hpp"
 
-#include <cstdint>
-#include <cstring>
-
+#include "encoding.hpp"
 #include "text_scan.hpp"
 
 namespace pysandbox {
@@ -48,34 +46,6 @@ void append_escape(std::string& out, unsigned char c) {
 
 constexpr char kReplacement[] = "\xef\xbf\xbd";  // U+FFFD
 
-// How far the bytes from a lead byte at p form a well-formed UTF-8 sequence (Unicode table 3-7):
-// its length when they do, else the count of bytes before the first that does not fit (0 for a
-// byte that starts no sequence) as a negative number. Bytes past `end` do not fit.
-int sequence(const unsigned char* p, const unsigned char* end) {
-    const unsigned char c = *p;
-    int length;
-    unsigned char low = 0x80, high = 0xbf;  // the range of the second byte
-    if (c >= 0xc2 && c <= 0xdf) {
-        length = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        length = 3;
-        if (c == 0xe0) low = 0xa0;
-        if (c == 0xed) high = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        length = 4;
-        if (c == 0xf0) low = 0x90;
-        if (c == 0xf4) high = 0x8f;
-    } else {
-        return 0;
-    }
-    for (int i = 1; i < length; ++i) {
-        if (p + i >= end || p[i] < low || p[i] > high) return -i;
-        low = 0x80;
-        high = 0xbf;
-    }
-    return length;
-}
-
 // Escapes `text` onto `out` in one pass, runs of plain ASCII found a block at a time and appended
 // whole. What is not UTF-8 is replaced as nlohmann's error_handler_t::replace replaces it: each
 // maximal part of a sequence that cannot be completed becomes one U+FFFD, and the byte that cut it
@@ -107,7 +77,7 @@ void append_escaped(std::string& out, std::string_view text,
             continue;
         }
         if (*p >= 0x80) {
-            if (const int length = sequence(p, end); length > 0) {
+            if (const int length = encoding::utf8_sequence(p, end); length > 0) {
                 p += length;
                 continue;
             } else {

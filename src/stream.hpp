@@ -38,12 +38,12 @@ class Transcript {
     static constexpr std::size_t kMaxSegments = 4096;
 
     void append(Channel channel, std::string_view bytes);
+    Transcript() = default;
+    explicit Transcript(std::size_t expected) : expected_(expected) {}
     // At most how many bytes a channel will hold (the output budget's head and tail): once it
     // outgrows kGrowDirectly, room for that many is reserved at once. Untouched pages of the
     // reservation cost address space, not memory, and doubling a 100 MiB string would map,
     // fault in and copy about twice that.
-    Transcript() = default;
-    explicit Transcript(std::size_t expected) : expected_(expected) {}
     void expect(std::size_t bytes) { expected_ = bytes; }
     static constexpr std::size_t kGrowDirectly = 256 * 1024;
     // The arrival order (call before take()).
