@@ -73,8 +73,9 @@ struct Invocation {
     std::string profile_name;  // `profile show NAME`
 };
 
-// The CLI11 app bound to `out`. Call parse() on it, then read `out.command`.
-std::unique_ptr<CLI::App> build_cli(Invocation& out);
+// The CLI11 app bound to `out`: every command, or only the one named `only`. Call parse() on it,
+// then read `out.command`.
+std::unique_ptr<CLI::App> build_cli(Invocation& out, std::string_view only = {});
 
 // argv split at the first "--": CLI11 parses the head, the tail goes verbatim to the script.
 struct SplitArgs {
@@ -86,16 +87,20 @@ SplitArgs split_at_double_dash(int argc, const char* const* argv);
 // One parse of one command line: the app, and what it filled.
 class CommandLine {
   public:
-    CommandLine();
     // Throws CLI::ParseError: --help and --version (exit code 0) and every bad command line.
     void parse(int argc, const char* const* argv);
     const Invocation& invocation() const { return invocation_; }
     Invocation& invocation() { return invocation_; }
+    // After parse(), also one that threw: prints help and version (CLI::App::exit).
     CLI::App& app() { return *app_; }
+    // Whether the command line named the command and it parsed.
+    bool parsed(std::string_view command) const;
     // Whether --json was given to run or check: also known when the rest of the line was bad.
     bool json_requested() const;
 
   private:
+    const CLI::App* command(std::string_view name) const;
+
     Invocation invocation_;
     std::unique_ptr<CLI::App> app_;
 };

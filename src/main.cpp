@@ -146,8 +146,7 @@ enum class JsonWanted { none, run_result, check_result };
 
 JsonWanted wants_json(CommandLine& command_line) {
     if (!command_line.json_requested()) return JsonWanted::none;
-    return command_line.app().get_subcommand("check")->parsed() ? JsonWanted::check_result
-                                                                : JsonWanted::run_result;
+    return command_line.parsed("check") ? JsonWanted::check_result : JsonWanted::run_result;
 }
 
 // Every error pysandbox itself hits: one line on stderr, and the result object when one is due.
