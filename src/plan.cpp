@@ -479,23 +479,22 @@ void add_sandbox_module(std::string_view name, const std::vector<fs::path>& comp
     for (const fs::path& file : compiled) {
         if (!file.filename().string().starts_with(prefix)) continue;
         std::ifstream in(file, std::ios::binary);
-        std::string bytecode((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
+        std::ostringstream bytes;
+        bytes << in.rdbuf();  // in one block, not a character at a time
+        std::string bytecode = std::move(bytes).str();
         if (in.bad() || bytecode.empty()) continue;  // a cache: Python compiles the source instead
         plan.files.push_back(
             {dir + "__pycache__/" + file.filename().string(), std::move(bytecode), 0444});
     }
 }
 
-// The sandbox's own modules: sitecustomize.py and the figure backend always; the [policy] audit
-// hook when the profile has one (sitecustomize installs it with the policy add_environment
-// passes); the analyzer for `check`; the cell driver for a session. All of them are the same in
-// every run.
+// The sandbox's own modules: sitecustomize.py (which installs the [policy] audit hook when
+// add_environment passes a policy) and the figure backend always; the analyzer for `check`; the
+// cell driver for a session. All of them are the same in every run.
 void add_sandbox_python(const Program& program, Plan& plan) {
     const std::vector<fs::path> compiled = built_files("python", "", ".pyc");
     add_sandbox_module(python::kSiteModule, compiled, plan);
     add_sandbox_module(python::kFiguresModule, compiled, plan);
-    if (plan.profile.policy.wants_hook()) add_sandbox_module(python::kHookModule, compiled, plan);
     if (program.kind == Program::Kind::check)
         add_sandbox_module(python::kCheckModule, compiled, plan);
     if (program.kind == Program::Kind::driver)

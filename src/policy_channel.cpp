@@ -10,7 +10,7 @@
 namespace pysandbox {
 namespace {
 
-// A record is "kind\twhat" with `what` at most 200 characters (pysandbox_hook.py): anything
+// A record is "kind\twhat" with `what` at most 200 characters (sitecustomize.py): anything
 // longer is not the hook's and is dropped whole (MSG_TRUNC).
 constexpr std::size_t kMaxRecord = 512;
 constexpr int kRecordsPerDrain = 256;

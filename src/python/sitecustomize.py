@@ -1,18 +1,135 @@
-"""pysandbox's sitecustomize: installs the [policy] audit hook (pysandbox_hook.py) before the
-script runs, when the profile has a [policy].
+"""pysandbox's sitecustomize: installs the [policy] audit hook (PEP 578) before the script runs,
+when the profile has a [policy].
 
-The same file in every run, so the build compiles it once like the other modules. The policy
-comes as data: pysandbox sets PYSANDBOX_POLICY (plan.cpp) to one JSON array of literals (strings,
-lists of strings, an object of strings, an integer), and it is removed from the environment here,
-before the script runs, so nothing the script starts inherits it. JSON of this shape is a Python
-literal; it is evaluated with no names at all, so only literals can come out of it.
+The hook explains; the kernel layers underneath are the boundary. Each block is reported as one
+"kind\twhat" record on the policy channel, a descriptor pysandbox drains while the script runs;
+the script runs in this same process and can write there too, so these records are the
+script's word, not the sandbox's.
+
+The same file in every run, so the build compiles it once like the other modules, and the hook
+lives here rather than in a module of its own: Python imports sitecustomize anyway, and a second
+import would cost every run a sixth of a millisecond. The policy comes as data: pysandbox sets
+PYSANDBOX_POLICY (plan.cpp, policy.cpp) to one JSON array of literals (the profile's name, lists
+of strings, an object of strings, the channel's descriptor, this directory), and it is removed
+from the environment here, before the script runs, so nothing the script starts inherits it. JSON
+of this shape is a Python literal; it is evaluated with no names at all, so only literals can come
+out of it.
+
+Nothing is kept at module level: the rules live, immutable, in the closure of the hook, and
+_install is deleted once it ran, so importing sitecustomize gives the script nothing to edit. (A
+determined script can still reach the hook through ctypes or the garbage collector; that is what
+the kernel layers are for.)
 """
+
+
+def _install(profile, deny_imports, deny_calls, events, channel, own_files):
+    import os
+    import sys
+
+    # Everything the hook calls is bound here, once: a script that patches os, sys or builtins
+    # afterwards (os.write = ..., builtins cleared) changes nothing the hook uses.
+    write, realpath, fsdecode, getframe = os.write, os.path.realpath, os.fsdecode, sys._getframe
+    permission_error, os_error, is_instance, any_of = PermissionError, OSError, isinstance, any
+    integer, text, new_set, identity, backwards, type_of = int, str, set, id, reversed, type
+    deny_imports = tuple(deny_imports)
+    deny_calls = tuple(deny_calls)
+    events = tuple(events.items())
+    event_names = frozenset(event for event, _ in events)
+    try:
+        os.set_inheritable(channel, False)  # programs the script starts must not hold it
+    except OSError:
+        channel = -1
+    writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    harmless_writes = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
+    library_prefixes = (os.path.dirname(os.__file__) + "/", own_files, "<frozen ")
+
+    def record(kind, what):
+        if channel >= 0:
+            try:
+                write(channel, ("%s\t%s" % (kind, what[:200])).encode("utf-8", "replace"))
+            except os_error:
+                pass  # the supervisor is gone, or the script closed the channel
+
+    def block(kind, what, key, listed):
+        record(kind, what)
+        # EPERM, as the kernel layer underneath would say: code that checks errno behaves alike.
+        raise permission_error(
+            1, "pysandbox: the sandbox policy blocks %s (policy.%s in profile %s: %s); "
+            "everything not listed there is allowed" % (what, key, profile, ", ".join(listed)))
+
+    def from_a_package():
+        """Whether the code that asked is an installed package's own (matplotlib running fc-list,
+        platform asked by pandas running uname): the nearest frame outside the standard library
+        is in a read-only */-packages/ directory. Those calls are left to the kernel layers; the
+        hook explains the script's own calls, direct or through the standard library."""
+        frame = getframe(2)
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if not name.startswith(library_prefixes) or "-packages/" in name:
+                return name.startswith("/usr/") and "-packages/" in name
+            frame = frame.f_back
+        return False
+
+    def writes_outside_tmp(args):
+        path, mode, flags = args[0], args[1], args[2]
+        if path is None or is_instance(path, integer):
+            return False  # an fd already open
+        writing = (is_instance(mode, text) and any_of(c in mode for c in "wax+")) or (
+            is_instance(flags, integer) and flags & writing_flags)
+        if not writing:
+            return False
+        path = realpath(fsdecode(path))
+        return not (path == "/tmp" or path.startswith("/tmp/") or path in harmless_writes)
+
+    def rule_for(event):
+        for name, rule in events:
+            if name == event:
+                return rule
+        return event
+
+    def hook(event, args):
+        if event == "import" and deny_imports:
+            name = args[0]
+            for denied in deny_imports:
+                if name == denied or name.startswith(denied + "."):
+                    if not from_a_package():
+                        block("import", name, "deny_imports", deny_imports)
+        elif event in event_names:
+            if event == "open" and not writes_outside_tmp(args):
+                return
+            if from_a_package():
+                return
+            block("call", rule_for(event), "deny_calls", deny_calls)
+
+    def without_own_frames(tb):
+        """The traceback minus this file's frames, so it ends at the script's line."""
+        kept = []
+        while tb is not None:
+            if not tb.tb_frame.f_code.co_filename.startswith(own_files):
+                kept.append(tb)
+            tb = tb.tb_next
+        rebuilt = None
+        for entry in backwards(kept):
+            rebuilt = type_of(entry)(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+        return rebuilt
+
+    def excepthook(kind, value, tb, default=sys.excepthook):
+        seen = new_set()
+        exception = value
+        while exception is not None and identity(exception) not in seen:  # chained ones too
+            seen.add(identity(exception))
+            exception.__traceback__ = without_own_frames(exception.__traceback__)
+            exception = exception.__cause__ or exception.__context__
+        default(kind, value, value.__traceback__ if value is not None else tb)
+
+    sys.addaudithook(hook)
+    sys.excepthook = excepthook
+    record("hook", "installed")
+
+
 import os
 
 _policy = os.environ.pop("PYSANDBOX_POLICY", "")
 if _policy:
-    from pysandbox_hook import install
-
-    install(*eval(_policy, {"__builtins__": {}}, {}))
-    del install
-del _policy, os
+    _install(*eval(_policy, {"__builtins__": {}}, {}))
+del _install, _policy, os
