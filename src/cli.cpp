@@ -347,6 +347,8 @@ void add_batch_command(CLI::App& app, Invocation& out) {
         ->type_name("DIR");
     add_incident_log_option(*batch, b.overrides.incident_log);
     batch->add_flag("-v,--verbose", b.verbose, "Say on stderr what the batch does");
+    // Experimental, so hidden (no help, man page or completion yet): docs/forkserver-status.md.
+    batch->add_flag("--fork", b.fork, "Run the jobs through a fork server")->group("");
     batch->add_option("jobs", b.jobs_file, "The jobs, one JSON object a line ('-': stdin)")
         ->required()
         ->type_name("JOBS.jsonl");

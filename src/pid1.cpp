@@ -46,6 +46,11 @@ int step_set_rlimits(ChildContext& ctx) noexcept {
 // exception in the filter. The listener goes to the supervisor and is closed here: the script
 // must never hold it, or it could answer its own denied calls.
 int step_load_seccomp(ChildContext& ctx) noexcept {
+    if (!ctx.plan.seccomp_listener) {
+        const int rc = seccomp::load_without_listener(ctx.plan.seccomp_program);
+        errno = -rc;
+        return rc < 0 ? step_fail(ctx, "seccomp(SECCOMP_SET_MODE_FILTER)") : 0;
+    }
     const int listener = seccomp::load(ctx.plan.seccomp_program);
     if (listener < 0) {
         errno = -listener;

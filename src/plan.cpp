@@ -30,6 +30,9 @@ namespace {
 constexpr uid_t kOverflowId = 65534;  // "nobody": what root's sandboxes run as on the host
 constexpr std::uint64_t kAllocationWatchFloor = 16ULL << 20;
 constexpr std::uintmax_t kMaxScriptBytes = 16 << 20;
+// A zygote's RLIMIT_NPROC: its jobs' user namespaces are nested in its own, whose count includes
+// theirs; each job sets its own limit.
+constexpr rlim_t kNestedProcesses = 4096;
 
 // Root of the host, not root of some container's user namespace: only then can the sandbox be
 // mapped to another host uid and root's groups be dropped.
@@ -150,6 +153,16 @@ void add_program(const Program& program, Plan& plan) {
             plan.script_label = program.text;
             break;
         }
+        case Program::Kind::zygote:
+            // Like the driver: -c "import pysandbox_zygote; ..." CONTROL_FD MODULE...
+            plan.argv.push_back("-c");
+            plan.argv.push_back(import_and_run(python::kZygoteModule));
+            plan.argv.push_back(std::to_string(kControlFd));
+            plan.script_args = plan.argv.size();
+            for (const auto& module : plan.profile.preload) plan.argv.push_back(module);
+            plan.script_label = "zygote";
+            plan.script_file = "<job>";
+            return;
         case Program::Kind::driver:
             // -c "import pysandbox_driver; ..." CONTROL_FD MODULE...: the modules to preload.
             // Imported rather than named as a script, so its prepared bytecode is used.
@@ -230,7 +243,8 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
     // nor add one the profile does not have.
     const std::string policy = policy::hook_arguments(plan.profile.policy, plan.profile.name,
                                                       {kSandboxPythonDir, kPolicyFd});
-    if (policy.empty())
+    // A zygote never runs the hook: each job installs it (the job's plan carries the policy).
+    if (policy.empty() || plan.program_kind == Program::Kind::zygote)
         env.erase(std::string(policy::kPolicyVariable));
     else
         env[std::string(policy::kPolicyVariable)] = policy;
@@ -499,6 +513,8 @@ void add_sandbox_python(const Program& program, Plan& plan) {
         add_sandbox_module(python::kCheckModule, compiled, plan);
     if (program.kind == Program::Kind::driver)
         add_sandbox_module(python::kDriverModule, compiled, plan);
+    if (program.kind == Program::Kind::zygote)
+        add_sandbox_module(python::kZygoteModule, compiled, plan);
 }
 
 void find_cgroup(Plan& plan) {
@@ -634,6 +650,30 @@ void add_kernel_layers(Plan& plan) {
     plan.landlock = landlock::plan_rules(landlock::kernel_abi(), readable, writable);
 }
 
+// A sandbox that nests others (Program::Kind::zygote) is set up as any other but where a nested
+// job's own setup would fail (docs/forkserver-probe.md, Blockers): its /proc has nothing mounted
+// over it (a user namespace may mount procfs only where a fully visible one exists; each job
+// masks its own), it has no Landlock (a Landlock-restricted task cannot mount), its seccomp filter
+// is the nesting one without a listener, and its limits bound the zygote, not a job: no CPU-time
+// limit (it lives across jobs), room for the jobs' processes.
+void relax_for_nesting(Plan& plan) {
+    plan.proc_masked.clear();
+    plan.proc_readonly.clear();
+    plan.landlock = {};
+    plan.seccomp_listener = false;
+    plan.seccomp_program = seccomp::compile(seccomp::nesting_recipe(
+        seccomp_recipe(plan.profile, plan.cgroup.has_value())));
+    // Single-threaded: a clone copies only the calling thread, so a thread pool the preload
+    // started would be missing (its locks held) in every job.
+    for (std::string& entry : plan.envp)
+        for (const char* name : kThreadPoolVariables)
+            if (entry.starts_with(std::string(name) + "=")) entry = std::string(name) + "=1";
+    for (Rlimit& limit : plan.rlimits) {
+        if (limit.resource == RLIMIT_CPU) limit.soft = limit.hard = RLIM_INFINITY;
+        if (limit.resource == RLIMIT_NPROC) limit.soft = limit.hard = kNestedProcesses;
+    }
+}
+
 void point_into_strings(Plan& plan) {
     for (const auto& arg : plan.argv) plan.argv_ptrs.push_back(arg.c_str());
     plan.argv_ptrs.push_back(nullptr);
@@ -671,6 +711,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
     add_environment(request.overrides, host_env, *plan);
     add_font_list(*plan);
     add_kernel_layers(*plan);
+    if (program.kind == Program::Kind::zygote) relax_for_nesting(*plan);
     point_into_strings(*plan);
     open_incident_log(request.overrides.incident_log, *plan);  // last: bad input creates nothing
     return plan;

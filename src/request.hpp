@@ -53,6 +53,8 @@ struct Program {
         check,          // `pysandbox check`: the analyzer reads the script at host path `text`
         driver,  // the cell driver (sessions, the server, batch): code arrives later, over the
                  // control channel; `text` and `args` are unused
+        zygote,  // a fork server (`batch --fork`): imports the preload once, then clones one
+                 // sandbox per job inside its own (fork_server.hpp); `text` and `args` are unused
     };
     Kind kind = Kind::code;
     std::string text;

@@ -126,14 +126,14 @@ struct Sandbox::Pipes {
     sys::Pipe out = output_pipe();
     sys::Pipe err = output_pipe();
 
-    ChildFds child_ends(const PolicyChannel* policy, const ControlChannel* control) const {
+    ChildFds child_ends(const PolicyChannel* policy, int control) const {
         return {release.read.get(),
                 report.write.get(),
                 in.read.get(),
                 out.write.get(),
                 err.write.get(),
                 policy ? policy->write_fd() : -1,
-                control ? control->child_fd() : -1};
+                control};
     }
     // The supervisor keeps only its own ends; the child's copies go with it.
     void close_child_ends() {
@@ -157,6 +157,12 @@ Sandbox::Sandbox(const Plan& plan, sys::Poller& poller)
       syscalls_(plan) {
     if (plan.profile.policy.wants_hook()) policy_ = std::make_unique<PolicyChannel>();
     if (plan.program_kind == Program::Kind::driver) control_ = std::make_unique<ControlChannel>();
+    // A zygote's channel carries descriptors (SCM_RIGHTS): a SOCK_SEQPACKET pair, read by its
+    // owner (fork_server.cpp), not a ControlChannel.
+    sys::Pipe nest;
+    if (plan.program_kind == Program::Kind::zygote) nest = report_channel();
+    const int child_control =
+        control_ ? control_->child_fd() : (nest.write ? nest.write.get() : -1);
     policy_open_ = policy_ != nullptr;
     Pipes pipes;
 
@@ -170,7 +176,7 @@ Sandbox::Sandbox(const Plan& plan, sys::Poller& poller)
         args.cgroup = static_cast<std::uint64_t>(cgroup_->fd());
     }
     const long pid = ::syscall(SYS_clone3, &args, sizeof args);
-    if (pid == 0) run_child(plan, pipes.child_ends(policy_.get(), control_.get()));
+    if (pid == 0) run_child(plan, pipes.child_ends(policy_.get(), child_control));
     if (pid < 0)
         throw UserNamespaceError(
             "clone3(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWNET|CLONE_NEWIPC|"
@@ -181,6 +187,8 @@ Sandbox::Sandbox(const Plan& plan, sys::Poller& poller)
     pipes.close_child_ends();
     if (policy_) policy_->close_write_end();
     if (control_) control_->close_child_end();
+    nest.write.reset();
+    nest_channel_ = std::move(nest.read);
     write_id_maps(child_->pid(), plan.ids);
     check_sys(::write(pipes.release.write.get(), "1", 1), "write(release pipe)");
     pipes.release.write.reset();
@@ -200,6 +208,8 @@ void Sandbox::open_streams(Pipes& pipes) {
     ::fcntl(child_stdin.get(), F_SETFL, O_NONBLOCK);
     if (plan_.program_kind == Program::Kind::driver)
         stdin_write_ = std::move(child_stdin);
+    else if (plan_.program_kind == Program::Kind::zygote)
+        child_stdin.reset();  // EOF at once: jobs get their own, and pysandbox's may be the jobs
     else if (plan_.stdin_program)
         input_.emplace(Stream::preloaded(*plan_.stdin_program, std::move(child_stdin)));
     else if (may_read_stdin())

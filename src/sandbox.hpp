@@ -83,6 +83,9 @@ class Sandbox {
 
     // The cell driver's channel (plan.program_kind == driver), else null.
     ControlChannel* control() { return control_.get(); }
+    // A zygote's channel (plan.program_kind == zygote): the supervisor's end of a SOCK_SEQPACKET
+    // pair, whose other end the zygote holds at kControlFd. Taken once by the owner.
+    sys::UniqueFd take_nest_channel() { return std::move(nest_channel_); }
     // The sandbox's /tmp/work once setup sent it, else -1; the proxy once it was opened.
     int work_dir() const { return work_dir_.get(); }
     proxy::Proxy* proxy() { return proxy_.get(); }
@@ -130,6 +133,7 @@ class Sandbox {
     std::optional<Stream> out_;
     std::optional<Stream> err_;
     sys::UniqueFd stdin_write_;  // the driver's stdin, until feed_stdin()
+    sys::UniqueFd nest_channel_;
     siginfo_t init_status_{};
     std::optional<Report> exited_;
     std::optional<Report> failure_;
