@@ -25,7 +25,9 @@ Environment:
                 and canaries owned by other users and inspect the sandbox's /proc.
   PYSANDBOX_VIA ``run`` (default): each hostile script is one ``pysandbox run``;
                 ``session``: the same script is the one cell of a ``pysandbox session``;
-                ``batch``: the one job of a ``pysandbox batch``; ``mcp``: the one run_python
+                ``batch``: the one job of a ``pysandbox batch``; ``batchfork``: the same
+                through ``pysandbox batch --fork`` (experimental: the job is cloned by a zygote,
+                docs/forkserver-status.md); ``mcp``: the one run_python
                 call to a ``pysandbox mcp`` server (see "Through a session" and "Through batch
                 and MCP" below). An attack that only makes sense for ``run`` says so with a
                 module-level ``RUN_ONLY = "why"``; it is then an error (exit 2) through the
@@ -105,7 +107,7 @@ import result_schema  # noqa: E402  (tests/result_schema.py: every --json result
 PYSANDBOX = os.environ.get("PYSANDBOX", str(REPO / "build" / "bin" / "pysandbox"))
 RUN_AS = os.environ.get("PYSANDBOX_AS", "root") or "root"
 VIA = os.environ.get("PYSANDBOX_VIA", "run") or "run"
-FRONTS = ("run", "session", "batch", "mcp")
+FRONTS = ("run", "session", "batch", "mcp", "batchfork")
 MCP_PROTOCOL = "2025-06-18"
 
 NOBODY = 65534            # the host uid/gid of every sandboxed script, in both modes
@@ -1243,6 +1245,10 @@ class Sandbox:
         self.host_timeout = host_timeout if host_timeout is not None else seconds + 5.0
         nobody = RUN_AS == "nobody" if as_nobody is None else as_nobody
         self.via = via or VIA
+        # batch --fork is batch to everything here but its command line and the prologue.
+        self.fork = self.via == "batchfork"
+        if self.fork:
+            self.via = "batch"
         self.terminal = terminal
         self.json = False
         self.inputs: list[str] = []
@@ -1261,7 +1267,8 @@ class Sandbox:
             limit = ["--timeout", timeout] if timeout else []
             # batch: one job at a time, so one sandbox runs it and one more is started ahead.
             command = {"session": ["session", "-p", str(profile), *rest, *limit],
-                       "batch": ["batch", "-j", "1", "-p", str(profile), *rest, *limit, "-"],
+                       "batch": ["batch", "-j", "1", *(["--fork"] if self.fork else []),
+                                 "-p", str(profile), *rest, *limit, "-"],
                        "mcp": ["mcp", "-p", str(profile), *rest, *limit]}[self.via]
         else:
             profile = ["-p", chosen] if chosen else ["-p", str(kernel_only_profile())]
@@ -1297,7 +1304,8 @@ class Sandbox:
         interpreter runs, the driver's; then the marker and the arguments, which a batch job
         has from its "args") and makes the file hold() renames (PRELUDE)."""
         argv = [self.marker, *self.args]
-        driver_file = "_pysandbox_sys.modules['pysandbox_driver'].DRIVER_FILE"
+        driver_file = ("_pysandbox_sys.modules['pysandbox_zygote'].__file__" if self.fork else
+                       "_pysandbox_sys.modules['pysandbox_driver'].DRIVER_FILE")
         return ("import sys as _pysandbox_sys\n"
                 + (f"_pysandbox_sys.argv[0] = {driver_file}\n" if self.via == "batch" else
                    f"_pysandbox_sys.argv = [{driver_file}, *{argv!r}]\n")
