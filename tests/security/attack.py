@@ -528,8 +528,17 @@ def sandbox_ns_fd(pid: int, depth: int) -> int:
     return fd
 
 
+def sandbox_depth(nspid: list, fork: bool = False) -> int:
+    """The ``depth`` of sandbox_of for a process whose NSpid has these entries. Through batch
+    --fork a job's sandbox is nested in the zygote's, one level deeper: the zygote's own
+    processes (depth 0) belong to no job's sandbox."""
+    return len(nspid) - (2 if fork else 1)
+
+
 def sandbox_of(pid: int, depth: int) -> str | None:
     """sandbox_ns_fd's namespace as its link reads ("pid:[N]"), or None when ``pid`` is gone."""
+    if depth < 1:
+        return None
     if depth == 1:
         return readlink(f"/proc/{pid}/ns/pid") or None
     try:
@@ -1025,10 +1034,12 @@ class Sampler(threading.Thread):
     ``by_sandbox`` (batch, MCP: a warm sandbox runs beside the script's): the peaks are of one
     sandbox at a time (sandbox_of), the largest of them; the namespaces are all of them."""
 
-    def __init__(self, marker: str, interval: float = 0.02, by_sandbox: bool = False):
+    def __init__(self, marker: str, interval: float = 0.02, by_sandbox: bool = False,
+                 fork: bool = False):
         super().__init__(daemon=True)
         self.marker = marker
         self.by_sandbox = by_sandbox
+        self.fork = fork
         self.interval = interval
         self.stop = threading.Event()
         self.peak_procs = 0
@@ -1095,8 +1106,9 @@ class Sampler(threading.Thread):
                      self.user_namespaces).add(link)
                 else:
                     os.close(fd)
-            count = counts.setdefault(
-                sandbox_of(pid, len(nspid) - 1) if self.by_sandbox else None, [0, 0, 0])
+            depth = sandbox_depth(nspid, self.fork)
+            key = (sandbox_of(pid, depth) if depth >= 1 else "zygote") if self.by_sandbox else None
+            count = counts.setdefault(key, [0, 0, 0])
             count[0] += 1
             self.seen.add(pid)
             count[1] += int(st.get("Threads", "1") or 1)
@@ -1287,7 +1299,8 @@ class Sandbox:
         self.keep = keep
         self.proc: subprocess.Popen | None = None
         self.outcome: Outcome | None = None
-        self.sampler = Sampler(self.marker, by_sandbox=self.via in ("batch", "mcp")) \
+        self.sampler = Sampler(self.marker, by_sandbox=self.via in ("batch", "mcp"),
+                               fork=self.fork) \
             if sample else None
         self.start_time = 0.0
         self._filters = None
@@ -1718,7 +1731,8 @@ class Sandbox:
                 out.append(p)
         if self.via in ("batch", "mcp") and self._own_sandbox(out):
             out = [p for p in out
-                   if not p.inside or sandbox_of(p.pid, len(p.nspid) - 1) == self._own]
+                   if not p.inside or
+                   sandbox_of(p.pid, sandbox_depth(p.nspid, self.fork)) == self._own]
         return out
 
     def _own_sandbox(self, procs: list[Proc]) -> str | None:
@@ -1730,13 +1744,13 @@ class Sandbox:
             holders: dict[str | None, Proc] = {}
             for p in procs:
                 if p.inside and p.is_python and _has_hold_file(p.pid):
-                    holders.setdefault(sandbox_of(p.pid, len(p.nspid) - 1), p)
+                    holders.setdefault(sandbox_of(p.pid, sandbox_depth(p.nspid, self.fork)), p)
             holders.pop(None, None)
             if len(holders) != 1:
                 return None
             [(own, p)] = holders.items()
             try:
-                fd = sandbox_ns_fd(p.pid, len(p.nspid) - 1)
+                fd = sandbox_ns_fd(p.pid, sandbox_depth(p.nspid, self.fork))
             except OSError:
                 return None
             if f"pid:[{os.fstat(fd).st_ino}]" != own:
@@ -1750,7 +1764,14 @@ class Sandbox:
         return [p for p in self.procs() if p.inside]
 
     def python(self) -> Proc:
-        """The sandboxed interpreter (the script): the python inside whose parent is init."""
+        """The sandboxed interpreter (the script): the python inside whose parent is init.
+        Through batch --fork, the job: a python that is PID 1 of its own namespace, below the
+        zygote's."""
+        if self.fork:
+            jobs = [p for p in self.inside() if p.is_python and p.inner_pid == 1]
+            if len(jobs) != 1:
+                raise Verdict(f"cannot identify the forked job: {self.inside()}")
+            return jobs[0]
         init = self.init()
         pys = [p for p in self.inside() if p.is_python]
         top = [p for p in pys if p.status.get("PPid") == str(init.pid)]
@@ -1759,6 +1780,8 @@ class Sandbox:
         return top[0]
 
     def init(self) -> Proc:
+        if self.fork:  # the job is PID 1 of its namespace: its own init
+            return self.python()
         inside = self.inside()
         depth = min((len(p.nspid) for p in inside), default=0)
         # A nested PID namespace has its own pid 1, one level deeper.

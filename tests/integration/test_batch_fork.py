@@ -1,0 +1,95 @@
+"""`pysandbox batch --fork` (experimental, docs/forkserver-status.md): jobs cloned by a zygote
+give the same result lines as plain batch, each valid under the result schema, and nothing of
+the zygote or a job outlives the batch.
+
+Judged from the host: the result lines, their statuses and fields, the batch's exit status and
+wall time, the artifact's hash, and no live process carrying the run's marker afterwards (the
+marker is a [python] preload module that does not exist: the zygote's command line, which every
+job inherits, carries it).
+"""
+
+import hashlib
+import json
+import sys
+import unittest
+from pathlib import Path
+
+from harness import SandboxTestCase, new_marker, profile, run, wait_for_no_leftovers
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import result_schema  # noqa: E402
+
+
+def jsonl(*jobs) -> bytes:
+    return b"".join(json.dumps(job).encode() + b"\n" for job in jobs)
+
+
+class BatchForkTest(SandboxTestCase):
+    def batch(self, *jobs, options=(), timeout=60):
+        marker = new_marker().replace("-", "_")  # a module name
+        marked = profile(f'extends = "default"\n\n[python]\npreload = ["{marker}"]\n',
+                         name=f"{marker}.toml")
+        r = run(["batch", "--fork", "-j", "2", "--keep-order", "-p", str(marked), *options, "-"],
+                input=jsonl(*jobs), timeout=timeout)
+        self.assertEqual(r.returncode, 0, r.describe())
+        lines = [json.loads(line) for line in r.stdout.decode().splitlines()]
+        self.assertEqual(len(lines), len(jobs), r.describe())
+        for line, job in zip(lines, jobs):
+            result_schema.validate(line)
+            self.assertEqual(line["id"], job["id"])
+        self.assertEqual(wait_for_no_leftovers(marker, 5.0), [], "a zygote or job outlived it")
+        return {line["id"]: line for line in lines}
+
+    def test_statuses_files_and_denials(self):
+        content = "a,b\n1,2\n"
+        results = self.batch(
+            {"id": "ok", "code": "print(sum(range(1000)))"},
+            {"id": "error", "code": "import sys; sys.exit(3)"},
+            {"id": "exception", "code": "raise ValueError('boom')"},
+            {"id": "timeout", "code": "while True: pass", "timeout": "1s"},
+            {"id": "flood", "code": "import sys\nfor i in range(100000): print('x' * 99)"},
+            {"id": "file", "code": f"open('out.csv', 'w').write({content!r})"},
+            {"id": "denied", "code": "import socket\n"
+                                     "try:\n    socket.socket(socket.AF_INET)\n"
+                                     "except OSError as e:\n    print(e.errno)"},
+            options=("--output-limit", "64KiB"),
+        )
+        self.assertEqual(results["ok"]["status"], "ok")
+        self.assertEqual(results["ok"]["stdout"], "499500\n")
+        self.assertEqual((results["error"]["status"], results["error"]["exit_code"]), ("error", 3))
+        self.assertEqual(results["exception"]["status"], "exception")
+        self.assertEqual(results["exception"]["exception"]["type"], "ValueError")
+        self.assertEqual(results["timeout"]["status"], "timeout")
+        self.assertLess(results["timeout"]["usage"]["wall_ms"], 3000)
+        self.assertEqual(results["flood"]["status"], "output_limit")
+        files = {f["path"]: f for f in results["file"]["files"]}
+        self.assertIn("out.csv", files, results["file"])
+        self.assertEqual(files["out.csv"]["sha256"], hashlib.sha256(content.encode()).hexdigest())
+        denied = results["denied"]
+        self.assertEqual(denied["stdout"], "97\n")  # EAFNOSUPPORT, as plain batch answers
+        self.assertIn({"kind": "syscall", "what": "socket", "count": 1, "action": "denied"},
+                      denied["violations"])
+
+    def test_a_job_is_contained_in_namespaces_of_its_own(self):
+        probe = ("import os, ctypes\n"
+                 "libc = ctypes.CDLL(None, use_errno=True)\n"
+                 "print(os.getpid(), sorted(os.listdir('/proc'))[:0], libc.unshare(0x10000000),"
+                 " ctypes.get_errno())\n"
+                 "print(open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
+                 "print(os.path.exists('/proc/kallsyms') and open('/proc/kallsyms').read(64))\n")
+        results = self.batch({"id": "a", "code": probe}, {"id": "b", "code": probe})
+        for line in results.values():
+            self.assertEqual(line["status"], "ok", line)
+            first, caps, kallsyms = line["stdout"].splitlines()
+            # PID 1 of its own namespace, no new user namespace for it, no capability.
+            self.assertEqual(first, "1 [] -1 1")
+            self.assertEqual(int(caps, 16), 0)
+            self.assertEqual(kallsyms, "")  # masked: /dev/null bound over it
+
+    def test_the_audit_hook_is_the_jobs(self):
+        results = self.batch({"id": "p", "code": "import subprocess; subprocess.run(['true'])"})
+        self.assertEqual(results["p"]["status"], "policy_violation", results["p"])
+
+
+if __name__ == "__main__":
+    unittest.main()
