@@ -340,6 +340,18 @@ def _exit_status(error):
     return 1
 
 
+def _reseed_preloaded():
+    # Every job is a copy of the zygote: `random` is reseeded by CPython's fork hooks, the
+    # preloaded libraries' generators are not (the str hash secret cannot be: it is fixed at
+    # start-up, docs/forkserver-status.md).
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        try:
+            numpy.random.seed()
+        except Exception:
+            pass
+
+
 def run_job(job, environment):
     """Runs the job's code as `python3 -c` would, in this process (PID 1 of the job), and exits
     with its status."""
@@ -349,6 +361,7 @@ def run_job(job, environment):
         name, _, value = entry.partition("=")
         os.environ[name] = value
     os.chdir(job["request"]["workdir"])
+    _reseed_preloaded()
     _stdin(message.get("stdin", "").encode("utf-8", "surrogateescape"))
     if "PYSANDBOX_POLICY" in os.environ:
         # The [policy] hook, in the job only: sitecustomize installs it when its variable is set.
