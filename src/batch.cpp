@@ -263,13 +263,8 @@ class Batch {
             }
             Job& job = std::get<Job>(parsed);
             if (!servers_.empty()) {
-                if (!job.cell.files.empty()) {
-                    count("bad_request");
-                    emit(number, bad_request_json({job.cell.id, "batch --fork: \"inputs\" is "
-                                                                "not supported yet"}));
-                    continue;
-                }
                 Running run{number, job.profile, nullptr, servers_[job.profile]->take()};
+                run.job->name_output("job-" + std::to_string(number));
                 run.job->run(std::move(job.cell));
                 running_.push_back(std::move(run));
                 continue;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "incident.hpp"
 #include "profile.hpp"
 #include "result.hpp"
+#include "sha256.hpp"
 #include "sys/records.hpp"
 
 namespace pysandbox {
@@ -255,6 +257,10 @@ void ForkJob::send_code() {
     if (cell_.argv) message["argv"] = *cell_.argv;
     if (cell_.stdin_data) message["stdin"] = *cell_.stdin_data;
     if (!cell_.filename.empty()) message["filename"] = cell_.filename;
+    json files = json::array();
+    for (const CellFile& file : cell_.files)
+        files.push_back({{"name", file.name}, {"hex", hex(file.data.data(), file.data.size())}});
+    message["files"] = std::move(files);
     const std::string text = message.dump(-1, ' ', false, json::error_handler_t::replace);
     std::size_t done = 0;
     while (done < text.size()) {
@@ -380,7 +386,7 @@ void ForkJob::finish() {
     const Clock::time_point collect_start = Clock::now();
     // Through the descriptor the job sent: its namespaces are gone, its tmpfs is not until this
     // closes. Nothing inside can change the tree any more.
-    if (work_dir_) list_artifacts(plan_, work_dir_.get(), {}, nullptr, result);
+    if (work_dir_) list_files(result);
     work_dir_.reset();
     result.collect = duration_cast<milliseconds>(Clock::now() - collect_start);
     const std::string file = cell_.filename.empty() ? "<string>" : cell_.filename;
@@ -398,6 +404,49 @@ void ForkJob::finish() {
     if (!problem.empty()) answer["warnings"].push_back(problem);
     result_ = one_shot_result(std::move(answer));
     phase_ = Phase::done;
+}
+
+// What the job left under /tmp/work; with --output-dir, copied to DIR/NAME (as a warm session's
+// one cell: Session::list_files). Its own "inputs" are not something it made.
+void ForkJob::list_files(Outcome& outcome) {
+    ArtifactTarget target;
+    sys::UniqueFd job_dir;
+    if (plan_.output_dir) {
+        target = {artifacts::kHostDirMissing, *plan_.output_dir + "/" + output_name_};
+        sys::UniqueFd made;
+        if (!plan_.output_dir_fd)
+            made.reset(::open(plan_.output_dir->c_str(),
+                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        const int dir = plan_.output_dir_fd ? plan_.output_dir_fd.get() : made.get();
+        if (dir >= 0 && ::mkdirat(dir, output_name_.c_str(), 0755) == 0) {
+            job_dir.reset(::openat(dir, output_name_.c_str(),
+                                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            if (job_dir && plan_.ids.privileged)
+                ::fchown(job_dir.get(), plan_.ids.outer_uid, plan_.ids.outer_gid);
+        }
+        if (job_dir)
+            target.dir = job_dir.get();
+        else
+            outcome.warnings.push_back("--output-dir: cannot create " + target.path + ": " +
+                                       std::strerror(errno) + "; no artifact was copied");
+        list_artifacts(plan_, work_dir_.get(), target, nullptr, outcome);
+        drop_inputs(outcome, job_dir.get());
+        if (job_dir && outcome.files.empty()) ::unlinkat(dir, output_name_.c_str(), AT_REMOVEDIR);
+        return;
+    }
+    list_artifacts(plan_, work_dir_.get(), target, nullptr, outcome);
+    drop_inputs(outcome, -1);
+}
+
+void ForkJob::drop_inputs(Outcome& outcome, int job_dir) const {
+    if (cell_.files.empty()) return;
+    std::erase_if(outcome.files, [&](const artifacts::Artifact& file) {
+        const bool input = std::ranges::any_of(cell_.files, [&](const CellFile& given) {
+            return given.name == file.path && file.sha256 == Sha256::of(given.data);
+        });
+        if (input && job_dir >= 0 && file.host_path) ::unlinkat(job_dir, file.path.c_str(), 0);
+        return input;
+    });
 }
 
 std::optional<ordered_json> ForkJob::take_result() {
@@ -503,8 +552,8 @@ void ForkServer::close() {
 
 std::unique_ptr<const Plan> plan_zygote(const std::string& profile, const Overrides& overrides,
                                         const std::vector<std::string>& host_env) {
-    if (overrides.workdir || !overrides.inputs.empty() || overrides.output_dir)
-        throw UsageError("batch --fork: --workdir, --input and --output-dir are not supported yet");
+    if (overrides.workdir || !overrides.inputs.empty())
+        throw UsageError("batch --fork: --workdir and --input are not supported yet");
     Request request;
     request.program.kind = Program::Kind::zygote;
     request.overrides = overrides;

@@ -46,6 +46,8 @@ class ForkJob {
 
     // Queues `cell` with the server; it is sent once the zygote is ready.
     void run(Cell cell);
+    // Where --output-dir copies go: DIR/NAME.
+    void name_output(std::string name) { output_name_ = std::move(name); }
     // Called after each round of the poll loop.
     void advance();
     std::optional<nlohmann::ordered_json> take_result();
@@ -68,6 +70,8 @@ class ForkJob {
     bool finished() const;
     Outcome outcome();
     void finish();
+    void list_files(Outcome& outcome);
+    void drop_inputs(Outcome& outcome, int job_dir) const;
 
     ForkServer& server_;
     const Plan& plan_;
@@ -75,6 +79,7 @@ class ForkJob {
     const int id_;
     Phase phase_ = Phase::queued;
     Cell cell_;
+    std::string output_name_ = "job";
     std::chrono::milliseconds timeout_{0};
     std::chrono::steady_clock::time_point requested_at_;
     std::chrono::steady_clock::time_point code_at_;

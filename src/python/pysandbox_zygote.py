@@ -340,6 +340,13 @@ def _exit_status(error):
     return 1
 
 
+def _write_files(files):
+    """The job's "inputs", into /tmp/work before its code runs (as the cell driver does)."""
+    for entry in files:
+        with open(entry["name"], "xb") as out:
+            out.write(bytes.fromhex(entry["hex"]))
+
+
 def _reseed_preloaded():
     # Every job is a copy of the zygote: `random` is reseeded by CPython's fork hooks, the
     # preloaded libraries' generators are not (the str hash secret cannot be: it is fixed at
@@ -362,6 +369,7 @@ def run_job(job, environment):
         os.environ[name] = value
     os.chdir(job["request"]["workdir"])
     _reseed_preloaded()
+    _write_files(message.get("files", ()))
     _stdin(message.get("stdin", "").encode("utf-8", "surrogateescape"))
     if "PYSANDBOX_POLICY" in os.environ:
         # The [policy] hook, in the job only: sitecustomize installs it when its variable is set.
