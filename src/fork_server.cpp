@@ -460,6 +460,9 @@ ForkServer::ForkServer(const Plan& job_plan, const Plan& zygote_plan, sys::Polle
     using Interest = sys::Poller::Interest;
     poller_.watch([this] { return Interest{channel_.get(), POLLIN}; },
                   [this](short) { on_message(); }, this);
+    // Wakes the loop when a lost zygote may be started again (advance() starts it).
+    poller_.watch([this] { return Interest{restart_timer_.get(), POLLIN}; },
+                  [this](short) { restart_timer_.acknowledge(); }, this);
 }
 
 ForkServer::~ForkServer() {
@@ -542,6 +545,7 @@ void ForkServer::lose_zygote(const std::string& why) {
     if (!was_ready)
         for (ForkJob* job : std::exchange(queue_, {})) job->on_zygote_lost(why);
     next_start_ = Clock::now() + kRestartBackoff;
+    restart_timer_.arm(kRestartBackoff);
 }
 
 void ForkServer::close() {

@@ -150,6 +150,7 @@ class ForkServer {
     std::deque<ForkJob*> queue_;
     std::map<int, ForkJob*> sent_;
     std::chrono::steady_clock::time_point next_start_{};
+    sys::TimerFd restart_timer_;
 };
 
 // The zygote's plan for a job plan's profile: the same profile and overrides, Program::Kind::
