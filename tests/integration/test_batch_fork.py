@@ -10,11 +10,16 @@ job inherits, carries it).
 
 import hashlib
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 import unittest
 from pathlib import Path
 
-from harness import SandboxTestCase, new_marker, profile, run, wait_for_no_leftovers
+from harness import (PYSANDBOX, SandboxTestCase, command_prefix, new_marker, profile, run,
+                     script, wait_for_no_leftovers)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import result_schema  # noqa: E402
@@ -89,6 +94,44 @@ class BatchForkTest(SandboxTestCase):
     def test_the_audit_hook_is_the_jobs(self):
         results = self.batch({"id": "p", "code": "import subprocess; subprocess.run(['true'])"})
         self.assertEqual(results["p"]["status"], "policy_violation", results["p"])
+
+    def test_a_zygote_that_dies_fails_its_jobs_and_is_replaced(self):
+        marker = new_marker().replace("-", "_")
+        marked = profile(f'extends = "default"\n\n[python]\npreload = ["{marker}"]\n',
+                         name=f"{marker}.toml")
+        jobs = [{"id": i, "code": "import time; time.sleep(3)"} for i in range(2)]
+        jobs += [{"id": 10 + i, "code": "print('after')"} for i in range(2)]
+        jobs_file = script("".join(json.dumps(j) + "\n" for j in jobs), name="jobs.jsonl")
+        proc = subprocess.Popen(command_prefix() + [PYSANDBOX, "batch", "--fork", "-j", "2",
+                                                    "-p", str(marked), str(jobs_file)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        zygote = None
+        deadline = time.monotonic() + 10
+        while zygote is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+                try:
+                    cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+                    status = open(f"/proc/{pid}/status").read()
+                except OSError:
+                    continue
+                nspid = status.split("NSpid:")[1].split("\n")[0].split()
+                # The zygote: the marker's python at depth 2 (its jobs are one level deeper).
+                if marker.encode() in cmdline and b"pysandbox_zygote" in cmdline and \
+                        len(nspid) == 2 and nspid[1] != "1":
+                    zygote = pid
+        self.assertIsNotNone(zygote, "no zygote found")
+        time.sleep(0.5)  # the two slow jobs are running
+        os.kill(zygote, signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+        results = {r["id"]: r for r in map(json.loads, out.decode().splitlines())}
+        for r in results.values():
+            result_schema.validate(r)
+        self.assertEqual({i: results[i]["status"] for i in (0, 1)},
+                         {0: "sandbox_error", 1: "sandbox_error"}, out)
+        self.assertEqual({i: results[i]["stdout"] for i in (10, 11)}, {10: "after\n", 11: "after\n"})
+        self.assertEqual(proc.returncode, 125, err)  # a job's sandbox failed
+        self.assertEqual(wait_for_no_leftovers(marker, 5.0), [], "a zygote or job outlived it")
 
 
 if __name__ == "__main__":
