@@ -31,11 +31,11 @@ using std::chrono::duration_cast;
 using std::chrono::milliseconds;
 
 constexpr std::size_t kMaxZygoteMessage = 64 * 1024;
-constexpr std::size_t kMaxFds = 4;
+constexpr std::size_t kMaxFds = 5;
 constexpr milliseconds kRestartBackoff{500};
 
 // One message with up to kMaxFds descriptors (SCM_RIGHTS).
-bool send_with_fds(int socket, const std::string& data, std::initializer_list<int> fds) {
+bool send_with_fds(int socket, const std::string& data, const std::vector<int>& fds) {
     iovec part{const_cast<char*>(data.data()), data.size()};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
     msghdr message{};
@@ -47,7 +47,7 @@ bool send_with_fds(int socket, const std::string& data, std::initializer_list<in
     cmsg->cmsg_level = SOL_SOCKET;
     cmsg->cmsg_type = SCM_RIGHTS;
     cmsg->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(cmsg), fds.begin(), sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(cmsg), fds.data(), sizeof(int) * fds.size());
     ssize_t sent;
     while ((sent = ::sendmsg(socket, &message, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
     }
@@ -156,6 +156,7 @@ json ForkJob::request_json() const {
     request["loopback"] = plan_.profile.network.mode == NetMode::loopback;
     request["env"] = plan_.envp;
     request["policy"] = policy_ != nullptr;
+    request["init"] = static_cast<bool>(init_report_channel_);
     return request;
 }
 
@@ -173,12 +174,21 @@ void ForkJob::send_request(int zygote_channel) {
         policy_ = std::make_unique<PolicyChannel>();
         policy_open_ = true;
     }
+    // With processes allowed, the job's PID 1 stays an init that reports the job's end here.
+    sys::UniqueFd init_end;
+    if (plan_.profile.seccomp.allow_processes) {
+        if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
+            fail("send the job to the zygote", errno, "socketpair(AF_UNIX, SOCK_SEQPACKET)");
+            return;
+        }
+        init_report_channel_.reset(pair[0]);
+        init_end.reset(pair[1]);
+    }
     const std::string text = request_json().dump();
-    const bool sent =
-        policy_ ? send_with_fds(zygote_channel, text,
-                                {out.write.get(), err.write.get(), job_end.get(), policy_->write_fd()})
-                : send_with_fds(zygote_channel, text,
-                                {out.write.get(), err.write.get(), job_end.get()});
+    std::vector<int> fds{out.write.get(), err.write.get(), job_end.get()};
+    if (policy_) fds.push_back(policy_->write_fd());
+    if (init_end) fds.push_back(init_end.get());
+    const bool sent = send_with_fds(zygote_channel, text, fds);
     if (policy_) policy_->close_write_end();
     if (!sent) {
         policy_open_ = false;
@@ -226,6 +236,25 @@ void ForkJob::watch() {
                   this);
     poller_.watch([this] { return Interest{deadline_.get(), POLLIN}; },
                   [this](short) { on_deadline(); }, this);
+    poller_.watch([this] { return Interest{init_report_channel_.get(), POLLIN}; },
+                  [this](short) { on_init_report(); }, this);
+}
+
+// The job's init: the job's wait status, trusted as init is (it ran no job code, and the job
+// cannot reach it: not dumpable, ptrace refused). End of file: the init is gone.
+void ForkJob::on_init_report() {
+    char buffer[512];
+    ssize_t n;
+    while ((n = ::recv(init_report_channel_.get(), buffer, sizeof buffer, 0)) < 0 && errno == EINTR) {
+    }
+    if (n <= 0) {
+        init_report_channel_.reset();
+        return;
+    }
+    const json report = json::parse(std::string_view(buffer, static_cast<std::size_t>(n)), nullptr,
+                                    false);
+    if (report.is_object() && report.contains("status") && report["status"].is_number_integer())
+        init_status_ = report["status"].get<int>();
 }
 
 // The job is contained (or says which step failed): its pidfd, its /tmp/work and its listener.
@@ -295,6 +324,7 @@ void ForkJob::fail(const std::string& step, int error, const std::string& detail
         // Nothing ran: no status to wait for.
         phase_ = Phase::ended;
         job_socket_.reset();
+        init_report_channel_.reset();
         exited_ = true;
         if (!wait_status_) wait_status_ = 0;
     }
@@ -315,6 +345,7 @@ void ForkJob::on_zygote_message(const json& message) {
 }
 
 void ForkJob::on_zygote_lost(const std::string& why) {
+    init_report_channel_.reset();
     if (wait_status_) return;
     fail("run the job in the zygote", ECHILD, why);
     exited_ = true;
@@ -322,7 +353,9 @@ void ForkJob::on_zygote_lost(const std::string& why) {
 }
 
 bool ForkJob::finished() const {
-    if (phase_ == Phase::queued || !wait_status_ || !exited_ || policy_open_) return false;
+    if (phase_ == Phase::queued || !wait_status_ || !exited_ || policy_open_ ||
+        init_report_channel_)
+        return false;
     return (!out_ || out_->drained()) && (!err_ || err_->drained());
 }
 
@@ -342,7 +375,8 @@ Outcome ForkJob::outcome() {
     }
     outcome.cpu_ms = cpu_us_ / 1000;
     outcome.max_rss_kib = max_rss_kib_;
-    const int status = wait_status_.value_or(0);
+    // With an init, the job's own status is the init's word; without one, PID 1 is the job.
+    const int status = init_status_.value_or(wait_status_.value_or(0));
     if (failure_) {
         outcome.kind = Outcome::Kind::setup_failed;
         outcome.step = failure_->step;

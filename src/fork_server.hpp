@@ -66,6 +66,7 @@ class ForkJob {
     void on_hello();
     void send_code();
     void on_deadline();
+    void on_init_report();
     void fail(const std::string& step, int error, const std::string& detail);
     bool finished() const;
     Outcome outcome();
@@ -99,7 +100,9 @@ class ForkJob {
     sys::TimerFd deadline_;
     bool timed_out_ = false;
     bool exited_ = false;  // the pidfd said so
-    std::optional<int> wait_status_;
+    std::optional<int> wait_status_;  // PID 1's, from the zygote
+    sys::UniqueFd init_report_channel_;  // with processes allowed: the job's init reports here
+    std::optional<int> init_status_;
     std::int64_t cpu_us_ = 0;
     std::int64_t max_rss_kib_ = 0;
     struct Failure {

@@ -44,7 +44,8 @@ SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER = 1, 8
 LANDLOCK_RULE_PATH_BENEATH = 1
 LANDLOCK_FILE_RIGHTS = 1 | 2 | 4 | (1 << 14)  # execute, write, read, truncate
 SIOCSIFFLAGS, IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x8914, 0x1, 0x8, 0x40
-POLICY_FD, JOB_FD = 4, 3
+POLICY_FD, JOB_FD, REPORT_FD = 4, 3, 5
+PR_SET_DUMPABLE = 4
 MAX_REQUEST = 1 << 20
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -177,9 +178,13 @@ def step_close_fds(job):
     os.dup2(high["job"], JOB_FD, inheritable=False)
     if "policy" in high:
         os.dup2(high["policy"], POLICY_FD)
-    os.closerange(POLICY_FD + 1, 1 << 20)
-    if "policy" not in high:
+    else:
         os.closerange(POLICY_FD, POLICY_FD + 1)
+    if "report" in high:
+        os.dup2(high["report"], REPORT_FD, inheritable=False)
+        os.closerange(REPORT_FD + 1, 1 << 20)
+    else:
+        os.closerange(REPORT_FD, 1 << 20)
     job["fds_moved"] = True
 
 
@@ -244,11 +249,70 @@ def step_drop_capabilities(job):
         raise StepFailed(step, 1, "PR_CAP_AMBIENT_IS_SET: a capability is still ambient")
 
 
+def step_start_init(job):
+    """With processes allowed, PID 1 stays a tiny init (it reaps, and signals reach the job as
+    they reach any process; a PID 1 ignores those it has no handler for) and the job continues
+    as PID 2. Before seccomp, whose job filter may not allow a process. The init is not
+    dumpable: the job (same uid, same namespaces) must not reach its memory or its report
+    socket through /proc/1."""
+    if not job["request"].get("init"):
+        return
+    _prctl("start the job's init", PR_SET_DUMPABLE, 0)
+    pid = _os_step("start the job's init", "fork()", os.fork)
+    if pid == 0:
+        _prctl("start the job's init", PR_SET_DUMPABLE, 1)
+        os.close(REPORT_FD)
+        return
+    serve_as_init(pid)
+
+
+def serve_as_init(job_pid):
+    """PID 1 of a job with processes: reaps until the job ends, ends what it left, reports the
+    job's wait status and the CPU of everything it reaped on the report socket. Never returns."""
+    import resource
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)  # PID 1: ignored without a handler
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.closerange(JOB_FD, REPORT_FD)
+    os.close(null)
+    status = None
+    while status is None:
+        try:
+            pid, wait_status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid == job_pid:
+            status = wait_status
+    try:
+        os.kill(-1, signal.SIGKILL)  # nothing the job started outlives it
+    except OSError:
+        pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_us = int((usage.ru_utime + usage.ru_stime) * 1e6)
+    try:
+        _send(REPORT_FD, {"status": status if status is not None else 0, "cpu_us": cpu_us,
+                          "max_rss_kib": usage.ru_maxrss})
+    finally:
+        os._exit(0)
+
+
 def step_open_handles(job):
     # Before seccomp, which need not allow pidfd_open: how the supervisor kills the job and
     # reads what it left in /tmp/work after its namespaces are gone.
-    job["pidfd"] = _check(libc.syscall(ctypes.c_long(SYS["pidfd_open"]), os.getpid(), 0),
-                          "hand the job to the supervisor", "pidfd_open(getpid())")
+    # PID 1: the job itself, or its init (killing it ends the whole PID namespace).
+    job["pidfd"] = _check(libc.syscall(ctypes.c_long(SYS["pidfd_open"]), 1, 0),
+                          "hand the job to the supervisor", "pidfd_open(1)")
     job["work"] = _os_step("hand the job to the supervisor", "open(/tmp/work)", os.open,
                            job["request"]["workdir"], os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
@@ -283,6 +347,7 @@ STEPS = (
     step_restrict_filesystem,
     step_set_no_new_privs,
     step_drop_capabilities,
+    step_start_init,
     step_open_handles,
     step_load_seccomp,
 )
@@ -452,19 +517,24 @@ class Zygote:
                     self.reap(key)
 
     def receive(self):
-        message, fds, _, _ = socket.recv_fds(self.channel, MAX_REQUEST, 4)
+        message, fds, _, _ = socket.recv_fds(self.channel, MAX_REQUEST, 5)
         if not message:
             return False
         try:
             request = json.loads(message)
-            self.start(request, fds)
+            try:
+                self.start(request, fds)
+            except Exception as error:  # one job's failure, not the zygote's
+                self.tell({"job": request.get("job"), "error": "%s: %s" % (
+                    type(error).__name__, error)})
         finally:
             for fd in fds:
                 os.close(fd)
         return True
 
     def start(self, request, fds):
-        names = ["stdout", "stderr", "job"] + (["policy"] if request.get("policy") else [])
+        names = ["stdout", "stderr", "job"] + (["policy"] if request.get("policy") else []) + \
+            (["report"] if request.get("init") else [])
         if len(fds) != len(names):
             self.tell({"job": request.get("job"), "error": "expected %d descriptors" % len(names)})
             return

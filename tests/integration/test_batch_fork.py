@@ -30,9 +30,9 @@ def jsonl(*jobs) -> bytes:
 
 
 class BatchForkTest(SandboxTestCase):
-    def batch(self, *jobs, options=(), timeout=60):
+    def batch(self, *jobs, options=(), timeout=60, base="default"):
         marker = new_marker().replace("-", "_")  # a module name
-        marked = profile(f'extends = "default"\n\n[python]\npreload = ["{marker}"]\n',
+        marked = profile(f'extends = "{base}"\n\n[python]\npreload = ["{marker}"]\n',
                          name=f"{marker}.toml")
         r = run(["batch", "--fork", "-j", "2", "--keep-order", "-p", str(marked), *options, "-"],
                 input=jsonl(*jobs), timeout=timeout)
@@ -90,6 +90,20 @@ class BatchForkTest(SandboxTestCase):
             self.assertEqual(first, "1 [] -1 1")
             self.assertEqual(int(caps, 16), 0)
             self.assertEqual(kallsyms, "")  # masked: /dev/null bound over it
+
+    def test_with_processes_allowed_the_job_has_an_init(self):
+        # datascience allows processes: PID 1 stays an init, the job is PID 2, so a signal it
+        # sends itself ends it as it would end any process, and its orphans are reaped.
+        results = self.batch(
+            {"id": "pid", "code": "import os; print(os.getpid(), os.getppid())"},
+            {"id": "signal", "code": "import os, signal; os.kill(os.getpid(), signal.SIGXCPU)"},
+            {"id": "orphan", "code": "import os, time\nif os.fork() == 0:\n    time.sleep(60)\n"
+                                     "print('parent')"},
+            base="datascience")
+        self.assertEqual(results["pid"]["stdout"], "2 1\n")
+        self.assertEqual((results["signal"]["status"], results["signal"]["signal"]),
+                         ("killed", "SIGXCPU"))
+        self.assertEqual(results["orphan"]["status"], "ok")
 
     def test_the_audit_hook_is_the_jobs(self):
         results = self.batch({"id": "p", "code": "import subprocess; subprocess.run(['true'])"})

@@ -1768,10 +1768,11 @@ class Sandbox:
         Through batch --fork, the job: a python that is PID 1 of its own namespace, below the
         zygote's."""
         if self.fork:
-            jobs = [p for p in self.inside() if p.is_python and p.inner_pid == 1]
-            if len(jobs) != 1:
-                raise Verdict(f"cannot identify the forked job: {self.inside()}")
-            return jobs[0]
+            init = self.init()
+            # With processes allowed the job's PID 1 is an init and the job its child.
+            jobs = [p for p in self.inside() if p.is_python and p.inner_pid != 1
+                    and p.status.get("PPid") == str(init.pid)]
+            return jobs[0] if len(jobs) == 1 else init
         init = self.init()
         pys = [p for p in self.inside() if p.is_python]
         top = [p for p in pys if p.status.get("PPid") == str(init.pid)]
@@ -1780,8 +1781,11 @@ class Sandbox:
         return top[0]
 
     def init(self) -> Proc:
-        if self.fork:  # the job is PID 1 of its namespace: its own init
-            return self.python()
+        if self.fork:  # PID 1 of the job's namespace: the job itself, or its init
+            inits = [p for p in self.inside() if p.is_python and p.inner_pid == 1]
+            if len(inits) != 1:
+                raise Verdict(f"cannot identify the forked job: {self.inside()}")
+            return inits[0]
         inside = self.inside()
         depth = min((len(p.nspid) for p in inside), default=0)
         # A nested PID namespace has its own pid 1, one level deeper.
