@@ -212,10 +212,10 @@ class Batch {
         watch_lines(poller_, input_, output_, [this] { return running_.size() < parallel_; });
         if (invocation.fork) {
             for (std::size_t i = 0; i < offers_.size(); ++i) {
-                zygote_plans_.push_back(plan_zygote(offers_[i].name, invocation.overrides,
-                                                    host_env));
-                servers_.push_back(std::make_unique<ForkServer>(*offers_[i].plan,
-                                                                *zygote_plans_.back(), poller_));
+                zygote_plans_.push_back(
+                    plan_zygote(offers_[i].name, invocation.overrides, host_env));
+                servers_.push_back(
+                    std::make_unique<ForkServer>(*offers_[i].plan, *zygote_plans_.back(), poller_));
             }
         } else {
             for (Offer& offer : offers_)

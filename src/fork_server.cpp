@@ -137,8 +137,8 @@ void ForkJob::run(Cell cell) {
 json ForkJob::request_json() const {
     json request;
     request["job"] = id_;
-    request["bpf"] = hex(plan_.seccomp_program.data(),
-                         plan_.seccomp_program.size() * sizeof(sock_filter));
+    request["bpf"] =
+        hex(plan_.seccomp_program.data(), plan_.seccomp_program.size() * sizeof(sock_filter));
     json rlimits = json::array();
     for (const Rlimit& limit : plan_.rlimits)
         rlimits.push_back({limit.resource, rlimit_value(limit.soft), rlimit_value(limit.hard)});
@@ -203,41 +203,61 @@ void ForkJob::send_request(int zygote_channel) {
 
 void ForkJob::watch() {
     using Interest = sys::Poller::Interest;
-    poller_.watch([this] { return Interest{job_socket_.get(), POLLIN}; },
-                  [this](short) { on_hello(); }, this);
-    poller_.watch([this] { return Interest{listener_.get(), POLLIN}; },
-                  [this](short revents) {
-                      if (!(revents & POLLIN)) {
-                          listener_.reset();  // every filtered process is gone
-                          return;
-                      }
-                      if (syscalls_.handle(listener_.get()) && pidfd_)
-                          ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
-                  },
-                  this);
-    poller_.watch([this] { return Interest{policy_open_ ? policy_->fd() : -1, POLLIN}; },
-                  [this](short) {
-                      if (policy_->drain(policy_records_) == PolicyChannel::Drained::closed)
-                          policy_open_ = false;
-                  },
-                  this);
+    poller_.watch(
+        [this] {
+            return Interest{job_socket_.get(), POLLIN};
+        },
+        [this](short) { on_hello(); }, this);
+    poller_.watch(
+        [this] {
+            return Interest{listener_.get(), POLLIN};
+        },
+        [this](short revents) {
+            if (!(revents & POLLIN)) {
+                listener_.reset();  // every filtered process is gone
+                return;
+            }
+            if (syscalls_.handle(listener_.get()) && pidfd_)
+                ::syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0);
+        },
+        this);
+    poller_.watch(
+        [this] {
+            return Interest{policy_open_ ? policy_->fd() : -1, POLLIN};
+        },
+        [this](short) {
+            if (policy_->drain(policy_records_) == PolicyChannel::Drained::closed)
+                policy_open_ = false;
+        },
+        this);
     for (std::optional<Stream>* slot : {&out_, &err_})
         poller_.watch(
-            [slot] { return Interest{*slot && (*slot)->wants_read() ? (*slot)->from_fd() : -1, POLLIN}; },
+            [slot] {
+                return Interest{*slot && (*slot)->wants_read() ? (*slot)->from_fd() : -1, POLLIN};
+            },
             [slot](short revents) {
                 if (revents & (POLLIN | POLLHUP | POLLERR)) (*slot)->on_readable();
             },
             this);
-    poller_.watch([this] { return Interest{pidfd_ && !exited_ ? pidfd_.get() : -1, POLLIN}; },
-                  [this](short) {
-                      exited_ = true;
-                      ended_at_ = Clock::now();
-                  },
-                  this);
-    poller_.watch([this] { return Interest{deadline_.get(), POLLIN}; },
-                  [this](short) { on_deadline(); }, this);
-    poller_.watch([this] { return Interest{init_report_channel_.get(), POLLIN}; },
-                  [this](short) { on_init_report(); }, this);
+    poller_.watch(
+        [this] {
+            return Interest{pidfd_ && !exited_ ? pidfd_.get() : -1, POLLIN};
+        },
+        [this](short) {
+            exited_ = true;
+            ended_at_ = Clock::now();
+        },
+        this);
+    poller_.watch(
+        [this] {
+            return Interest{deadline_.get(), POLLIN};
+        },
+        [this](short) { on_deadline(); }, this);
+    poller_.watch(
+        [this] {
+            return Interest{init_report_channel_.get(), POLLIN};
+        },
+        [this](short) { on_init_report(); }, this);
 }
 
 // The job's init: the job's wait status, trusted as init is (it ran no job code, and the job
@@ -245,14 +265,15 @@ void ForkJob::watch() {
 void ForkJob::on_init_report() {
     char buffer[512];
     ssize_t n;
-    while ((n = ::recv(init_report_channel_.get(), buffer, sizeof buffer, 0)) < 0 && errno == EINTR) {
+    while ((n = ::recv(init_report_channel_.get(), buffer, sizeof buffer, 0)) < 0 &&
+           errno == EINTR) {
     }
     if (n <= 0) {
         init_report_channel_.reset();
         return;
     }
-    const json report = json::parse(std::string_view(buffer, static_cast<std::size_t>(n)), nullptr,
-                                    false);
+    const json report =
+        json::parse(std::string_view(buffer, static_cast<std::size_t>(n)), nullptr, false);
     if (report.is_object() && report.contains("status") && report["status"].is_number_integer())
         init_status_ = report["status"].get<int>();
 }
@@ -293,8 +314,8 @@ void ForkJob::send_code() {
     const std::string text = message.dump(-1, ' ', false, json::error_handler_t::replace);
     std::size_t done = 0;
     while (done < text.size()) {
-        const ssize_t n = ::send(job_socket_.get(), text.data() + done, text.size() - done,
-                                 MSG_NOSIGNAL);
+        const ssize_t n =
+            ::send(job_socket_.get(), text.data() + done, text.size() - done, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) break;  // the job died: its status says how
         done += static_cast<std::size_t>(n);
@@ -365,8 +386,8 @@ void ForkJob::advance() {
 
 Outcome ForkJob::outcome() {
     Outcome outcome;
-    const Clock::time_point end = exited_ && ended_at_ != Clock::time_point{} ? ended_at_
-                                                                              : Clock::now();
+    const Clock::time_point end =
+        exited_ && ended_at_ != Clock::time_point{} ? ended_at_ : Clock::now();
     if (code_at_ != Clock::time_point{}) {
         outcome.setup = duration_cast<milliseconds>(code_at_ - requested_at_);
         outcome.wall = duration_cast<milliseconds>(end - code_at_);
@@ -449,8 +470,8 @@ void ForkJob::list_files(Outcome& outcome) {
         target = {artifacts::kHostDirMissing, *plan_.output_dir + "/" + output_name_};
         sys::UniqueFd made;
         if (!plan_.output_dir_fd)
-            made.reset(::open(plan_.output_dir->c_str(),
-                              O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            made.reset(
+                ::open(plan_.output_dir->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         const int dir = plan_.output_dir_fd ? plan_.output_dir_fd.get() : made.get();
         if (dir >= 0 && ::mkdirat(dir, output_name_.c_str(), 0755) == 0) {
             job_dir.reset(::openat(dir, output_name_.c_str(),
@@ -492,11 +513,17 @@ std::optional<ordered_json> ForkJob::take_result() {
 ForkServer::ForkServer(const Plan& job_plan, const Plan& zygote_plan, sys::Poller& poller)
     : job_plan_(job_plan), zygote_plan_(zygote_plan), poller_(poller) {
     using Interest = sys::Poller::Interest;
-    poller_.watch([this] { return Interest{channel_.get(), POLLIN}; },
-                  [this](short) { on_message(); }, this);
+    poller_.watch(
+        [this] {
+            return Interest{channel_.get(), POLLIN};
+        },
+        [this](short) { on_message(); }, this);
     // Wakes the loop when a lost zygote may be started again (advance() starts it).
-    poller_.watch([this] { return Interest{restart_timer_.get(), POLLIN}; },
-                  [this](short) { restart_timer_.acknowledge(); }, this);
+    poller_.watch(
+        [this] {
+            return Interest{restart_timer_.get(), POLLIN};
+        },
+        [this](short) { restart_timer_.acknowledge(); }, this);
 }
 
 ForkServer::~ForkServer() {

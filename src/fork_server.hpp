@@ -99,8 +99,8 @@ class ForkJob {
     std::optional<Stream> err_;
     sys::TimerFd deadline_;
     bool timed_out_ = false;
-    bool exited_ = false;  // the pidfd said so
-    std::optional<int> wait_status_;  // PID 1's, from the zygote
+    bool exited_ = false;                // the pidfd said so
+    std::optional<int> wait_status_;     // PID 1's, from the zygote
     sys::UniqueFd init_report_channel_;  // with processes allowed: the job's init reports here
     std::optional<int> init_status_;
     std::int64_t cpu_us_ = 0;

@@ -661,8 +661,8 @@ void relax_for_nesting(Plan& plan) {
     plan.proc_readonly.clear();
     plan.landlock = {};
     plan.seccomp_listener = false;
-    plan.seccomp_program = seccomp::compile(seccomp::nesting_recipe(
-        seccomp_recipe(plan.profile, plan.cgroup.has_value())));
+    plan.seccomp_program = seccomp::compile(
+        seccomp::nesting_recipe(seccomp_recipe(plan.profile, plan.cgroup.has_value())));
     // Single-threaded: a clone copies only the calling thread, so a thread pool the preload
     // started would be missing (its locks held) in every job.
     for (std::string& entry : plan.envp)

@@ -3,9 +3,9 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/sched.h>
+#include <linux/sockios.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
-#include <linux/sockios.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -492,15 +492,30 @@ namespace {
 
 // What setting up a job takes beyond what the job itself may do (nesting_recipe).
 constexpr const char* kJobSetupCalls[] = {
-    "unshare",    "mount",  "umount2",   "sethostname", "setrlimit", "prlimit64",
-    "capset",     "capget", "seccomp",   "pidfd_open",  "wait4",     "waitid",
-    "setsid",     "close_range", "landlock_create_ruleset", "landlock_add_rule",
-    "landlock_restrict_self", "sendmsg", "recvmsg", "getppid",
+    "unshare",
+    "mount",
+    "umount2",
+    "sethostname",
+    "setrlimit",
+    "prlimit64",
+    "capset",
+    "capget",
+    "seccomp",
+    "pidfd_open",
+    "wait4",
+    "waitid",
+    "setsid",
+    "close_range",
+    "landlock_create_ruleset",
+    "landlock_add_rule",
+    "landlock_restrict_self",
+    "sendmsg",
+    "recvmsg",
+    "getppid",
 };
-constexpr unsigned long kJobSetupPrctls[] = {PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS,
-                                             PR_CAPBSET_DROP,
-                                             PR_CAP_AMBIENT,   PR_SET_DUMPABLE,
-                                             PR_SET_SECUREBITS, PR_GET_SECUREBITS};
+constexpr unsigned long kJobSetupPrctls[] = {
+    PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP,  PR_CAP_AMBIENT,
+    PR_SET_DUMPABLE,  PR_SET_SECUREBITS,   PR_GET_SECUREBITS};
 
 // The job recipe's rules for these calls are replaced by unconditional ones: the zygote clones
 // with namespace flags, and its allocations are not watched (libseccomp refuses an unconditional
@@ -523,10 +538,9 @@ Recipe nesting_recipe(const Recipe& jobs) {
     for (int nr : {SCMP_SYS(clone), SCMP_SYS(mmap), SCMP_SYS(mremap)})
         add_rule(outer, SCMP_ACT_ALLOW, nr);
     for (const char* name : kJobSetupCalls)
-        if (int nr = resolve(name); nr != __NR_SCMP_ERROR && !unconditional_nrs.contains(nr) &&
-                                    std::ranges::none_of(jobs.rules, [&](const Recipe::Rule& r) {
-                                        return r.nr == nr;
-                                    }))
+        if (int nr = resolve(name);
+            nr != __NR_SCMP_ERROR && !unconditional_nrs.contains(nr) &&
+            std::ranges::none_of(jobs.rules, [&](const Recipe::Rule& r) { return r.nr == nr; }))
             add_rule(outer, SCMP_ACT_ALLOW, nr);
     const bool prctl_unconditional = unconditional_nrs.contains(SCMP_SYS(prctl));
     if (!prctl_unconditional)
@@ -560,8 +574,7 @@ std::string Recipe::fingerprint() const {
     const scmp_version* version = seccomp_version();
     std::string text = "pysandbox seccomp recipe 1; libseccomp " + std::to_string(version->major) +
                        "." + std::to_string(version->minor) + "." + std::to_string(version->micro) +
-                       "; arch " + std::to_string(seccomp_arch_native()) +
-                       "; default " +
+                       "; arch " + std::to_string(seccomp_arch_native()) + "; default " +
                        (default_action == SCMP_ACT_NOTIFY ? std::string("notify")
                                                           : std::to_string(default_action)) +
                        "; bad arch kill; optimize 2\n";

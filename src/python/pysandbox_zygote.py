@@ -263,7 +263,10 @@ def step_start_init(job):
         _prctl("start the job's init", PR_SET_DUMPABLE, 1)
         os.close(REPORT_FD)
         return
-    serve_as_init(pid)
+    try:
+        serve_as_init(pid)
+    finally:
+        os._exit(125)  # the init never goes on to the job's code, whatever failed
 
 
 def serve_as_init(job_pid):
@@ -275,8 +278,9 @@ def serve_as_init(job_pid):
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)
+    # Only the report socket stays (null among the closed: it may sit below or above it).
     os.closerange(JOB_FD, REPORT_FD)
-    os.close(null)
+    os.closerange(REPORT_FD + 1, 1 << 20)
     status = None
     while status is None:
         try:

@@ -30,9 +30,9 @@ def jsonl(*jobs) -> bytes:
 
 
 class BatchForkTest(SandboxTestCase):
-    def batch(self, *jobs, options=(), timeout=60, base="default"):
+    def batch(self, *jobs, options=(), timeout=60, base="default", extra=""):
         marker = new_marker().replace("-", "_")  # a module name
-        marked = profile(f'extends = "{base}"\n\n[python]\npreload = ["{marker}"]\n',
+        marked = profile(f'extends = "{base}"\n{extra}\n[python]\npreload = ["{marker}"]\n',
                          name=f"{marker}.toml")
         r = run(["batch", "--fork", "-j", "2", "--keep-order", "-p", str(marked), *options, "-"],
                 input=jsonl(*jobs), timeout=timeout)
@@ -104,6 +104,12 @@ class BatchForkTest(SandboxTestCase):
         self.assertEqual((results["signal"]["status"], results["signal"]["signal"]),
                          ("killed", "SIGXCPU"))
         self.assertEqual(results["orphan"]["status"], "ok")
+
+    def test_an_init_without_an_audit_channel(self):
+        # No [policy]: one descriptor fewer reaches the job (a regression: its init failed).
+        results = self.batch({"id": "x", "code": "print(1)"}, base="datascience",
+                             extra="[policy]\ndeny_imports = []\ndeny_calls = []\n")
+        self.assertEqual((results["x"]["status"], results["x"]["stdout"]), ("ok", "1\n"))
 
     def test_the_audit_hook_is_the_jobs(self):
         results = self.batch({"id": "p", "code": "import subprocess; subprocess.run(['true'])"})

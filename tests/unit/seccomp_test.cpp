@@ -7,8 +7,8 @@
 
 #include <linux/audit.h>
 #include <linux/sched.h>
-#include <seccomp.h>
 #include <linux/sockios.h>
+#include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/personality.h>
@@ -428,11 +428,26 @@ TEST_SUITE("seccomp nesting filter (batch --fork's zygote)") {
             CHECK(n.outer.action(SYS_ioctl, {3, SIOCSIFFLAGS}) == kAllow);
             // Refused, and below a job's USER_NOTIF, so a job's denial still reaches the
             // supervisor.
-            for (int nr : {SYS_setns, SYS_pivot_root, SYS_bpf, SYS_keyctl, SYS_add_key,
-                           SYS_perf_event_open, SYS_userfaultfd, SYS_io_uring_setup, SYS_ptrace,
-                           SYS_process_vm_readv, SYS_process_vm_writev, SYS_kexec_load,
-                           SYS_init_module, SYS_open_tree, SYS_move_mount, SYS_fsopen,
-                           SYS_fsmount, SYS_fspick, 442 /* mount_setattr */, SYS_chroot})
+            for (int nr : {SYS_setns,
+                           SYS_pivot_root,
+                           SYS_bpf,
+                           SYS_keyctl,
+                           SYS_add_key,
+                           SYS_perf_event_open,
+                           SYS_userfaultfd,
+                           SYS_io_uring_setup,
+                           SYS_ptrace,
+                           SYS_process_vm_readv,
+                           SYS_process_vm_writev,
+                           SYS_kexec_load,
+                           SYS_init_module,
+                           SYS_open_tree,
+                           SYS_move_mount,
+                           SYS_fsopen,
+                           SYS_fsmount,
+                           SYS_fspick,
+                           442 /* mount_setattr */,
+                           SYS_chroot})
                 CHECK_MESSAGE(n.outer.action(nr) == kTrace, nr);
             CHECK(n.outer.action(SYS_ioctl, {0, TIOCSTI}) == kTrace);
             CHECK(n.outer.action(SYS_read, {}, AUDIT_ARCH_I386) == kKill);
@@ -444,9 +459,9 @@ TEST_SUITE("seccomp nesting filter (batch --fork's zygote)") {
             CAPTURE(name);
             const Nesting n = nesting(name);
             for (int nr = 0; nr < 460; ++nr)
-                for (std::uint64_t arg0 : {std::uint64_t{0}, std::uint64_t{1},
-                                           std::uint64_t{CLONE_THREAD | CLONE_VM},
-                                           std::uint64_t{AF_UNIX}, std::uint64_t{AF_INET}}) {
+                for (std::uint64_t arg0 :
+                     {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{CLONE_THREAD | CLONE_VM},
+                      std::uint64_t{AF_UNIX}, std::uint64_t{AF_INET}}) {
                     const std::uint32_t job = n.job_filter.action(nr, {arg0, TCGETS, 1 << 20});
                     const std::uint32_t outer = n.outer.action(nr, {arg0, TCGETS, 1 << 20});
                     CAPTURE(nr);
