@@ -160,45 +160,61 @@ json ForkJob::request_json() const {
     return request;
 }
 
-void ForkJob::send_request(int zygote_channel) {
-    sys::Pipe out = output_pipe();
-    sys::Pipe err = output_pipe();
+// The job's descriptors, made once: a request the zygote's channel could not take yet (EAGAIN)
+// is sent again with the same ones.
+bool ForkJob::prepare_request() {
+    if (pending_) return true;
+    Pending pending{output_pipe(), output_pipe(), {}, {}};
     int pair[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
         fail("send the job to the zygote", errno, "socketpair(AF_UNIX, SOCK_STREAM)");
-        return;
+        return false;
     }
     job_socket_.reset(pair[0]);
-    sys::UniqueFd job_end(pair[1]);
-    if (plan_.profile.policy.wants_hook()) {
-        policy_ = std::make_unique<PolicyChannel>();
-        policy_open_ = true;
-    }
+    pending.job_end.reset(pair[1]);
+    if (plan_.profile.policy.wants_hook()) policy_ = std::make_unique<PolicyChannel>();
     // With processes allowed, the job's PID 1 stays an init that reports the job's end here.
-    sys::UniqueFd init_end;
     if (plan_.profile.seccomp.allow_processes) {
         if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) != 0) {
             fail("send the job to the zygote", errno, "socketpair(AF_UNIX, SOCK_SEQPACKET)");
-            return;
+            return false;
         }
         init_report_channel_.reset(pair[0]);
-        init_end.reset(pair[1]);
+        pending.init_end.reset(pair[1]);
     }
+    pending_.emplace(std::move(pending));
+    return true;
+}
+
+ForkJob::Sent ForkJob::send_request(int zygote_channel) {
+    try {
+        if (!prepare_request()) return Sent::failed;
+    } catch (const std::exception& e) {  // out of descriptors: this job fails, not the batch
+        fail("send the job to the zygote", EMFILE, e.what());
+        return Sent::failed;
+    }
+    Pending& pending = *pending_;
     const std::string text = request_json().dump();
-    std::vector<int> fds{out.write.get(), err.write.get(), job_end.get()};
+    std::vector<int> fds{pending.out.write.get(), pending.err.write.get(), pending.job_end.get()};
     if (policy_) fds.push_back(policy_->write_fd());
-    if (init_end) fds.push_back(init_end.get());
-    const bool sent = send_with_fds(zygote_channel, text, fds);
-    if (policy_) policy_->close_write_end();
-    if (!sent) {
-        policy_open_ = false;
+    if (pending.init_end) fds.push_back(pending.init_end.get());
+    if (!send_with_fds(zygote_channel, text, fds)) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return Sent::again;
         fail("send the job to the zygote", errno, "sendmsg(zygote channel)");
-        return;
+        return Sent::failed;
     }
-    out_.emplace(Stream::captured(std::move(out.read), transcript_, Transcript::kStdout, budget_));
-    err_.emplace(Stream::captured(std::move(err.read), transcript_, Transcript::kStderr, budget_));
+    if (policy_) {
+        policy_->close_write_end();
+        policy_open_ = true;
+    }
+    out_.emplace(
+        Stream::captured(std::move(pending.out.read), transcript_, Transcript::kStdout, budget_));
+    err_.emplace(
+        Stream::captured(std::move(pending.err.read), transcript_, Transcript::kStderr, budget_));
+    pending_.reset();  // the zygote has its copies; ours close
     phase_ = Phase::starting;
     deadline_.arm(kJobSetupTimeout);
+    return Sent::done;
 }
 
 void ForkJob::watch() {
@@ -515,9 +531,13 @@ ForkServer::ForkServer(const Plan& job_plan, const Plan& zygote_plan, sys::Polle
     using Interest = sys::Poller::Interest;
     poller_.watch(
         [this] {
-            return Interest{channel_.get(), POLLIN};
+            const bool waiting = ready_ && !queue_.empty();
+            return Interest{channel_.get(), static_cast<short>(POLLIN | (waiting ? POLLOUT : 0))};
         },
-        [this](short) { on_message(); }, this);
+        [this](short revents) {
+            if (revents & (POLLIN | POLLHUP | POLLERR)) on_message();
+        },
+        this);
     // Wakes the loop when a lost zygote may be started again (advance() starts it).
     poller_.watch(
         [this] {
@@ -550,6 +570,7 @@ void ForkServer::start_zygote() {
         return;
     }
     channel_ = zygote_->take_nest_channel();
+    ::fcntl(channel_.get(), F_SETFL, O_NONBLOCK);
 }
 
 void ForkServer::advance() {
@@ -559,11 +580,14 @@ void ForkServer::advance() {
     if (closed_) return;
     if (!zygote_ && !queue_.empty() && Clock::now() >= next_start_) start_zygote();
     if (!ready_) return;
+    // Never blocking: the zygote also writes to this channel, and a supervisor blocked on a full
+    // one while the zygote is blocked on the other direction would hold every job forever.
     while (!queue_.empty()) {
         ForkJob* job = queue_.front();
+        const ForkJob::Sent sent = job->send_request(channel_.get());
+        if (sent == ForkJob::Sent::again) return;  // POLLOUT wakes the loop
         queue_.pop_front();
-        sent_[job->id()] = job;
-        job->send_request(channel_.get());
+        if (sent == ForkJob::Sent::done) sent_[job->id()] = job;
     }
 }
 
@@ -572,6 +596,7 @@ void ForkServer::on_message() {
     ssize_t n;
     while ((n = ::recv(channel_.get(), text.data(), text.size(), 0)) < 0 && errno == EINTR) {
     }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {
         lose_zygote("the zygote ended");
         return;

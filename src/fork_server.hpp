@@ -54,7 +54,8 @@ class ForkJob {
 
     // The server's side.
     int id() const { return id_; }
-    void send_request(int zygote_channel);
+    enum class Sent { done, again, failed };  // again: the channel is full, retry on POLLOUT
+    Sent send_request(int zygote_channel);
     void on_zygote_message(const nlohmann::json& message);
     void on_zygote_lost(const std::string& why);
 
@@ -62,6 +63,7 @@ class ForkJob {
     enum class Phase { queued, starting, running, ended, done };
 
     nlohmann::json request_json() const;
+    bool prepare_request();
     void watch();
     void on_hello();
     void send_code();
@@ -85,6 +87,13 @@ class ForkJob {
     std::chrono::steady_clock::time_point requested_at_;
     std::chrono::steady_clock::time_point code_at_;
     std::chrono::steady_clock::time_point ended_at_;
+    struct Pending {
+        sys::Pipe out;
+        sys::Pipe err;
+        sys::UniqueFd job_end;
+        sys::UniqueFd init_end;
+    };
+    std::optional<Pending> pending_;  // made, not yet taken by the zygote
     sys::UniqueFd job_socket_;
     sys::UniqueFd pidfd_;
     sys::UniqueFd work_dir_;

@@ -30,11 +30,12 @@ def jsonl(*jobs) -> bytes:
 
 
 class BatchForkTest(SandboxTestCase):
-    def batch(self, *jobs, options=(), timeout=60, base="default", extra=""):
+    def batch(self, *jobs, options=(), timeout=60, base="default", extra="", parallel=2):
         marker = new_marker().replace("-", "_")  # a module name
         marked = profile(f'extends = "{base}"\n{extra}\n[python]\npreload = ["{marker}"]\n',
                          name=f"{marker}.toml")
-        r = run(["batch", "--fork", "-j", "2", "--keep-order", "-p", str(marked), *options, "-"],
+        r = run(["batch", "--fork", "-j", str(parallel), "--keep-order", "-p", str(marked),
+                 *options, "-"],
                 input=jsonl(*jobs), timeout=timeout)
         self.assertEqual(r.returncode, 0, r.describe())
         lines = [json.loads(line) for line in r.stdout.decode().splitlines()]
@@ -104,6 +105,14 @@ class BatchForkTest(SandboxTestCase):
         self.assertEqual((results["signal"]["status"], results["signal"]["signal"]),
                          ("killed", "SIGXCPU"))
         self.assertEqual(results["orphan"]["status"], "ok")
+
+    def test_many_jobs_at_once_do_not_deadlock_the_zygote_channel(self):
+        # 200 requests at once fill the zygote's channel both ways (a regression: the supervisor
+        # blocked on a full channel while the zygote blocked on the other direction).
+        jobs = [{"id": i, "code": f"print({i})"} for i in range(200)]
+        results = self.batch(*jobs, parallel=128, timeout=120)
+        self.assertEqual({r["status"] for r in results.values()}, {"ok"})
+        self.assertEqual(results[199]["stdout"], "199\n")
 
     def test_an_init_without_an_audit_channel(self):
         # No [policy]: one descriptor fewer reaches the job (a regression: its init failed).
