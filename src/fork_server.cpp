@@ -347,7 +347,7 @@ void ForkJob::on_deadline() {
     if (phase_ == Phase::starting) {
         // The zygote holds the job until its hello: ending the zygote ends it (PDEATHSIG).
         fail("set up the job", ETIMEDOUT, "no hello within the setup timeout");
-        server_.restart_zygote("a job's setup timed out");
+        server_.kill_job(id_);
         return;
     }
     if (phase_ != Phase::running || exited_) return;
@@ -615,6 +615,14 @@ void ForkServer::on_message() {
     ForkJob* target = it->second;
     if (message.contains("status") || message.contains("error")) sent_.erase(it);
     target->on_zygote_message(message);
+}
+
+// A job that never said hello is killed by the zygote, the only one that knows its pid; if the
+// zygote cannot take the request now, it is ended (and with it the job: PR_SET_PDEATHSIG).
+void ForkServer::kill_job(int id) {
+    const std::string text = json{{"kill", id}}.dump();
+    if (!channel_ || ::send(channel_.get(), text.data(), text.size(), MSG_NOSIGNAL) < 0)
+        lose_zygote("a job's setup timed out");
 }
 
 // A dead zygote is a sandbox_error for the jobs it held; the next job starts another.

@@ -138,8 +138,8 @@ class ForkServer {
     void advance();
     // Ends the zygote (its jobs die with it: PR_SET_PDEATHSIG) and starts no other.
     void close();
-    // Ends the zygote now; its jobs in flight become sandbox errors, the next job starts another.
-    void restart_zygote(const std::string& why) { lose_zygote(why); }
+    // Has the zygote kill a job it started that never said hello (or ends the zygote).
+    void kill_job(int id);
 
     const Plan& job_plan() const { return job_plan_; }
     sys::Poller& poller() { return poller_; }

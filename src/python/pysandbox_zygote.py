@@ -526,6 +526,9 @@ class Zygote:
             return False
         try:
             request = json.loads(message)
+            if "kill" in request:  # a job whose setup hangs: only the zygote knows its pid
+                self.kill(request["kill"])
+                return True
             try:
                 self.start(request, fds)
             except Exception as error:  # one job's failure, not the zygote's
@@ -591,6 +594,15 @@ class Zygote:
         error = ctypes.get_errno()
         pyapi.PyOS_AfterFork_Parent()
         return pid if pid > 0 else -error
+
+    def kill(self, job):
+        # By pid: a child not yet reaped (reap() runs from this loop) keeps its pid.
+        for key in list(self.selector.get_map().values()):
+            if key.data is not None and key.data[1] == job:
+                try:
+                    os.kill(key.data[0], signal.SIGKILL)
+                except OSError:
+                    pass
 
     def reap(self, key):
         pid, job = key.data
