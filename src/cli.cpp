@@ -455,7 +455,9 @@ bool CommandLine::parsed(std::string_view name) const {
 
 bool CommandLine::json_requested() const {
     for (const char* name : {"run", "check"})
-        if (parsed(name) && command(name)->get_option("--json")->count() > 0) return true;
+        if (const CLI::App* found = command(name);
+            found != nullptr && found->parsed() && found->get_option("--json")->count() > 0)
+            return true;
     return false;
 }
 

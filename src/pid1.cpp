@@ -33,7 +33,8 @@ void send_report(const Report& report) noexcept {
 
 // The script's resource limits are set here, in its own process, rather than in init: init needs
 // none of them, and an address-space limit below what a sanitizer build's init has already
-// mapped made its next mmap fail. Before seccomp, which the script runs under.
+// mapped made its next mmap fail. Before seccomp, which the script runs under; all but the
+// open-files limit, which waits until the listener is out (step_limit_open_files).
 int set_rlimits(ChildContext& ctx, limits::Which which) noexcept {
     if (const Rlimit* refused = limits::set_rlimits(ctx.plan, which))
         return step_fail(ctx, "setrlimit(%d, %llu, %llu)", refused->resource,

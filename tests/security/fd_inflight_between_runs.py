@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
 FLOODER = r'''
-import os, resource, socket
+import errno, os, resource, socket, time
 limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
 a.setblocking(False)
@@ -31,7 +31,6 @@ for attempt_number in range(600):
         socket.send_fds(a, [b"x"], [0] * 250)
         sent += 250
     except OSError as e:
-        import errno, time
         stopped = errno.errorcode.get(e.errno, str(e.errno))
         if sent >= limit or e.errno != errno.ETOOMANYREFS:
             break
