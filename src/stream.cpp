@@ -28,6 +28,16 @@ void populate(const char* from, std::size_t size) {
     ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
 
+// A reservation of many megabytes, backed by 2 MiB pages where the host allows it
+// (transparent_hugepage "madvise" or "always"): one fault, one charge and one zeroing pass per
+// 2 MiB instead of 512 of each. A hint, like populate(): ignored where it does not apply.
+void prefer_huge_pages(const char* from, std::size_t size) {
+    constexpr std::uintptr_t kHuge = 2 << 20;
+    const auto begin = (reinterpret_cast<std::uintptr_t>(from) + kHuge - 1) & ~(kHuge - 1);
+    const auto end = (reinterpret_cast<std::uintptr_t>(from) + size) & ~(kHuge - 1);
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
 }  // namespace
 
 void Transcript::append(Channel channel, std::string_view bytes) {
@@ -37,6 +47,7 @@ void Transcript::append(Channel channel, std::string_view bytes) {
         size > text.capacity() && size > kGrowDirectly && expected_ > size) {
         try {
             text.reserve(expected_);
+            prefer_huge_pages(text.data(), text.capacity());
         } catch (const std::bad_alloc&) {  // a host that refuses the address space: doubling
         }
     }
