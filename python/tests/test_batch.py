@@ -90,3 +90,13 @@ def test_a_job_that_cannot_be_serialised_raises_after_the_jobs_before_it():
         for result in pysandbox.batch(jobs):
             seen.append(result.id)
     assert seen == ["fine"]
+
+
+def test_no_preload_starts_each_sandbox_without_the_profiles_preload(shared_dir):
+    profile = shared_dir.file("preloads.toml", 'extends = "default"\n[python]\n'
+                                               'preload = ["json", "email.parser"]\n')
+    job = Job(id="seen", code="import sys\n'json' in sys.modules, 'email.parser' in sys.modules")
+    (preloaded,) = run_batch([job], profiles=[str(profile)])
+    assert preloaded.value == "(True, True)"
+    (plain,) = run_batch([job], profiles=[str(profile)], extra_args=["--no-preload"])
+    assert plain.value == "(False, False)"
