@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,6 +96,16 @@ void TailRing::push(const char* data, std::size_t n) {
     }
 }
 
+TailRing::Slots TailRing::slots() {
+    if (capacity_ == 0 || ring_.size() < capacity_) return {nullptr, 0, nullptr, 0};
+    return {ring_.data() + next_, capacity_ - next_, ring_.data(), next_};
+}
+
+void TailRing::commit(std::size_t n) {
+    next_ = (next_ + n) % capacity_;
+    omitted_ += n;
+}
+
 std::string TailRing::drain() {
     std::string out;
     if (omitted_ > 0) out = "\n[... " + std::to_string(omitted_) + " bytes omitted ...]\n";
@@ -185,7 +196,16 @@ Stream::Read Stream::read_once() {
         splice_ = false;
     }
     char chunk[kBuffer];
-    ssize_t n = ::read(from_.get(), chunk, sizeof chunk - pending());
+    // Past the head, with the tail's ring full: straight into the ring.
+    const TailRing::Slots ring = budget_ != nullptr && budget_->head_left == 0
+                                     ? tail_.slots()
+                                     : TailRing::Slots{nullptr, 0, nullptr, 0};
+    iovec parts[2] = {{chunk, sizeof chunk - pending()}, {nullptr, 0}};
+    if (ring.first_size > 0) {
+        parts[0] = {ring.first, ring.first_size};
+        parts[1] = {ring.second, ring.second_size};
+    }
+    ssize_t n = ::readv(from_.get(), parts, parts[1].iov_len > 0 ? 2 : 1);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return Read::again;
     if (n <= 0) {
         from_.reset();
@@ -194,7 +214,10 @@ Stream::Read Stream::read_once() {
         return Read::end;
     }
     total_ += static_cast<std::uint64_t>(n);
-    admit(chunk, static_cast<std::size_t>(n));
+    if (ring.first_size > 0)
+        tail_.commit(static_cast<std::size_t>(n));
+    else
+        admit(chunk, static_cast<std::size_t>(n));
     return Read::data;
 }
 
