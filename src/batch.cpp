@@ -207,7 +207,9 @@ class Batch {
                 show_progress(false);
                 progress_timer_.arm(kProgressEvery);
             });
-        watch_lines(poller_, input_, output_, [this] { return running_.size() < parallel_; });
+        // Read ahead (the reader's own cap bounds it), so that the end of the input is seen as it
+        // comes: the last job then takes the last warm sandbox.
+        watch_lines(poller_, input_, output_, [] { return true; });
         for (Offer& offer : offers_)
             offer.pool = std::make_unique<Pool>(*offer.plan, poller_, parallel_);
         if (progress_shown_) progress_timer_.arm(kProgressEvery);
@@ -217,9 +219,11 @@ class Batch {
     int run() {
         for (;;) {
             poller_.poll_once();
+            stop_warming_if_done();
             for (Offer& offer : offers_) offer.pool->advance();
             collect();
             start_jobs();
+            stop_warming_if_done();
             if (output_.broken()) return finish(exit_codes::kSignalBase + SIGPIPE);
             if (stop_signal_ != 0) return finish(exit_codes::kSignalBase + stop_signal_);
             if (input_.exhausted() && running_.empty()) return finish(setup_failed_ ? 125 : 0);
@@ -227,6 +231,15 @@ class Batch {
     }
 
   private:
+    // Every job has its sandbox: the warm ones left would serve nobody, and with every core busy
+    // their start (the preload included) is taken from the last jobs. A one-job batch (a Dask
+    // task) starts one sandbox, not two.
+    void stop_warming_if_done() {
+        if (pools_closed_ || !input_.exhausted()) return;
+        for (Offer& offer : offers_) offer.pool->close();
+        pools_closed_ = true;
+    }
+
     void start_jobs() {
         while (running_.size() < parallel_) {
             auto line = input_.next();
@@ -341,6 +354,7 @@ class Batch {
     std::vector<std::string> names_;
     std::vector<const Limits*> limits_;
     const std::size_t parallel_;
+    bool pools_closed_ = false;  // the input is exhausted: no sandbox is started ahead any more
     const bool keep_order_;
     sys::SignalFd& signals_;
     sys::Poller poller_;

@@ -1,7 +1,10 @@
 """pysandbox.batch against the built binary: one result per job with its id, in order or as
 jobs finish, bad jobs as bad_request results, and pysandbox's own failures as SandboxError."""
 
+import json
 import os
+import subprocess
+import time
 
 import pytest
 
@@ -100,3 +103,30 @@ def test_no_preload_starts_each_sandbox_without_the_profiles_preload(shared_dir)
     assert preloaded.value == "(True, True)"
     (plain,) = run_batch([job], profiles=[str(profile)], extra_args=["--no-preload"])
     assert plain.value == "(False, False)"
+
+
+def _children(pid: int) -> set[int]:
+    children = set()
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            children.update(int(c) for c in f.read().split())
+    return children
+
+
+def test_a_one_job_batch_starts_one_sandbox(built_binary):
+    # What a Dask task runs. A sandbox started ahead for a next job that never comes would take
+    # a whole start (the profile's preload included) from the worker's CPUs.
+    batch = subprocess.Popen([built_binary, "batch", "--jobs", "1", "-"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    batch.stdin.write(b'{"id": 1, "code": "import time\\ntime.sleep(1.5)\\nprint(1)"}\n')
+    batch.stdin.close()
+    # While the job sleeps, the batch's children are the sandboxes it has started (their inits).
+    most = 0
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline and batch.poll() is None:
+        most = max(most, len(_children(batch.pid)))
+        time.sleep(0.01)
+    out, err = batch.stdout.read(), batch.stderr.read()
+    assert batch.wait(timeout=30) == 0, err
+    assert json.loads(out)["stdout"] == "1\n"
+    assert most == 1, f"{most} sandboxes at once for one job"
