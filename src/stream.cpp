@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
@@ -29,10 +30,15 @@ void populate(const char* from, std::size_t size) {
     ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
 
-// A reservation of many megabytes, backed by 2 MiB pages where the host allows it
+// A reservation for a large output limit, backed by 2 MiB pages where the host allows it
 // (transparent_hugepage "madvise" or "always"): one fault, one charge and one zeroing pass per
-// 2 MiB instead of 512 of each. A hint, like populate(): ignored where it does not apply.
+// 2 MiB instead of 512 of each. A hint, like populate(): ignored where it does not apply. Only
+// above kHugeFrom: with THP's defrag set to "madvise", a fault there may compact memory first,
+// a stall worth risking for a gigabyte kept, not for the default 16 MiB limit's 12 MiB.
+constexpr std::size_t kHugeFrom = 64 << 20;
+
 void prefer_huge_pages(const char* from, std::size_t size) {
+    if (size < kHugeFrom) return;
     constexpr std::uintptr_t kHuge = 2 << 20;
     const auto begin = (reinterpret_cast<std::uintptr_t>(from) + kHuge - 1) & ~(kHuge - 1);
     const auto end = (reinterpret_cast<std::uintptr_t>(from) + size) & ~(kHuge - 1);
@@ -96,12 +102,14 @@ void TailRing::push(const char* data, std::size_t n) {
     }
 }
 
-TailRing::Slots TailRing::slots() {
-    if (capacity_ == 0 || ring_.size() < capacity_) return {nullptr, 0, nullptr, 0};
+TailRing::Slots TailRing::slots(std::size_t at_least) {
+    if (capacity_ == 0 || capacity_ < at_least || ring_.size() < capacity_)
+        return {nullptr, 0, nullptr, 0};
     return {ring_.data() + next_, capacity_ - next_, ring_.data(), next_};
 }
 
 void TailRing::commit(std::size_t n) {
+    assert(n <= capacity_ && ring_.size() == capacity_);
     next_ = (next_ + n) % capacity_;
     omitted_ += n;
 }
@@ -198,7 +206,7 @@ Stream::Read Stream::read_once() {
     char chunk[kBuffer];
     // Past the head, with the tail's ring full: straight into the ring.
     const TailRing::Slots ring = budget_ != nullptr && budget_->head_left == 0
-                                     ? tail_.slots()
+                                     ? tail_.slots(kBuffer)
                                      : TailRing::Slots{nullptr, 0, nullptr, 0};
     iovec parts[2] = {{chunk, sizeof chunk - pending()}, {nullptr, 0}};
     if (ring.first_size > 0) {
