@@ -100,7 +100,9 @@ class _LinecacheSources:
     """The cells' source for linecache, which warnings and traceback.print_exc() read lines from.
     A cell's filename ("<cell-3>") names no file, so its lines live only in linecache's cache.
     linecache itself costs a cell nothing until something imports it; this finder, first on
-    sys.meta_path until then, sees that import and fills the cache right after the module ran."""
+    sys.meta_path until then, sees that import and fills the cache right after the module ran.
+    A cell that goes around it (its own finder, a new sys.meta_path) gets its linecache filled
+    when the next cell starts (adopt)."""
 
     def __init__(self):
         self.sources = {}  # filename: the cell's code, kept for the session, as linecache keeps it
@@ -114,11 +116,18 @@ class _LinecacheSources:
     def _fill(self, filename, code):
         self.linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
 
+    def adopt(self):
+        """A linecache imported some other way than through find_spec."""
+        linecache = sys.modules.get("linecache")
+        if linecache is not None and linecache is not self.linecache:
+            self.loaded(linecache)
+
     def find_spec(self, name, path=None, target=None):
         if name != "linecache":
             return None
-        sys.meta_path.remove(self)
-        for finder in sys.meta_path:
+        for finder in sys.meta_path:  # the spec the import system would find without this one
+            if finder is self:
+                continue
             find = getattr(finder, "find_spec", None)
             spec = find(name, path, target) if find is not None else None
             if spec is not None:
@@ -127,6 +136,11 @@ class _LinecacheSources:
         return None
 
     def loaded(self, module):
+        """linecache ran (a spec found is not yet an import: importlib.util.find_spec)."""
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
         self.linecache = module
         for filename, code in self.sources.items():
             self._fill(filename, code)
@@ -324,6 +338,7 @@ class _Session:
 
     def _compile(self, code, filename):
         """The cell's body and, when it ends in an expression statement, that expression."""
+        self.sources.adopt()
         self.sources.add(filename, code)
         tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST | self.flags, dont_inherit=True)
         last = None

@@ -512,6 +512,23 @@ class ExceptionTest(SessionTestCase):
         self.assertIn("<cell-4>:2: UserWarning: again\n  warnings.warn('again')\n", r["stderr"],
                       "a cell after linecache was imported")
 
+    def test_cell_lines_survive_a_find_spec_and_an_import_around_the_driver(self):
+        s = self.session()
+        s.cell("import importlib.util, sys\nimportlib.util.find_spec('linecache') is not None")
+        s.cell("def f(n):\n    return 1 / n")
+        r = s.cell("import traceback\ntry:\n    f(0)\nexcept ZeroDivisionError:\n"
+                   "    traceback.print_exc()")
+        self.assertIn('File "<cell-2>", line 2, in f\n    return 1 / n\n', r["stderr"],
+                      "a spec found is not an import")
+        s = self.session()
+        s.cell("import sys\nsys.meta_path = [finder for finder in sys.meta_path\n"
+               "                 if type(finder).__module__ != 'pysandbox_driver']")
+        s.cell("import linecache\ndef g(n):\n    return 1 / n")
+        r = s.cell("import traceback\ntry:\n    g(0)\nexcept ZeroDivisionError:\n"
+                   "    traceback.print_exc()")
+        self.assertIn('File "<cell-2>", line 3, in g\n    return 1 / n\n', r["stderr"],
+                      "linecache imported around the driver is filled at the next cell")
+
 
 class ForgeryTest(SessionTestCase):
     """What the script writes, to its stdout or to the driver's channel (fd 5), is at most its
