@@ -10,7 +10,7 @@ import pytest
 
 import pysandbox
 from pysandbox import Job, SandboxError, Status
-from support import checked, descendants, exits
+from support import checked, children, descendants, exits
 
 
 def run_batch(jobs, **kwargs) -> list[pysandbox.Result]:
@@ -105,14 +105,6 @@ def test_no_preload_starts_each_sandbox_without_the_profiles_preload(shared_dir)
     assert plain.value == "(False, False)"
 
 
-def _children(pid: int) -> set[int]:
-    children = set()
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{task}/children") as f:
-            children.update(int(c) for c in f.read().split())
-    return children
-
-
 def test_a_one_job_batch_starts_one_sandbox(built_binary):
     # What a Dask task runs. A sandbox started ahead for a next job that never comes would take
     # a whole start (the profile's preload included) from the worker's CPUs.
@@ -124,7 +116,7 @@ def test_a_one_job_batch_starts_one_sandbox(built_binary):
     most = 0
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline and batch.poll() is None:
-        most = max(most, len(_children(batch.pid)))
+        most = max(most, len(children(batch.pid)))
         time.sleep(0.01)
     out, err = batch.stdout.read(), batch.stderr.read()
     assert batch.wait(timeout=30) == 0, err

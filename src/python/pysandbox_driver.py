@@ -319,11 +319,8 @@ class _Session:
     def __init__(self, channel):
         self.channel = channel
         self.sources = _LinecacheSources()
-        linecache = sys.modules.get("linecache")  # a preloaded module may have imported it
-        if linecache is not None:
-            self.sources.loaded(linecache)
-        else:
-            sys.meta_path.insert(0, self.sources)
+        # Until linecache runs; one a preloaded module imported is adopted by the first cell.
+        sys.meta_path.insert(0, self.sources)
         self.interrupts = _Interrupts()
         self.namespace = self._fresh_main()
         self.flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
