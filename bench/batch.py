@@ -7,6 +7,8 @@ machine hits both: `pysandbox batch -j N` over a JSON-lines file, and `xargs -P 
 
     bench/batch.py [--jobs 1000] [--parallel 2] [--rounds 3] [--case sum|pandas] [--json]
 
+`batch --no-preload` runs in the same rounds: the same jobs, without the profile's preload.
+
 Cases: `sum` runs print(sum(range(1000))) under default; `pandas` imports pandas under
 datascience (whose [python] preload imports it before the job arrives).
 Standard library only.
@@ -31,9 +33,10 @@ CASES = {
 }
 
 
-def run_batch(binary: str, jobs_file: str, parallel: int, profile: str, count: int) -> float:
+def run_batch(binary: str, jobs_file: str, parallel: int, profile: str, count: int,
+              *options: str) -> float:
     start = time.perf_counter()
-    out = subprocess.run([binary, "batch", "-j", str(parallel), "-p", profile, jobs_file],
+    out = subprocess.run([binary, "batch", *options, "-j", str(parallel), "-p", profile, jobs_file],
                          check=True, capture_output=True).stdout.splitlines()
     elapsed = time.perf_counter() - start
     statuses = [json.loads(line)["status"] for line in out]
@@ -69,10 +72,12 @@ def main() -> int:
         for i in range(args.jobs):
             jobs.write(json.dumps({"id": i, "code": code}) + "\n")
     try:
-        batch, xargs = [], []
+        batch, plain, xargs = [], [], []
         for _ in range(args.rounds):
             batch.append(args.jobs / run_batch(args.pysandbox, jobs.name, args.parallel, profile,
                                                args.jobs))
+            plain.append(args.jobs / run_batch(args.pysandbox, jobs.name, args.parallel, profile,
+                                               args.jobs, "--no-preload"))
             xargs.append(args.jobs / run_xargs(args.pysandbox, args.parallel, profile, code,
                                                args.jobs))
     finally:
@@ -80,14 +85,18 @@ def main() -> int:
     row = {"case": args.case, "jobs": args.jobs, "parallel": args.parallel,
            "rounds": args.rounds,
            "batch_jobs_per_s": round(statistics.median(batch), 1),
+           "no_preload_jobs_per_s": round(statistics.median(plain), 1),
            "xargs_run_jobs_per_s": round(statistics.median(xargs), 1)}
     row["ratio"] = round(row["batch_jobs_per_s"] / row["xargs_run_jobs_per_s"], 2)
+    row["no_preload_ratio"] = round(row["no_preload_jobs_per_s"] / row["xargs_run_jobs_per_s"], 2)
     if args.json:
         print(json.dumps(row))
     else:
         print(f"{args.case}: {args.jobs} jobs, {args.parallel} at a time, {args.rounds} rounds "
               f"(median): batch {row['batch_jobs_per_s']} jobs/s, xargs -P {args.parallel} "
-              f"pysandbox run {row['xargs_run_jobs_per_s']} jobs/s: x{row['ratio']}")
+              f"pysandbox run {row['xargs_run_jobs_per_s']} jobs/s: x{row['ratio']}; "
+              f"batch --no-preload {row['no_preload_jobs_per_s']} jobs/s: "
+              f"x{row['no_preload_ratio']}")
     return 0
 
 

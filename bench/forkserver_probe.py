@@ -416,7 +416,8 @@ class Zygote:
                              ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0), ctypes.c_long(0))
         if pid == 0:
             pyapi.PyOS_AfterFork_Child()
-            try:
+
+            def child():
                 T = {"clone": now() - t0}
                 os.close(rel_w)
                 t = now()
@@ -428,14 +429,8 @@ class Zygote:
                 close_except({out_w, err_w, jsock})
                 T["c1_fds"] = now() - t
                 job_c2(self, req, out_w, err_w, jsock, None, T)
-            except StepError as e:
-                send_msg(JOB_FD[0], {"error": e.step, "errno": e.err,
-                                     "errname": errno.errorcode.get(e.err), "call": e.call})
-                os._exit(125)
-            except BaseException:
-                send_msg(JOB_FD[0], {"error": "c2", "trace": traceback.format_exc()})
-                os._exit(125)
-            os._exit(126)
+
+            run_c2(child)
         err = ctypes.get_errno()
         pyapi.PyOS_AfterFork_Parent()
         self.fork_parent_ns.append(now() - t0)
@@ -510,17 +505,8 @@ def job_c1(z: Zygote, req, fds, t_fork0):
         t_f = now()
         pid = os.fork()
         if pid == 0:
-            try:
-                JOB_FD[0] = jsock
-                job_c2(z, req, out_w, err_w, jsock, t_f)
-            except StepError as e:
-                send_msg(JOB_FD[0], {"error": e.step, "errno": e.err,
-                                     "errname": errno.errorcode.get(e.err), "call": e.call})
-                os._exit(125)
-            except BaseException:
-                send_msg(JOB_FD[0], {"error": "c2", "trace": traceback.format_exc()})
-                os._exit(125)
-            os._exit(126)
+            JOB_FD[0] = jsock
+            run_c2(lambda: job_c2(z, req, out_w, err_w, jsock, t_f))
         os.close(out_w)
         os.close(err_w)
         _, status, ru = os.wait4(pid, 0)
@@ -537,6 +523,21 @@ def job_c1(z: Zygote, req, fds, t_fork0):
 
 
 JOB_FD = [-1]  # where C2's end of the job socket is now (it moves to fd 3)
+
+
+def run_c2(body) -> None:
+    """Runs a job's C2 and never returns: a step that failed is reported on the job socket and C2
+    exits 125; 126 if the body came back (job_c2 ends the job itself)."""
+    try:
+        body()
+    except StepError as e:
+        send_msg(JOB_FD[0], {"error": e.step, "errno": e.err,
+                             "errname": errno.errorcode.get(e.err), "call": e.call})
+        os._exit(125)
+    except BaseException:
+        send_msg(JOB_FD[0], {"error": "c2", "trace": traceback.format_exc()})
+        os._exit(125)
+    os._exit(126)
 
 
 def job_c2(z: Zygote, req, out_w, err_w, jsock, t_f, T=None):

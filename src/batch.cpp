@@ -209,7 +209,9 @@ class Batch {
                 show_progress(false);
                 progress_timer_.arm(kProgressEvery);
             });
-        watch_lines(poller_, input_, output_, [this] { return running_.size() < parallel_; });
+        // Read ahead (the reader's own cap bounds it), so that the end of the input is seen as it
+        // comes: the last job then takes the last warm sandbox.
+        watch_lines(poller_, input_, output_, [] { return true; });
         if (invocation.fork) {
             for (std::size_t i = 0; i < offers_.size(); ++i) {
                 zygote_plans_.push_back(
@@ -228,11 +230,13 @@ class Batch {
     int run() {
         for (;;) {
             poller_.poll_once();
+            stop_warming_if_done();
             for (Offer& offer : offers_)
                 if (offer.pool) offer.pool->advance();
             for (auto& server : servers_) server->advance();
             collect();
             start_jobs();
+            stop_warming_if_done();
             for (auto& server : servers_) server->advance();  // the jobs just queued go now
             if (output_.broken()) return finish(exit_codes::kSignalBase + SIGPIPE);
             if (stop_signal_ != 0) return finish(exit_codes::kSignalBase + stop_signal_);
@@ -241,6 +245,16 @@ class Batch {
     }
 
   private:
+    // Every job has its sandbox: the warm ones left would serve nobody, and with every core busy
+    // their start (the preload included) is taken from the last jobs. A one-job batch (a Dask
+    // task) starts one sandbox, not two.
+    void stop_warming_if_done() {
+        if (pools_closed_ || !input_.exhausted()) return;
+        for (Offer& offer : offers_)
+            if (offer.pool) offer.pool->close();
+        pools_closed_ = true;
+    }
+
     void start_jobs() {
         while (running_.size() < parallel_) {
             auto line = input_.next();
@@ -365,6 +379,7 @@ class Batch {
     std::vector<std::string> names_;
     std::vector<const Limits*> limits_;
     const std::size_t parallel_;
+    bool pools_closed_ = false;  // the input is exhausted: no sandbox is started ahead any more
     const bool keep_order_;
     sys::SignalFd& signals_;
     sys::Poller poller_;

@@ -5,8 +5,9 @@
 
 namespace pysandbox::limits {
 
-const Rlimit* set_rlimits(const Plan& plan) noexcept {
+const Rlimit* set_rlimits(const Plan& plan, Which which) noexcept {
     for (const Rlimit& limit : plan.rlimits) {
+        if ((limit.resource == RLIMIT_NOFILE) != (which == Which::open_files)) continue;
         rlimit value{limit.soft, limit.hard};
         if (::setrlimit(limit.resource, &value) != 0) return &limit;
     }

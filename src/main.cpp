@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +32,18 @@ extern char** environ;
 
 namespace pysandbox {
 namespace {
+
+// The sandboxes' setup passes descriptors to the supervisor (SCM_RIGHTS), which the kernel refuses
+// once the host user has more in flight than the sender's soft RLIMIT_NOFILE; every sandbox of
+// one user counts, and a script can keep up to its own limit's worth in flight. The setup inherits
+// this limit (the script's own comes last, limits.hpp), so it is raised as far as the host allows.
+void raise_open_files_limit() {
+    rlimit files{};
+    if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+        files.rlim_cur = files.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &files);  // best effort: a lower limit only lowers that margin
+    }
+}
 
 // A pipe created later must never land on 0, 1 or 2 because the caller closed one of them.
 void ensure_standard_fds() {
@@ -182,6 +195,7 @@ int dispatch(const Invocation& invocation) {
 int main(int argc, char** argv) {
     using namespace pysandbox;
     ensure_standard_fds();
+    raise_open_files_limit();
     ::signal(SIGPIPE, SIG_IGN);  // a closed stdout is an EPIPE to handle, not a death
 
     CommandLine command_line;

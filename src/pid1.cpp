@@ -33,13 +33,23 @@ void send_report(const Report& report) noexcept {
 
 // The script's resource limits are set here, in its own process, rather than in init: init needs
 // none of them, and an address-space limit below what a sanitizer build's init has already
-// mapped made its next mmap fail. Before seccomp, which the script runs under.
-int step_set_rlimits(ChildContext& ctx) noexcept {
-    if (const Rlimit* refused = limits::set_rlimits(ctx.plan))
+// mapped made its next mmap fail. Before seccomp, which the script runs under; all but the
+// open-files limit, which waits until the listener is out (step_limit_open_files).
+int set_rlimits(ChildContext& ctx, limits::Which which) noexcept {
+    if (const Rlimit* refused = limits::set_rlimits(ctx.plan, which))
         return step_fail(ctx, "setrlimit(%d, %llu, %llu)", refused->resource,
                          static_cast<unsigned long long>(refused->soft),
                          static_cast<unsigned long long>(refused->hard));
     return 0;
+}
+
+int step_set_rlimits(ChildContext& ctx) noexcept {
+    return set_rlimits(ctx, limits::Which::all_but_open_files);
+}
+
+// After the listener is sent (limits.hpp, Which): under seccomp, which allows prlimit64.
+int step_limit_open_files(ChildContext& ctx) noexcept {
+    return set_rlimits(ctx, limits::Which::open_files);
 }
 
 // Seccomp comes last, in the interpreter's own process, so nothing the sandbox does needs an
@@ -85,6 +95,7 @@ constexpr Step kInterpreterSteps[] = {
     {"start the interpreter's process", nullptr},
     {"set the script's resource limits", step_set_rlimits},
     {"load the seccomp filter", step_load_seccomp},
+    {"limit open files", step_limit_open_files},
     {"execute the interpreter", step_exec_interpreter},
 };
 constexpr int kInterpreterStepCount = static_cast<int>(std::size(kInterpreterSteps));

@@ -582,6 +582,7 @@ void apply_overrides(Profile& profile, const Overrides& overrides) {
     if (overrides.lifetime) limits.lifetime = *overrides.lifetime;
     if (overrides.cpus) limits.cpus = *overrides.cpus;
     if (overrides.max_procs) limits.max_procs = *overrides.max_procs;
+    if (overrides.no_preload) profile.preload.clear();
     if (overrides.net) profile.network.mode = *overrides.net;
     // An allowed destination is added to the profile's list (a profile is the baseline, a flag one
     // more destination for this run) and asks for the proxy, whose list it is.

@@ -333,7 +333,8 @@ void add_program_keys(std::vector<KeySpec>& keys) {
         "python.preload",
         "Modules imported when a session's, the MCP server's or a batch's sandbox starts, before "
         "any code arrives (a sandbox started ahead of need has them ready); one that fails to "
-        "import is reported in the first result's warnings. `run` does not preload.",
+        "import is reported in the first result's warnings. `run` does not preload, nor does "
+        "`batch --no-preload`.",
         at<&Profile::preload>, [](const std::string& name) {
             return policy::is_module_name(name) ? std::string() : std::string("not a module name");
         }));

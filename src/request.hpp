@@ -42,6 +42,7 @@ struct Overrides {
     std::optional<std::string> incident_log;  // replaces policy.incident_log
     std::optional<std::chrono::milliseconds> idle_timeout;  // a session's
     std::optional<std::chrono::milliseconds> lifetime;      // a session's
+    bool no_preload = false;  // the driver starts without the profile's [python] preload
 };
 
 // The program the interpreter runs.

@@ -74,6 +74,19 @@ class TailRing {
   public:
     explicit TailRing(std::size_t capacity) : capacity_(capacity) {}
     void push(const char* data, std::size_t n);
+    // Once the ring is full, the stream can be read straight into it: the two stretches, oldest
+    // bytes first, that the next bytes overwrite (empty until then, and for a ring smaller than
+    // `at_least`: a read into it would take less than a read does, and a cell's last reads are
+    // counted). commit(n) says n bytes were put there. Output past the head takes one copy, from
+    // the pipe into the ring, not two.
+    struct Slots {
+        char* first;
+        std::size_t first_size;
+        char* second;
+        std::size_t second_size;
+    };
+    Slots slots(std::size_t at_least);
+    void commit(std::size_t n);
     std::uint64_t omitted() const { return omitted_; }
     // The marker (when something was omitted) followed by the kept bytes, oldest first; the ring
     // is then empty and counts from zero.

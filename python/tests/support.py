@@ -51,16 +51,22 @@ def cmake_version() -> str:
 
 
 
-def descendants(pid: int) -> set[int]:
-    """The processes below ``pid`` (children, theirs...), or none when it is gone."""
+def children(pid: int) -> set[int]:
+    """The processes ``pid`` started (of all its threads), or none when it is gone."""
+    found = set()
     try:
-        children = set()
         for task in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{task}/children") as f:
-                children.update(int(c) for c in f.read().split())
+                found.update(int(c) for c in f.read().split())
     except FileNotFoundError:
         return set()
-    return children | {d for c in children for d in descendants(c)}
+    return found
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes below ``pid`` (children, theirs...), or none when it is gone."""
+    below = children(pid)
+    return below | {d for c in below for d in descendants(c)}
 
 
 def exits(pid: int, within: float) -> bool:

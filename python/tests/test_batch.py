@@ -1,13 +1,16 @@
 """pysandbox.batch against the built binary: one result per job with its id, in order or as
 jobs finish, bad jobs as bad_request results, and pysandbox's own failures as SandboxError."""
 
+import json
 import os
+import subprocess
+import time
 
 import pytest
 
 import pysandbox
 from pysandbox import Job, SandboxError, Status
-from support import checked, descendants, exits
+from support import checked, children, descendants, exits
 
 
 def run_batch(jobs, **kwargs) -> list[pysandbox.Result]:
@@ -90,3 +93,32 @@ def test_a_job_that_cannot_be_serialised_raises_after_the_jobs_before_it():
         for result in pysandbox.batch(jobs):
             seen.append(result.id)
     assert seen == ["fine"]
+
+
+def test_no_preload_starts_each_sandbox_without_the_profiles_preload(shared_dir):
+    profile = shared_dir.file("preloads.toml", 'extends = "default"\n[python]\n'
+                                               'preload = ["json", "email.parser"]\n')
+    job = Job(id="seen", code="import sys\n'json' in sys.modules, 'email.parser' in sys.modules")
+    (preloaded,) = run_batch([job], profiles=[str(profile)])
+    assert preloaded.value == "(True, True)"
+    (plain,) = run_batch([job], profiles=[str(profile)], extra_args=["--no-preload"])
+    assert plain.value == "(False, False)"
+
+
+def test_a_one_job_batch_starts_one_sandbox(built_binary):
+    # What a Dask task runs. A sandbox started ahead for a next job that never comes would take
+    # a whole start (the profile's preload included) from the worker's CPUs.
+    batch = subprocess.Popen([built_binary, "batch", "--jobs", "1", "-"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    batch.stdin.write(b'{"id": 1, "code": "import time\\ntime.sleep(1.5)\\nprint(1)"}\n')
+    batch.stdin.close()
+    # While the job sleeps, the batch's children are the sandboxes it has started (their inits).
+    most = 0
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline and batch.poll() is None:
+        most = max(most, len(children(batch.pid)))
+        time.sleep(0.01)
+    out, err = batch.stdout.read(), batch.stderr.read()
+    assert batch.wait(timeout=30) == 0, err
+    assert json.loads(out)["stdout"] == "1\n"
+    assert most == 1, f"{most} sandboxes at once for one job"

@@ -17,17 +17,23 @@ supervisor keeps time, limits and the session's framing itself, and checks each 
 pysandbox embeds this file and writes it into the sandbox's module directory for each run.
 """
 
-# What a sandbox's start costs is paid by every batch job and every MCP call: `_ast` is what `ast`
-# is built on, without the enum and contextlib imports; base64 and traceback are imported where
-# they are needed, which most cells are not.
+# What a sandbox's start costs is paid by every batch job and every MCP call, and on this file's
+# imports alone it once spent more than Python's own start (7 ms of 14): json and linecache
+# bring in re, tokenize and enum, signal brings in enum. So the channel speaks JSON through the
+# C accelerator json is built on (_json), signals go through _signal (signal's own core), `_ast`
+# stands in for `ast` (no enum, no contextlib), and linecache gets the cells' source once
+# something imports it (_LinecacheSources). base64, traceback and __future__ are imported where
+# they are needed, which most cells are not. io, os and sys are loaded before site runs.
 import _ast as ast
+import _signal as signal
 import io
-import json
-import linecache
 import os
-import signal
 import sys
-import types
+
+try:
+    import _json
+except ImportError:  # an interpreter without the accelerator: json itself, at its full price
+    _json = None
 
 RECORD = 64 * 1024
 HEADER = 9  # flag byte and eight hex digits
@@ -37,12 +43,133 @@ MAX_FIGURE_BYTES = 16 * 1024 * 1024  # all of a cell's PNGs together
 DRIVER_FILE = __file__
 
 
+class _JsonContext:
+    """What _json's scanner reads from json.JSONDecoder: plain JSON, no hooks."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+
+    @staticmethod
+    def parse_constant(name):
+        raise ValueError("not JSON: " + name)
+
+
+if _json is not None:
+    _scan = _json.make_scanner(_JsonContext())
+    _quote = _json.encode_basestring_ascii
+else:
+    import json
+
+    _scan = json.JSONDecoder().scan_once
+    _quote = json.encoder.encode_basestring_ascii
+
+
+def _loads(text):
+    """One JSON value, the whole of `text` (the supervisor writes it compactly)."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        end = -1
+    if end != len(text):
+        raise ValueError("the supervisor's message is not one JSON value")
+    return value
+
+
+def _dumps(value):
+    """Compact JSON in ASCII, for what this file sends: dicts, lists, strings, integers, None and
+    booleans."""
+    if isinstance(value, str):
+        return _quote(value)
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(_quote(key) + ":" + _dumps(item) for key, item in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_dumps(item) for item in value) + "]"
+    raise TypeError("cannot send %s as JSON" % type(value).__name__)
+
+
+class _LinecacheSources:
+    """The cells' source for linecache, which warnings and traceback.print_exc() read lines from.
+    A cell's filename ("<cell-3>") names no file, so its lines live only in linecache's cache.
+    linecache itself costs a cell nothing until something imports it; this finder, first on
+    sys.meta_path until then, sees that import and fills the cache right after the module ran.
+    A cell that goes around it (its own finder, a new sys.meta_path) gets its linecache filled
+    when the next cell starts (adopt)."""
+
+    def __init__(self):
+        self.sources = {}  # filename: the cell's code, kept for the session, as linecache keeps it
+        self.linecache = None
+
+    def add(self, filename, code):
+        self.sources[filename] = code
+        if self.linecache is not None:
+            self._fill(filename, code)
+
+    def _fill(self, filename, code):
+        self.linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+
+    def adopt(self):
+        """A linecache imported some other way than through find_spec."""
+        linecache = sys.modules.get("linecache")
+        if linecache is not None and linecache is not self.linecache:
+            self.loaded(linecache)
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "linecache":
+            return None
+        for finder in sys.meta_path:  # the spec the import system would find without this one
+            if finder is self:
+                continue
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                spec.loader = _ThenFill(spec.loader, self)
+                return spec
+        return None
+
+    def loaded(self, module):
+        """linecache ran (a spec found is not yet an import: importlib.util.find_spec)."""
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        self.linecache = module
+        for filename, code in self.sources.items():
+            self._fill(filename, code)
+
+
+class _ThenFill:
+    """linecache's own loader, and then _LinecacheSources.loaded."""
+
+    def __init__(self, loader, sources):
+        self._loader = loader
+        self._sources = sources
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        self._sources.loaded(module)
+
+    def __getattr__(self, name):  # get_source and the rest, for whoever asks the module's loader
+        return getattr(self._loader, name)
+
+
 class _Channel:
     def __init__(self, fd):
         self.fd = fd
 
     def send(self, message):
-        data = json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+        data = _dumps(message).encode("ascii")
         step = RECORD - HEADER
         count = max(1, (len(data) + step - 1) // step)
         index = 0
@@ -76,7 +203,7 @@ class _Channel:
             parts.append(record[HEADER:])
             expected += 1
             if flag == b".":
-                return json.loads(b"".join(parts))
+                return _loads(b"".join(parts).decode("utf-8"))
 
 
 def _ignore_interrupt(signum, frame):
@@ -191,6 +318,9 @@ def _capped_repr(value):
 class _Session:
     def __init__(self, channel):
         self.channel = channel
+        self.sources = _LinecacheSources()
+        # Until linecache runs; one a preloaded module imported is adopted by the first cell.
+        sys.meta_path.insert(0, self.sources)
         self.interrupts = _Interrupts()
         self.namespace = self._fresh_main()
         self.flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
@@ -198,14 +328,15 @@ class _Session:
 
     @staticmethod
     def _fresh_main():
-        module = types.ModuleType("__main__")
+        module = type(sys)("__main__")
         module.__dict__["__builtins__"] = __builtins__
         sys.modules["__main__"] = module
         return module.__dict__
 
     def _compile(self, code, filename):
         """The cell's body and, when it ends in an expression statement, that expression."""
-        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        self.sources.adopt()
+        self.sources.add(filename, code)
         tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST | self.flags, dont_inherit=True)
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
@@ -275,7 +406,14 @@ class _Session:
         self.channel.send(done)
 
 
+# Every flag a `from __future__ import` can set in co_flags (CO_FUTURE_DIVISION, 0x20000, to
+# CO_FUTURE_ANNOTATIONS, 0x1000000): __future__ is imported only for a cell that used one.
+_FUTURE_FLAGS = 0x1FE0000
+
+
 def _future_flags(code):
+    if not code.co_flags & _FUTURE_FLAGS:
+        return
     import __future__
     for name in __future__.all_feature_names:
         flag = getattr(__future__, name).compiler_flag
@@ -285,8 +423,8 @@ def _future_flags(code):
 
 def _write_files(files):
     """The request's files, into the working directory before the cell runs."""
-    import base64
-
+    if files:
+        import base64
     for entry in files:
         try:
             data = base64.b64decode(entry["data"], validate=True)

@@ -1,0 +1,181 @@
+// Capped output: what the script wrote, cut to its head and tail, whatever sizes it arrived in,
+// cell after cell, stdout and stderr sharing one head, captured or passed through.
+
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <string>
+#include <thread>
+
+#include "stream.hpp"
+#include "sys/unique_fd.hpp"
+
+using namespace pysandbox;
+
+namespace {
+
+// Bytes no two stretches of which look alike: a misplaced piece of the tail shows.
+std::string numbered(std::size_t size) {
+    std::string text;
+    for (std::size_t i = 0; text.size() < size; ++i) text += std::to_string(i) + ',';
+    text.resize(size);
+    return text;
+}
+
+// What a stream with this head and tail keeps of `text`.
+std::string kept(const std::string& text, std::uint64_t head, std::size_t tail) {
+    if (text.size() <= head + tail) return text;
+    return text.substr(0, head) + "\n[... " + std::to_string(text.size() - head - tail) +
+           " bytes omitted ...]\n" + text.substr(text.size() - tail);
+}
+
+// Writes `text` in pieces of `piece` bytes into `fd` while `stream` reads, until all of it is in.
+void feed(Stream& stream, int fd, const std::string& text, std::size_t piece) {
+    std::thread writer([&text, fd, piece] {
+        for (std::size_t at = 0; at < text.size(); at += piece)  // short writes: total() says
+            if (::write(fd, text.data() + at, std::min(piece, text.size() - at)) <= 0) return;
+    });
+    const std::uint64_t want = stream.total() + text.size();
+    while (stream.total() < want) stream.on_readable();
+    writer.join();
+}
+
+// `text` written in pieces of `piece` bytes and read by a captured stream with an output limit
+// of `limit` until its end; what the transcript kept of it.
+std::string captured(const std::string& text, std::size_t piece, std::uint64_t limit) {
+    auto [read_end, write_end] = sys::Pipe::create();
+    OutputBudget budget = OutputBudget::for_limit(limit);
+    Transcript transcript;
+    Stream stream = Stream::captured(std::move(read_end), transcript, Transcript::kStdout, budget);
+    feed(stream, write_end.get(), text, piece);
+    write_end.reset();
+    while (!stream.drained()) stream.on_readable();
+    const Stream::Cut cut = stream.cut();
+    CHECK(cut.total == text.size());
+    CHECK(cut.omitted == text.size() - std::min<std::size_t>(text.size(), limit / 2 + limit / 4));
+    return transcript.take(Transcript::kStdout);
+}
+
+}  // namespace
+
+TEST_CASE("stream: past the head only the tail is kept, however the writes were cut") {
+    constexpr std::uint64_t kLimit = 64 * 1024;  // a head of 32 KiB, a tail of 16 KiB
+    const std::string text = numbered(1'000'003);
+    for (std::size_t piece : {1000, 4096, 16 * 1024, 16 * 1024 + 1, 65536, 300'000}) {
+        CAPTURE(piece);
+        CHECK(captured(text, piece, kLimit) == kept(text, kLimit / 2, kLimit / 4));
+    }
+}
+
+TEST_CASE("stream: output within the head, or just past it, is kept whole") {
+    constexpr std::uint64_t kLimit = 64 * 1024;
+    for (std::size_t size : {0, 100, 32 * 1024, 32 * 1024 + 16 * 1024, 32 * 1024 + 16 * 1024 + 1}) {
+        CAPTURE(size);
+        const std::string text = numbered(size);
+        CHECK(captured(text, 5000, kLimit) == kept(text, kLimit / 2, kLimit / 4));
+    }
+}
+
+TEST_CASE("stream: rings smaller than a read, down to one byte") {
+    const std::string text = numbered(200'003);
+    for (std::uint64_t limit : {4, 8, 12, 4000, 20'000, 300'000}) {
+        for (std::size_t piece : {1, 3, 4096, 70'000}) {
+            if (piece == 1 && limit > 4000) continue;  // a byte at a time: slow, and covered
+            CAPTURE(limit);
+            CAPTURE(piece);
+            CHECK(captured(text, piece, limit) == kept(text, limit / 2, limit / 4));
+        }
+    }
+}
+
+TEST_CASE("stream: a session cuts each cell; the ring is drained and the counts start again") {
+    constexpr std::uint64_t kLimit = 256 * 1024;  // a ring of 64 KiB: read into directly
+    auto [read_end, write_end] = sys::Pipe::create();
+    OutputBudget budget = OutputBudget::for_limit(kLimit);
+    Transcript transcript;
+    Stream stream = Stream::captured(std::move(read_end), transcript, Transcript::kStdout, budget);
+    for (std::size_t cell = 0; cell < 4; ++cell) {
+        CAPTURE(cell);
+        const std::string text = numbered(cell % 2 ? 700'000 + cell : 150'000 + cell);
+        feed(stream, write_end.get(), text, 4096 + cell * 777);
+        const Stream::Cut cut = stream.cut();
+        CHECK(cut.total == text.size());
+        CHECK(cut.omitted == text.size() - std::min<std::size_t>(text.size(), kLimit * 3 / 4));
+        CHECK(transcript.take(Transcript::kStdout) == kept(text, kLimit / 2, kLimit / 4));
+        transcript.clear();
+        budget = OutputBudget::for_limit(kLimit);  // as Sandbox::cut_output does
+    }
+}
+
+TEST_CASE("stream: at a cell's end, read_available() takes what the pipe holds, any ring size") {
+    // What is left in the pipe after it would be counted in the next cell.
+    for (std::uint64_t limit : {4, 4096, 16 * 1024, 64 * 1024, 256 * 1024, 1 << 20}) {
+        CAPTURE(limit);
+        auto [read_end, write_end] = sys::Pipe::create();
+        ::fcntl(write_end.get(), F_SETPIPE_SZ, 1 << 20);  // a script may grow its stdout pipe
+        ::fcntl(read_end.get(), F_SETFL, O_NONBLOCK);
+        OutputBudget budget = OutputBudget::for_limit(limit);
+        Transcript transcript;
+        Stream stream =
+            Stream::captured(std::move(read_end), transcript, Transcript::kStdout, budget);
+        const std::string first = numbered(limit);  // the head and the ring full
+        feed(stream, write_end.get(), first, 4096);
+        const std::string rest = numbered(1 << 20);
+        const std::size_t in_pipe =
+            static_cast<std::size_t>(::write(write_end.get(), rest.data(), rest.size()));
+        stream.read_available();
+        CHECK(stream.cut().total == first.size() + in_pipe);
+    }
+}
+
+TEST_CASE("stream: stdout and stderr share the head; each keeps its own tail") {
+    constexpr std::uint64_t kLimit = 64 * 1024;
+    auto [out_read, out_write] = sys::Pipe::create();
+    auto [err_read, err_write] = sys::Pipe::create();
+    OutputBudget budget = OutputBudget::for_limit(kLimit);
+    Transcript transcript;
+    Stream out = Stream::captured(std::move(out_read), transcript, Transcript::kStdout, budget);
+    Stream err = Stream::captured(std::move(err_read), transcript, Transcript::kStderr, budget);
+    const std::string a = numbered(20'000), b = numbered(300'000), c = numbered(50'000);
+    feed(out, out_write.get(), a, 5000);   // 20,000 of the 32 KiB head
+    feed(err, err_write.get(), b, 65536);  // the rest of the head, then the tail
+    feed(out, out_write.get(), c, 65536);  // all past the head
+    out.cut();
+    err.cut();
+    CHECK(transcript.take(Transcript::kStdout) == a + kept(c, 0, kLimit / 4));
+    CHECK(transcript.take(Transcript::kStderr) == kept(b, kLimit / 2 - a.size(), kLimit / 4));
+}
+
+TEST_CASE("stream: passed through, the head is spliced and the tail follows at the end") {
+    constexpr std::uint64_t kLimit = 256 * 1024;
+    for (std::size_t size : {192 * 1024 + 1, 1'000'003}) {
+        CAPTURE(size);
+        const std::string text = numbered(size);
+        auto [read_end, write_end] = sys::Pipe::create();
+        auto [sink_read, sink_write] = sys::Pipe::create();
+        OutputBudget budget = OutputBudget::for_limit(kLimit);
+        Stream stream(std::move(read_end), std::move(sink_write), 64 * 1024, &budget);
+        std::string got;
+        std::thread reader([&got, fd = sink_read.get()] {
+            char chunk[65536];
+            for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) > 0;)
+                got.append(chunk, static_cast<std::size_t>(n));
+        });
+        std::thread writer([&text, fd = std::move(write_end)] {
+            for (std::size_t at = 0; at < text.size(); at += 7000)
+                if (::write(fd.get(), text.data() + at,
+                            std::min<std::size_t>(7000, text.size() - at)) <= 0)
+                    return;
+        });
+        while (!stream.drained()) {
+            if (stream.wants_read()) stream.on_readable();
+            if (stream.wants_write()) stream.on_writable();
+        }
+        writer.join();
+        reader.join();
+        CHECK(stream.total() == text.size());
+        CHECK(got == kept(text, kLimit / 2, kLimit / 4));
+    }
+}
