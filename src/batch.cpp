@@ -19,7 +19,6 @@
 
 #include "errors.hpp"
 #include "exit_codes.hpp"
-#include "fork_server.hpp"
 #include "json_text.hpp"
 #include "line_io.hpp"
 #include "plan.hpp"
@@ -174,14 +173,13 @@ std::optional<std::size_t> count_lines(int fd) {
 struct Running {
     std::size_t line = 0;  // 1-based, the job's place in the input
     std::size_t offer = 0;
-    std::unique_ptr<Session> session;  // a warm sandbox's, or
-    std::unique_ptr<ForkJob> job;      // with --fork, a fork server's
+    std::unique_ptr<Session> session;
 };
 
 class Batch {
   public:
     Batch(std::vector<Offer> offers, const BatchInvocation& invocation, int jobs_fd,
-          sys::SignalFd& signals, const std::vector<std::string>& host_env)
+          sys::SignalFd& signals)
         : offers_(std::move(offers)),
           parallel_(invocation.jobs),
           keep_order_(invocation.keep_order),
@@ -212,32 +210,29 @@ class Batch {
         // Read ahead (the reader's own cap bounds it), so that the end of the input is seen as it
         // comes: the last job then takes the last warm sandbox.
         watch_lines(poller_, input_, output_, [] { return true; });
-        if (invocation.fork) {
-            for (std::size_t i = 0; i < offers_.size(); ++i) {
-                zygote_plans_.push_back(
-                    plan_zygote(offers_[i].name, invocation.overrides, host_env));
-                servers_.push_back(
-                    std::make_unique<ForkServer>(*offers_[i].plan, *zygote_plans_.back(), poller_));
-            }
-        } else {
-            for (Offer& offer : offers_)
-                offer.pool = std::make_unique<Pool>(*offer.plan, poller_, parallel_);
+        for (Offer& offer : offers_) {
+            if (offer.zygote_plan)
+                offer.zygote = std::make_unique<Zygote>(*offer.plan, *offer.zygote_plan, poller_);
+            offer.pool =
+                std::make_unique<Pool>(*offer.plan, poller_, parallel_, offer.zygote.get());
         }
         if (progress_shown_) progress_timer_.arm(kProgressEvery);
         start_ = Clock::now();
     }
 
+    // The sandboxes (and the zygotes whose forks they are) watch the poller: they go first.
+    ~Batch() { close_sandboxes(); }
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+
     int run() {
         for (;;) {
             poller_.poll_once();
             stop_warming_if_done();
-            for (Offer& offer : offers_)
-                if (offer.pool) offer.pool->advance();
-            for (auto& server : servers_) server->advance();
+            for (Offer& offer : offers_) offer.pool->advance();
             collect();
             start_jobs();
             stop_warming_if_done();
-            for (auto& server : servers_) server->advance();  // the jobs just queued go now
             if (output_.broken()) return finish(exit_codes::kSignalBase + SIGPIPE);
             if (stop_signal_ != 0) return finish(exit_codes::kSignalBase + stop_signal_);
             if (input_.exhausted() && running_.empty()) return finish(setup_failed_ ? 125 : 0);
@@ -250,8 +245,7 @@ class Batch {
     // task) starts one sandbox, not two.
     void stop_warming_if_done() {
         if (pools_closed_ || !input_.exhausted()) return;
-        for (Offer& offer : offers_)
-            if (offer.pool) offer.pool->close();
+        for (Offer& offer : offers_) offer.pool->close();
         pools_closed_ = true;
     }
 
@@ -276,14 +270,7 @@ class Batch {
                 continue;
             }
             Job& job = std::get<Job>(parsed);
-            if (!servers_.empty()) {
-                Running run{number, job.profile, nullptr, servers_[job.profile]->take()};
-                run.job->name_output("job-" + std::to_string(number));
-                run.job->run(std::move(job.cell));
-                running_.push_back(std::move(run));
-                continue;
-            }
-            Running run{number, job.profile, offers_[job.profile].pool->take(), nullptr};
+            Running run{number, job.profile, offers_[job.profile].pool->take()};
             run.session->name_output("job-" + std::to_string(number), false);
             run.session->run(std::move(job.cell));
             running_.push_back(std::move(run));
@@ -292,9 +279,8 @@ class Batch {
 
     void collect() {
         for (auto it = running_.begin(); it != running_.end();) {
-            if (it->job) it->job->advance();
-            if (it->session) it->session->advance();
-            auto result = it->job ? it->job->take_result() : it->session->take_result();
+            it->session->advance();
+            auto result = it->session->take_result();
             if (!result) {
                 ++it;
                 continue;
@@ -302,8 +288,8 @@ class Batch {
             const std::string status = (*result)["status"].get<std::string>();
             if (status == "sandbox_error") setup_failed_ = true;
             count(status);
-            emit(it->line, it->job ? std::move(*result) : one_shot_result(std::move(*result)));
-            if (it->session) offers_[it->offer].pool->retire(std::move(it->session));
+            emit(it->line, one_shot_result(std::move(*result)));
+            offers_[it->offer].pool->retire(std::move(it->session));
             it = running_.erase(it);
         }
     }
@@ -360,12 +346,18 @@ class Batch {
         if (const int sig = signals_.take(); sig != 0 && stop_signal_ == 0) stop_signal_ = sig;
     }
 
+    void close_sandboxes() {
+        running_.clear();
+        for (Offer& offer : offers_) {
+            if (offer.pool) offer.pool->close();
+            offer.pool.reset();
+            offer.zygote.reset();
+        }
+    }
+
     // The jobs still running are killed; the results of those that finished are written.
     int finish(int exit_code) {
-        running_.clear();
-        for (Offer& offer : offers_)
-            if (offer.pool) offer.pool->close();
-        for (auto& server : servers_) server->close();
+        close_sandboxes();
         if (keep_order_) {  // what finished, in order, past any gap a stopped job left
             for (auto& [line, text] : finished_) output_.write(text);
             finished_.clear();
@@ -383,8 +375,6 @@ class Batch {
     const bool keep_order_;
     sys::SignalFd& signals_;
     sys::Poller poller_;
-    std::vector<std::unique_ptr<const Plan>> zygote_plans_;  // --fork: one zygote per profile
-    std::vector<std::unique_ptr<ForkServer>> servers_;       // after the poller they watch in
     LineReader input_;
     LineWriter output_;
     sys::TimerFd progress_timer_;
@@ -435,10 +425,10 @@ int run_batch(const BatchInvocation& invocation, const std::vector<std::string>&
         jobs_fd = jobs_file.get();
     }
     std::vector<Offer> offers =
-        plan_offers(options.profiles, options.overrides, options.verbose, host_env);
+        plan_offers(options.profiles, options.overrides, options.verbose, host_env, options.fork);
     sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP};
     if (offers.front().plan->ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
-    Batch batch(std::move(offers), options, jobs_fd, signals, host_env);
+    Batch batch(std::move(offers), options, jobs_fd, signals);
     return batch.run();
 }
 

@@ -22,6 +22,7 @@
 #include "python_modules.hpp"
 #include "seccomp.hpp"
 #include "sha256.hpp"
+#include "zygote_blob.hpp"
 
 namespace pysandbox {
 namespace fs = std::filesystem;
@@ -513,11 +514,23 @@ void add_sandbox_python(const Program& program, Plan& plan) {
         add_sandbox_module(python::kCheckModule, compiled, plan);
     if (program.kind == Program::Kind::driver)
         add_sandbox_module(python::kDriverModule, compiled, plan);
-    if (program.kind == Program::Kind::zygote)
+    if (program.kind == Program::Kind::zygote) {
+        // The zygote runs the driver in each job it forks, so it imports it once, too.
+        add_sandbox_module(python::kDriverModule, compiled, plan);
         add_sandbox_module(python::kZygoteModule, compiled, plan);
+        const std::string dir(kSandboxPythonDir);
+        plan.files.push_back(
+            {dir + std::string(kZygoteHelperFile), std::string(zygote::helper_library()), 0444});
+        plan.files.push_back({dir + std::string(kZygoteJobSpecFile), program.text, 0444});
+    }
 }
 
-void find_cgroup(Plan& plan) {
+void find_cgroup(const Request& request, Plan& plan) {
+    if (request.forked || request.program.kind == Program::Kind::zygote) {
+        plan.cgroup_unavailable =
+            "sandboxes forked by a zygote (--fork) have no cgroup of their own yet";
+        return;
+    }
     auto found = cgroup::find_own_delegation();
     if (auto* delegation = std::get_if<cgroup::Delegation>(&found))
         plan.cgroup = *delegation;
@@ -656,7 +669,9 @@ void add_kernel_layers(Plan& plan) {
 // over it (a user namespace may mount procfs only where a fully visible one exists; each job
 // masks its own), it has no Landlock (a Landlock-restricted task cannot mount), its seccomp filter
 // is the nesting one without a listener, and its limits bound the zygote, not a job: no CPU-time
-// limit (it lives across jobs), room for the jobs' processes.
+// limit (it lives across jobs), room for the jobs' processes, every CPU, and pysandbox's open-files
+// limit: a job hands its seccomp listener over before it sets its own (limits.hpp, Which), with
+// the limit it inherits from the zygote, which a sibling's descriptors in flight must not reach.
 void relax_for_nesting(Plan& plan) {
     plan.proc_masked.clear();
     plan.proc_readonly.clear();
@@ -673,6 +688,11 @@ void relax_for_nesting(Plan& plan) {
         if (limit.resource == RLIMIT_CPU) limit.soft = limit.hard = RLIM_INFINITY;
         if (limit.resource == RLIMIT_NPROC) limit.soft = limit.hard = kNestedProcesses;
     }
+    std::erase_if(plan.rlimits,
+                  [](const Rlimit& limit) { return limit.resource == RLIMIT_NOFILE; });
+    // Each job picks its CPUs where it starts (limits.cpp): a zygote pinned to one would start,
+    // and so pin, every job there.
+    plan.affinity = plan.allowed_cpus;
 }
 
 void point_into_strings(Plan& plan) {
@@ -708,7 +728,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
         plan->profile.policy = {{}, {}, plan->profile.policy.incident_log};
     check_hook_reachable(plan->profile);
     add_sandbox_python(program, *plan);
-    find_cgroup(*plan);  // before the environment, which depends on it
+    find_cgroup(request, *plan);  // before the environment, which depends on it
     add_environment(request.overrides, host_env, *plan);
     add_font_list(*plan);
     add_kernel_layers(*plan);

@@ -20,8 +20,8 @@ constexpr std::chrono::milliseconds kLongestBackoff{60'000};
 
 }  // namespace
 
-Pool::Pool(const Plan& plan, sys::Poller& poller, std::size_t size)
-    : plan_(plan), poller_(poller), size_(size) {
+Pool::Pool(const Plan& plan, sys::Poller& poller, std::size_t size, Zygote* zygote)
+    : plan_(plan), poller_(poller), size_(size), zygote_(zygote) {
     refill();
 }
 
@@ -32,7 +32,7 @@ std::unique_ptr<Session> Pool::take() {
         session = std::move(waiting_.front());
         waiting_.pop_front();
     } else {
-        session = std::make_unique<Session>(plan_, poller_);
+        session = std::make_unique<Session>(plan_, poller_, zygote_);
     }
     // The next one starts in advance(), after this round: the taker's cell goes first.
     return session;
@@ -44,6 +44,7 @@ void Pool::retire(std::unique_ptr<Session> session) {
 }
 
 void Pool::advance() {
+    if (zygote_) zygote_->advance();
     for (auto& session : retired_) session->advance();
     std::erase_if(retired_, [](const auto& session) { return session->closed(); });
     for (auto& session : waiting_) session->advance();
@@ -74,8 +75,9 @@ void Pool::close() {
 }
 
 void Pool::refill() {
+    if (zygote_ && !zygote_->ready()) return;  // a fork would wait for it: the taker's may
     while (!closed_ && waiting_.size() < size_ && Clock::now() >= next_start_) {
-        auto session = std::make_unique<Session>(plan_, poller_);
+        auto session = std::make_unique<Session>(plan_, poller_, zygote_);
         try {
             session->start();
         } catch (const std::exception&) {
@@ -89,7 +91,7 @@ void Pool::refill() {
 }
 
 std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
-                               int verbose, const std::vector<std::string>& host_env) {
+                               int verbose, const std::vector<std::string>& host_env, bool forked) {
     if (overrides.output_dir && ::mkdir(overrides.output_dir->c_str(), 0755) != 0 &&
         errno != EEXIST)
         throw UsageError("--output-dir: cannot create " + *overrides.output_dir + ": " +
@@ -102,9 +104,11 @@ std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Over
         request.overrides = overrides;
         request.capture_output = true;
         request.verbose = verbose > 1 ? verbose - 1 : 0;
+        request.forked = forked;
         Offer offer;
         offer.name = name;
         offer.plan = make_plan(load_profile(name, profile_search_dirs()), request, host_env);
+        if (forked) offer.zygote_plan = plan_zygote(*offer.plan, name, overrides, host_env);
         offers.push_back(std::move(offer));
     }
     return offers;

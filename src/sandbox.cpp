@@ -20,6 +20,7 @@
 #include "policy_channel.hpp"
 #include "sys/records.hpp"
 #include "sys/write_size.hpp"
+#include "zygote.hpp"
 
 namespace pysandbox {
 namespace {
@@ -145,9 +146,12 @@ struct Sandbox::Pipes {
     }
 };
 
-// clone3 into every new namespace (and the run's cgroup: born inside it, not one instruction
-// runs outside the limits). The child never returns from run_child.
-Sandbox::Sandbox(const Plan& plan, sys::Poller& poller)
+Sandbox::Sandbox(const Plan& plan, sys::Poller& poller) : Sandbox(plan, poller, nullptr) {}
+
+Sandbox::Sandbox(const Plan& plan, sys::Poller& poller, Zygote& zygote)
+    : Sandbox(plan, poller, &zygote) {}
+
+Sandbox::Sandbox(const Plan& plan, sys::Poller& poller, Zygote* zygote)
     : plan_(plan),
       poller_(poller),
       start_(Clock::now()),
@@ -157,15 +161,40 @@ Sandbox::Sandbox(const Plan& plan, sys::Poller& poller)
       syscalls_(plan) {
     if (plan.profile.policy.wants_hook()) policy_ = std::make_unique<PolicyChannel>();
     if (plan.program_kind == Program::Kind::driver) control_ = std::make_unique<ControlChannel>();
-    // A zygote's channel carries descriptors (SCM_RIGHTS): a SOCK_SEQPACKET pair, read by its
-    // owner (fork_server.cpp), not a ControlChannel.
+    // A zygote's channel carries descriptors: a SOCK_SEQPACKET pair, read by its owner
+    // (zygote.cpp), not a ControlChannel.
     sys::Pipe nest;
     if (plan.program_kind == Program::Kind::zygote) nest = report_channel();
-    const int child_control =
-        control_ ? control_->child_fd() : (nest.write ? nest.write.get() : -1);
+    const int control_end = control_ ? control_->child_fd() : nest.write.get();
     policy_open_ = policy_ != nullptr;
     Pipes pipes;
 
+    if (zygote) {
+        Forked forked = zygote->fork(pipes.child_ends(policy_.get(), control_end));
+        child_.emplace(forked.pidfd.release(), forked.pid, sys::ChildGuard::Parent::other);
+        zygote_ = std::move(forked.zygote);
+    } else {
+        clone_child(pipes, control_end);
+    }
+    pipes.close_child_ends();
+    if (policy_) policy_->close_write_end();
+    if (control_) control_->close_child_end();
+    nest.write.reset();
+    zygote_channel_ = std::move(nest.read);
+    if (!zygote) {
+        write_id_maps(child_->pid(), plan.ids);
+        check_sys(::write(pipes.release.write.get(), "1", 1), "write(release pipe)");
+    }
+    pipes.release.write.reset();
+
+    report_ = std::move(pipes.report.read);
+    open_streams(pipes);
+    watch(poller);
+}
+
+// clone3 into every new namespace (and the run's cgroup: born inside it, not one instruction
+// runs outside the limits). The child never returns from run_child.
+void Sandbox::clone_child(Pipes& pipes, int control_end) {
     int pidfd = -1;
     clone_args args{};
     args.flags = CLONE_PIDFD | kNamespaces;
@@ -176,26 +205,13 @@ Sandbox::Sandbox(const Plan& plan, sys::Poller& poller)
         args.cgroup = static_cast<std::uint64_t>(cgroup_->fd());
     }
     const long pid = ::syscall(SYS_clone3, &args, sizeof args);
-    if (pid == 0) run_child(plan, pipes.child_ends(policy_.get(), child_control));
+    if (pid == 0) run_child(plan_, pipes.child_ends(policy_.get(), control_end));
     if (pid < 0)
         throw UserNamespaceError(
             "clone3(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWNET|CLONE_NEWIPC|"
             "CLONE_NEWUTS|CLONE_NEWCGROUP)",
             errno);
     child_.emplace(pidfd, static_cast<pid_t>(pid));
-
-    pipes.close_child_ends();
-    if (policy_) policy_->close_write_end();
-    if (control_) control_->close_child_end();
-    nest.write.reset();
-    nest_channel_ = std::move(nest.read);
-    write_id_maps(child_->pid(), plan.ids);
-    check_sys(::write(pipes.release.write.get(), "1", 1), "write(release pipe)");
-    pipes.release.write.reset();
-
-    report_ = std::move(pipes.report.read);
-    open_streams(pipes);
-    watch(poller);
 }
 
 Sandbox::~Sandbox() {
@@ -209,7 +225,7 @@ void Sandbox::open_streams(Pipes& pipes) {
     if (plan_.program_kind == Program::Kind::driver)
         stdin_write_ = std::move(child_stdin);
     else if (plan_.program_kind == Program::Kind::zygote)
-        child_stdin.reset();  // EOF at once: jobs get their own, and pysandbox's may be the jobs
+        child_stdin.reset();  // end of file at once: its jobs have their own
     else if (plan_.stdin_program)
         input_.emplace(Stream::preloaded(*plan_.stdin_program, std::move(child_stdin)));
     else if (may_read_stdin())

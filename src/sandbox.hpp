@@ -28,6 +28,7 @@
 namespace pysandbox {
 
 class PolicyChannel;
+class Zygote;
 
 // What a finished sandbox hands over: the outcome and the resources collection needs.
 struct Supervised {
@@ -61,6 +62,10 @@ class Sandbox {
     // The script's stdin: the program given on stdin, else pysandbox's own stdin when it may read
     // it; for the cell driver, nothing until feed_stdin().
     Sandbox(const Plan& plan, sys::Poller& poller);
+    // The same sandbox, forked by `zygote` (zygote.hpp) from its warm interpreter instead of
+    // cloned: the plan must be the one the zygote was made for. Throws SysError when the zygote
+    // cannot fork it.
+    Sandbox(const Plan& plan, sys::Poller& poller, Zygote& zygote);
     // Kills and reaps what is left, and leaves the poller.
     ~Sandbox();
     Sandbox(const Sandbox&) = delete;
@@ -84,8 +89,8 @@ class Sandbox {
     // The cell driver's channel (plan.program_kind == driver), else null.
     ControlChannel* control() { return control_.get(); }
     // A zygote's channel (plan.program_kind == zygote): the supervisor's end of a SOCK_SEQPACKET
-    // pair, whose other end the zygote holds at kControlFd. Taken once by the owner.
-    sys::UniqueFd take_nest_channel() { return std::move(nest_channel_); }
+    // pair whose other end the zygote holds at kControlFd (zygote_protocol.hpp). Taken once.
+    sys::UniqueFd take_zygote_channel() { return std::move(zygote_channel_); }
     // The sandbox's /tmp/work once setup sent it, else -1; the proxy once it was opened.
     int work_dir() const { return work_dir_.get(); }
     proxy::Proxy* proxy() { return proxy_.get(); }
@@ -108,6 +113,9 @@ class Sandbox {
 
   private:
     struct Pipes;
+
+    Sandbox(const Plan& plan, sys::Poller& poller, Zygote* zygote);
+    void clone_child(Pipes& pipes, int control_end);
 
     void watch(sys::Poller& poller);
     void watch_stream(std::optional<Stream>& stream, sys::Poller& poller);
@@ -133,7 +141,8 @@ class Sandbox {
     std::optional<Stream> out_;
     std::optional<Stream> err_;
     sys::UniqueFd stdin_write_;  // the driver's stdin, until feed_stdin()
-    sys::UniqueFd nest_channel_;
+    sys::UniqueFd zygote_channel_;
+    std::shared_ptr<const void> zygote_;  // a forked sandbox's zygote lives as long as it does
     siginfo_t init_status_{};
     std::optional<Report> exited_;
     std::optional<Report> failure_;

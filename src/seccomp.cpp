@@ -495,6 +495,8 @@ constexpr const char* kJobSetupCalls[] = {
     "unshare",
     "mount",
     "umount2",
+    "mount_setattr",      // the read-only binds over /proc (mounts.cpp, bind_readonly)
+    "sched_setaffinity",  // each job picks its CPUs (limits.cpp)
     "sethostname",
     "setrlimit",
     "prlimit64",
@@ -647,20 +649,6 @@ std::optional<std::vector<sock_filter>> read_prepared(const std::filesystem::pat
     if (program.size() > BPF_MAXINSNS) return std::nullopt;
     std::memcpy(program.data(), content.data() + header, content.size() - header);
     return program;
-}
-
-int load_without_listener(const std::vector<sock_filter>& program) noexcept {
-    sock_fprog prog{static_cast<unsigned short>(program.size()),
-                    const_cast<sock_filter*>(program.data())};
-    return ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0 ? -errno : 0;
-}
-
-int load(const std::vector<sock_filter>& program) noexcept {
-    sock_fprog prog{static_cast<unsigned short>(program.size()),
-                    const_cast<sock_filter*>(program.data())};
-    long fd =
-        ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
-    return fd < 0 ? -errno : static_cast<int>(fd);
 }
 
 std::string syscall_name(std::uint32_t arch, int nr) {

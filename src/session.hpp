@@ -27,6 +27,7 @@
 #include "sandbox.hpp"
 #include "sys/poller.hpp"
 #include "sys/timer_fd.hpp"
+#include "zygote.hpp"
 
 namespace pysandbox {
 
@@ -58,8 +59,9 @@ nlohmann::ordered_json one_shot_result(nlohmann::ordered_json cell_result);
 
 class Session {
   public:
-    // The plan must be the driver's (Program::Kind::driver) and outlive the session.
-    Session(const Plan& plan, sys::Poller& poller);
+    // The plan must be the driver's (Program::Kind::driver) and outlive the session. With a
+    // zygote (made for that plan, outliving the session), its sandboxes are forked by it.
+    Session(const Plan& plan, sys::Poller& poller, Zygote* zygote = nullptr);
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -124,6 +126,7 @@ class Session {
 
     const Plan& plan_;
     sys::Poller& poller_;
+    Zygote* zygote_;
     sys::TimerFd timer_;
     std::unique_ptr<Sandbox> sandbox_;
     Phase phase_ = Phase::none;
