@@ -28,6 +28,11 @@ Pool::Pool(const Plan& plan, sys::Poller& poller, std::size_t size, Zygote* zygo
 std::unique_ptr<Session> Pool::take() {
     // The longest waiting first: the most likely to be ready.
     std::unique_ptr<Session> session;
+    // One forked by a zygote that ended since is dying: never handed out.
+    while (!waiting_.empty() && waiting_.front()->orphaned()) {
+        retire(std::move(waiting_.front()));
+        waiting_.pop_front();
+    }
     if (!waiting_.empty()) {
         session = std::move(waiting_.front());
         waiting_.pop_front();
@@ -51,7 +56,7 @@ void Pool::advance() {
     // A sandbox that ended while it waited (its start failed, or it was killed from outside) is
     // of no use to anyone.
     const auto failed = std::remove_if(waiting_.begin(), waiting_.end(), [](const auto& session) {
-        return session->start_failure().has_value() || session->closed();
+        return session->start_failure().has_value() || session->closed() || session->orphaned();
     });
     if (failed != waiting_.end()) {
         backoff_ = std::min(kLongestBackoff, std::max(kFirstBackoff, backoff_ * 2));

@@ -249,6 +249,10 @@ void Sandbox::feed_stdin(std::string content) {
     input_.emplace(Stream::preloaded(std::move(content), std::move(stdin_write_)));
 }
 
+bool Sandbox::orphaned() const {
+    return zygote_ && zygote_->ended();
+}
+
 bool Sandbox::finished() const {
     if (!child_->reaped() || report_ || policy_open_) return false;
     return out_->drained() && err_->drained();
@@ -463,6 +467,9 @@ Outcome Sandbox::outcome(Ending ending) const {
     } else if (exited_ && WIFSIGNALED(exited_->wait_status)) {
         outcome.kind = Outcome::Kind::signaled;
         outcome.signal = WTERMSIG(exited_->wait_status);
+    } else if (zygote_ && zygote_->ended()) {
+        outcome.kind = Outcome::Kind::zygote_lost;
+        outcome.error = ECHILD;
     } else {
         outcome.kind = Outcome::Kind::lost;
         outcome.signal = init_status_.si_code == CLD_KILLED ? init_status_.si_status : 0;

@@ -29,6 +29,7 @@ namespace pysandbox {
 
 class PolicyChannel;
 class Zygote;
+class ZygoteLife;
 
 // What a finished sandbox hands over: the outcome and the resources collection needs.
 struct Supervised {
@@ -75,6 +76,8 @@ class Sandbox {
     bool running() const { return !child_->reaped(); }
     // Nothing of it is left: init reaped, the reports, the hook's channel and the output drained.
     bool finished() const;
+    // Forked by a zygote that has ended: it is dying with it, whatever it shows yet.
+    bool orphaned() const;
     // To its init, which passes SIGINT, SIGTERM, SIGHUP and SIGQUIT on to the script.
     void signal(int sig) { child_->kill(sig); }
     void kill() { child_->kill(SIGKILL); }
@@ -142,7 +145,7 @@ class Sandbox {
     std::optional<Stream> err_;
     sys::UniqueFd stdin_write_;  // the driver's stdin, until feed_stdin()
     sys::UniqueFd zygote_channel_;
-    std::shared_ptr<const void> zygote_;  // a forked sandbox's zygote lives as long as it does
+    std::shared_ptr<ZygoteLife> zygote_;  // a forked sandbox's zygote lives as long as it does
     siginfo_t init_status_{};
     std::optional<Report> exited_;
     std::optional<Report> failure_;

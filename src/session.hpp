@@ -70,6 +70,8 @@ class Session {
     void start();
     // The sandbox is started and its driver ready, with no cell running.
     bool ready() const { return phase_ == Phase::idle; }
+    // Its sandbox was forked by a zygote that has ended (Sandbox::orphaned).
+    bool orphaned() const { return sandbox_ && sandbox_->orphaned(); }
     // No cell is running or waiting: run() may be called.
     bool idle() const { return !cell_ && !result_; }
     // The first sandbox could not start (the outcome says why); the session cannot go on.

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -63,7 +64,7 @@ pid_t pid_of(int pidfd) {
 }  // namespace
 
 // One zygote: its sandbox, its channel, and what it said.
-class Zygote::Process {
+class Zygote::Process : public ZygoteLife {
   public:
     Process(const Plan& plan, sys::Poller& poller)
         : sandbox_(plan, poller), channel_(sandbox_.take_zygote_channel()) {}
@@ -75,8 +76,8 @@ class Zygote::Process {
         zygote::Ready record;
         int fd = -1;
         const ssize_t n = sys::receive_record(channel_.get(), &record, sizeof record, fd);
-        if (fd >= 0) ::close(fd);
-        if (n == sizeof record && record.magic == zygote::kMagic && record.error == 0) {
+        self_.reset(fd);
+        if (n == sizeof record && record.magic == zygote::kMagic && record.error == 0 && self_) {
             state_ = State::ready;
             return true;
         }
@@ -89,14 +90,23 @@ class Zygote::Process {
         return false;
     }
 
-    bool ended() {
-        if (state_ != State::ended && !sandbox_.running()) state_ = State::ended;
+    // Its sandbox ended, or the zygote itself: the kernel makes its pidfd readable before its
+    // jobs, whose death signal it sends as it exits, can be seen to end.
+    bool ended() override {
+        if (state_ == State::ended) return true;
+        pollfd self{self_.get(), POLLIN, 0};
+        if (!sandbox_.running() || (self_ && ::poll(&self, 1, 0) > 0)) {
+            state_ = State::ended;
+            if (failure_.empty()) failure_ = "it ended";
+        }
         return state_ == State::ended;
     }
     const std::string& failure() const { return failure_; }
     std::size_t forks() const { return forks_; }
 
-    Forked fork(const ChildFds& ends, std::shared_ptr<const void> self) {
+    // None when the channel failed: this zygote serves no more, and the sandbox may be asked of
+    // another. Throws SysError when the zygote could not fork it.
+    std::optional<Forked> fork(const ChildFds& ends, std::shared_ptr<ZygoteLife> self) {
         zygote::SpawnRequest request;
         int fds[6] = {ends.report_write, ends.stdin_read, ends.stdout_write, ends.stderr_write};
         std::size_t count = 4;
@@ -135,15 +145,16 @@ class Zygote::Process {
   private:
     enum class State { starting, ready, ended };
 
-    // The channel failed: this zygote serves no more.
-    [[noreturn]] Forked lost(const std::string& what, int error) {
+    std::optional<Forked> lost(const std::string& what, int error) {
         state_ = State::ended;
+        failure_ = what + ": " + std::strerror(error);
         sandbox_.kill();
-        throw SysError("the zygote: " + what, error);
+        return std::nullopt;
     }
 
     Sandbox sandbox_;
     sys::UniqueFd channel_;
+    sys::UniqueFd self_;  // the zygote's pidfd, from its Ready record
     State state_ = State::starting;
     std::string failure_;
     std::size_t forks_ = 0;
@@ -176,16 +187,20 @@ void Zygote::advance() {
 }
 
 Forked Zygote::fork(const ChildFds& ends) {
-    if (!current_ || current_->ended()) {
-        current_ = next_ ? std::move(next_) : start();
+    // A zygote that ended between two requests (or during this one) is replaced once: the
+    // sandbox asked for had nothing to do with it.
+    for (int attempt = 0;; ++attempt) {
+        if (!current_ || current_->ended()) current_ = next_ ? std::move(next_) : start();
+        if (!current_->ready(kStartTimeout)) {
+            const std::string why =
+                current_->ended() ? current_->failure() : "it was not ready in time";
+            current_.reset();
+            throw SysError("the fork server's zygote did not start (" + why + ")", EAGAIN);
+        }
+        if (auto forked = current_->fork(ends, current_)) return std::move(*forked);
+        if (attempt == 1)
+            throw SysError("the fork server's zygote ended (" + current_->failure() + ")", ECHILD);
     }
-    if (!current_->ready(kStartTimeout)) {
-        const std::string why =
-            current_->ended() ? current_->failure() : "it was not ready in time";
-        current_.reset();
-        throw SysError("the zygote did not start: " + why, EAGAIN);
-    }
-    return current_->fork(ends, current_);
 }
 
 std::unique_ptr<const Plan> plan_zygote(const Plan& job_plan, const std::string& profile,

@@ -27,13 +27,19 @@
 
 namespace pysandbox {
 
-class Sandbox;
+// What a forked sandbox keeps of its zygote: the zygote lives as long as the sandbox does (a job
+// dies with its zygote), and can say whether it ended.
+class ZygoteLife {
+  public:
+    virtual ~ZygoteLife() = default;
+    virtual bool ended() = 0;
+};
 
 // A forked sandbox's init, for its Sandbox.
 struct Forked {
     sys::UniqueFd pidfd;
-    pid_t pid = 0;                       // in pysandbox's PID namespace
-    std::shared_ptr<const void> zygote;  // keeps its zygote alive: the sandbox dies with it
+    pid_t pid = 0;  // in pysandbox's PID namespace
+    std::shared_ptr<ZygoteLife> zygote;
 };
 
 class Zygote {

@@ -225,7 +225,8 @@ extern "C" __attribute__((visibility("default"))) int pysandbox_zygote_serve(int
     Ready ready;
     ready.error = state.error;
     copy_text(ready.detail, sizeof ready.detail, state.detail);
-    if (sys::send_record(channel, &ready, sizeof ready) < 0) return -errno;
+    // With its pidfd: the supervisor tells a zygote that ended from a job killed otherwise.
+    if (sys::send_record(channel, &ready, sizeof ready, state.self.get()) < 0) return -errno;
     if (state.error != 0) return -state.error;
 
     for (;;) {

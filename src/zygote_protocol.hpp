@@ -4,8 +4,8 @@
 // records, some carrying descriptors (sys/records.hpp). One request is answered before the next
 // is sent, so neither side ever has more than one record in flight.
 //
-//   zygote -> supervisor   Ready, once, when the preload is imported and the helper configured
-//                          (or with an error: the zygote then exits)
+//   zygote -> supervisor   Ready + the zygote's pidfd, once, when the preload is imported and
+//                          the helper configured (or with an error: the zygote then exits)
 //   supervisor -> zygote   SpawnRequest + the job's ends of its pipes (ChildFds without the
 //                          release pipe, which the zygote makes)
 //   zygote -> supervisor   SpawnReply + the job's pidfd when it was forked

@@ -87,8 +87,9 @@ class BatchForkTest(SandboxTestCase):
         for line in results.values():
             self.assertEqual(line["status"], "ok", line)
             first, caps, kallsyms = line["stdout"].splitlines()
-            # PID 1 of its own namespace, no new user namespace for it, no capability.
-            self.assertEqual(first, "1 [] -1 1")
+            # PID 2 of its own namespace, under an init of its own as `run`'s script is; no new
+            # user namespace for it, no capability.
+            self.assertEqual(first, "2 [] -1 1")
             self.assertEqual(int(caps, 16), 0)
             self.assertEqual(kallsyms, "")  # masked: /dev/null bound over it
 
