@@ -115,6 +115,41 @@ class BatchForkTest(SandboxTestCase):
         self.assertEqual({r["status"] for r in results.values()}, {"ok"})
         self.assertEqual(results[199]["stdout"], "199\n")
 
+    def test_descriptors_a_job_keeps_in_flight_fail_no_other_job(self):
+        # The kernel counts descriptors in flight (SCM_RIGHTS) per host user, against the
+        # sender's open-files limit, and every job is the same host user. A job parks as many as
+        # its own limit lets it (raw libc: the audit hook is not the boundary); the jobs that
+        # start meanwhile hand their listener and /tmp/work over before their limit is set, with
+        # the zygote's (pysandbox's own) limit, so they start. (A regression: they all failed.)
+        hog = ("import ctypes, os, struct, time\n"
+               "libc = ctypes.CDLL(None, use_errno=True)\n"
+               "pair = (ctypes.c_int * 2)()\n"
+               "assert libc.socketpair(1, 1, 0, pair) == 0\n"
+               "class iovec(ctypes.Structure):\n"
+               "    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"
+               "class msghdr(ctypes.Structure):\n"
+               "    _fields_ = [('name', ctypes.c_void_p), ('namelen', ctypes.c_uint32),\n"
+               "                ('iov', ctypes.POINTER(iovec)), ('iovlen', ctypes.c_size_t),\n"
+               "                ('control', ctypes.c_void_p), ('controllen', ctypes.c_size_t),\n"
+               "                ('flags', ctypes.c_int)]\n"
+               "data = ctypes.create_string_buffer(b'x')\n"
+               "iov = iovec(ctypes.cast(data, ctypes.c_void_p), 1)\n"
+               "cmsg = ctypes.create_string_buffer(struct.pack('QiiI', 20, 1, 1, pair[1]) + bytes(4))\n"
+               "parked = 0\n"
+               "while libc.sendmsg(pair[0], ctypes.byref(msghdr(None, 0, ctypes.pointer(iov), 1,\n"
+               "        ctypes.cast(cmsg, ctypes.c_void_p), 24, 0)), 0) >= 0:\n"
+               "    parked += 1\n"
+               "print(parked, flush=True)\n"
+               "time.sleep(3)\n")
+        jobs = [{"id": 0, "code": hog}] + [
+            {"id": i, "code": f"import time; time.sleep(0.2 * {i}); print({i})"}
+            for i in range(1, 9)]
+        results = self.batch(*jobs, parallel=4, timeout=60)
+        self.assertGreater(int(results[0]["stdout"]), 200, results[0])  # it did park them
+        for i in range(1, 9):
+            self.assertEqual((results[i]["status"], results[i]["stdout"]), ("ok", f"{i}\n"),
+                             results[i])
+
     def test_an_init_without_an_audit_channel(self):
         # No [policy]: one descriptor fewer reaches the job (a regression: its init failed).
         results = self.batch({"id": "x", "code": "print(1)"}, base="datascience",

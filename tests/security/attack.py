@@ -26,8 +26,8 @@ Environment:
   PYSANDBOX_VIA ``run`` (default): each hostile script is one ``pysandbox run``;
                 ``session``: the same script is the one cell of a ``pysandbox session``;
                 ``batch``: the one job of a ``pysandbox batch``; ``batchfork``: the same
-                through ``pysandbox batch --fork`` (experimental: the job is cloned by a zygote,
-                docs/forkserver-status.md); ``mcp``: the one run_python
+                through ``pysandbox batch --fork`` (the job's sandbox is forked by a zygote,
+                src/zygote.hpp); ``mcp``: the one run_python
                 call to a ``pysandbox mcp`` server (see "Through a session" and "Through batch
                 and MCP" below). An attack that only makes sense for ``run`` says so with a
                 module-level ``RUN_ONLY = "why"``; it is then an error (exit 2) through the
@@ -1317,8 +1317,7 @@ class Sandbox:
         interpreter runs, the driver's; then the marker and the arguments, which a batch job
         has from its "args") and makes the file hold() renames (PRELUDE)."""
         argv = [self.marker, *self.args]
-        driver_file = ("_pysandbox_sys.modules['pysandbox_zygote'].__file__" if self.fork else
-                       "_pysandbox_sys.modules['pysandbox_driver'].DRIVER_FILE")
+        driver_file = "_pysandbox_sys.modules['pysandbox_driver'].DRIVER_FILE"
         return ("import sys as _pysandbox_sys\n"
                 + (f"_pysandbox_sys.argv[0] = {driver_file}\n" if self.via == "batch" else
                    f"_pysandbox_sys.argv = [{driver_file}, *{argv!r}]\n")
@@ -1765,11 +1764,9 @@ class Sandbox:
 
     def python(self) -> Proc:
         """The sandboxed interpreter (the script): the python inside whose parent is init.
-        Through batch --fork, the job: a python that is PID 1 of its own namespace, below the
-        zygote's."""
+        Through batch --fork, the job's: PID 2 of its own namespace, below the zygote's."""
         if self.fork:
             init = self.init()
-            # With processes allowed the job's PID 1 is an init and the job its child.
             jobs = [p for p in self.inside() if p.is_python and p.inner_pid != 1
                     and p.status.get("PPid") == str(init.pid)]
             return jobs[0] if len(jobs) == 1 else init
@@ -1781,7 +1778,7 @@ class Sandbox:
         return top[0]
 
     def init(self) -> Proc:
-        if self.fork:  # PID 1 of the job's namespace: the job itself, or its init
+        if self.fork:  # PID 1 of the job's namespace: its init, a fork of the zygote's python
             inits = [p for p in self.inside() if p.is_python and p.inner_pid == 1]
             if len(inits) != 1:
                 raise Verdict(f"cannot identify the forked job: {self.inside()}")
