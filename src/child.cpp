@@ -166,6 +166,10 @@ int step_close_fds(ChildContext& ctx) noexcept {
         return step_fail(ctx, "dup2(policy channel -> %d)", kPolicyFd);
     if (control >= 0 && ::dup2(control, kControlFd) < 0)
         return step_fail(ctx, "dup2(control channel -> %d)", kControlFd);
+    // A channel the plan does not have leaves its number closed, whatever sat there (in a forked
+    // sandbox, a descriptor of the zygote's interpreter).
+    if (policy < 0) ::close(kPolicyFd);
+    if (control < 0) ::close(kControlFd);
     if (::close_range(kAbove, ~0U, 0) != 0) return step_fail(ctx, "close_range(%d, ~0)", kAbove);
     ctx.report_fd = kReportFd;
     return 0;

@@ -163,6 +163,9 @@ void start_interpreter(ChildContext& ctx, int first_step) noexcept {
     if (script == 0) {
         if (ctx.birth == Birth::forked) ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
         become_interpreter(ctx, first_step, saved);
+        // What execve's close-on-exec does for a cloned sandbox: the report socket is init's
+        // alone, and a job that could write to it could forge its own verdict.
+        if (ctx.birth == Birth::forked) ::close(kReportFd);
         return;
     }
 

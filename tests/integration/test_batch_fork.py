@@ -29,6 +29,24 @@ def jsonl(*jobs) -> bytes:
     return b"".join(json.dumps(job).encode() + b"\n" for job in jobs)
 
 
+def find_process(marker, where, timeout=10.0):
+    """The host PID of a process of the zygote's (its command line carries the run's marker)
+    whose NSpid line (its PID in each namespace, outermost first) satisfies `where`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+            try:
+                cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
+                status = open(f"/proc/{pid}/status").read()
+            except OSError:
+                continue
+            nspid = status.split("NSpid:")[1].split("\n")[0].split()
+            if marker.encode() in cmdline and b"pysandbox_zygote" in cmdline and where(nspid):
+                return pid
+        time.sleep(0.05)
+    return None
+
+
 class BatchForkTest(SandboxTestCase):
     def batch(self, *jobs, options=(), timeout=60, base="default", extra="", parallel=2):
         marker = new_marker().replace("-", "_")  # a module name
@@ -150,6 +168,33 @@ class BatchForkTest(SandboxTestCase):
             self.assertEqual((results[i]["status"], results[i]["stdout"]), ("ok", f"{i}\n"),
                              results[i])
 
+    def test_a_job_holds_only_its_own_descriptors(self):
+        # A cloned sandbox's execve closes init's report socket (close-on-exec); a forked job
+        # never execs, and a job holding that socket could send its supervisor records of its
+        # own. Judged from the host, on the running job: stdio, the audit channel (4) and its
+        # channel (5), nothing else.
+        marker = new_marker().replace("-", "_")
+        marked = profile(f'extends = "default"\n\n[python]\npreload = ["{marker}"]\n',
+                         name=f"{marker}.toml")
+        wait = ("import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+                "signal.sigwait({signal.SIGUSR1})\nprint('released')")
+        jobs_file = script(json.dumps({"id": "j", "code": wait, "timeout": "30s"}) + "\n",
+                           name="jobs.jsonl")
+        proc = subprocess.Popen(command_prefix() + [PYSANDBOX, "batch", "--fork", "-j", "1",
+                                                    "-p", str(marked), str(jobs_file)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            # The job's interpreter: PID 2 under its own init, one level below the zygote's.
+            job = find_process(marker, lambda nspid: len(nspid) == 3 and nspid[2] == "2")
+            self.assertIsNotNone(job, "no job found")
+            fds = sorted(map(int, os.listdir(f"/proc/{job}/fd")))
+            os.kill(job, signal.SIGUSR1)
+        finally:
+            out, err = proc.communicate(timeout=60)
+        self.assertEqual(fds, [0, 1, 2, 4, 5])
+        self.assertEqual(json.loads(out)["stdout"], "released\n", out)
+        self.assertEqual(wait_for_no_leftovers(marker, 5.0), [], "a zygote or job outlived it")
+
     def test_an_init_without_an_audit_channel(self):
         # No [policy]: one descriptor fewer reaches the job (a regression: its init failed).
         results = self.batch({"id": "x", "code": "print(1)"}, base="datascience",
@@ -170,21 +215,8 @@ class BatchForkTest(SandboxTestCase):
         proc = subprocess.Popen(command_prefix() + [PYSANDBOX, "batch", "--fork", "-j", "2",
                                                     "-p", str(marked), str(jobs_file)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        zygote = None
-        deadline = time.monotonic() + 10
-        while zygote is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-            for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
-                try:
-                    cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
-                    status = open(f"/proc/{pid}/status").read()
-                except OSError:
-                    continue
-                nspid = status.split("NSpid:")[1].split("\n")[0].split()
-                # The zygote: the marker's python at depth 2 (its jobs are one level deeper).
-                if marker.encode() in cmdline and b"pysandbox_zygote" in cmdline and \
-                        len(nspid) == 2 and nspid[1] != "1":
-                    zygote = pid
+        # The zygote: the marker's python at depth 2 (its jobs are one level deeper).
+        zygote = find_process(marker, lambda nspid: len(nspid) == 2 and nspid[1] != "1")
         self.assertIsNotNone(zygote, "no zygote found")
         time.sleep(0.5)  # the two slow jobs are running
         os.kill(zygote, signal.SIGKILL)

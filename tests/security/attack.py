@@ -370,10 +370,12 @@ _IN_DRIVER = "_PYSANDBOX_HOLD_SLOT" in globals()
 def _driver_fds():
     argv = open("/proc/self/cmdline", "rb").read().split(b"\0")
     return {int(argv[i + 1]) for i in range(len(argv) - 1)
-            if b"pysandbox_driver" in argv[i] and argv[i + 1].isdigit()}
+            if (b"pysandbox_driver" in argv[i] or b"pysandbox_zygote" in argv[i])
+            and argv[i + 1].isdigit()}
 
 # The cell driver's own descriptors (its channel to the supervisor, as its argv names it: the
-# -c code that imports pysandbox_driver, then the fd), which the cell shares: none in a run.
+# -c code that imports pysandbox_driver, then the fd; in a forked job the command line is its
+# zygote's, whose channel number the job's channel takes), which the cell shares: none in a run.
 DRIVER_FDS = _driver_fds() if _IN_DRIVER else set()
 
 def _hold_in_session(tag):
