@@ -348,12 +348,20 @@ void Sandbox::on_report() {
         report_.reset();
         return;
     }
+    // Init sends each descriptor once, while it sets the sandbox up, before any script runs:
+    // the first of each kind is the one, whatever arrives later is dropped (and closed).
     switch (report.kind) {
-        case ReportKind::listener: notify_ = std::move(passed); break;
-        case ReportKind::proxy_listener:
-            proxy_ = std::make_unique<proxy::Proxy>(std::move(passed), plan_.profile.network.allow);
+        case ReportKind::listener:
+            if (!notify_) notify_ = std::move(passed);
             break;
-        case ReportKind::work_dir: work_dir_ = std::move(passed); break;
+        case ReportKind::proxy_listener:
+            if (!proxy_)
+                proxy_ =
+                    std::make_unique<proxy::Proxy>(std::move(passed), plan_.profile.network.allow);
+            break;
+        case ReportKind::work_dir:
+            if (!work_dir_) work_dir_ = std::move(passed);
+            break;
         case ReportKind::exited: exited_ = report; break;
         case ReportKind::setup_failed:
         case ReportKind::exec_failed:
