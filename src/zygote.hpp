@@ -11,7 +11,12 @@
 // copies of one process, so they share its address-space layout, its stack canary and its str
 // hash secret. A zygote therefore forks at most kForksPerZygote sandboxes, then is replaced; and
 // it is one front's (a batch's) alone. They have no cgroup of their own yet: their limits are the
-// rlimits (the plan says so, and the result too).
+// rlimits (the plan says so, and the result too). The fork is a raw clone (it must create the
+// namespaces), so pthread_atfork handlers do not run, and every job's interpreter is PID 2, as
+// the zygote's is: CPython's own fork hooks run (`random` is reseeded) and the job reseeds numpy,
+// but a generator a preloaded module seeded at import, in a library that detects forks by either
+// (OpenSSL's), would give every job of a zygote the same stream. No shipped profile's preload
+// does; os.urandom and `secrets` are unaffected.
 //
 // The owner drives the poll loop and calls advance() after each round.
 

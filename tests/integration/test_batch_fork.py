@@ -1,5 +1,5 @@
-"""`pysandbox batch --fork` (experimental, docs/forkserver-status.md): jobs cloned by a zygote
-give the same result lines as plain batch, each valid under the result schema, and nothing of
+"""`pysandbox batch --fork` (BATCH in pysandbox(1)): jobs forked by a zygote give the same result
+lines as plain batch, each valid under the result schema, and nothing of
 the zygote or a job outlives the batch.
 
 Judged from the host: the result lines, their statuses and fields, the batch's exit status and
