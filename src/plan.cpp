@@ -155,28 +155,22 @@ void add_program(const Program& program, Plan& plan) {
             break;
         }
         case Program::Kind::zygote:
-            // Like the driver: -c "import pysandbox_zygote; ..." CONTROL_FD MODULE...
+        case Program::Kind::driver: {
+            // -c "import pysandbox_driver; ..." CONTROL_FD MODULE... (or pysandbox_zygote):
+            // imported rather than named as a script, so its prepared bytecode is used. The
+            // modules to preload stand where a script's arguments do (init's command line keeps
+            // them); a cell or a job has no arguments of its own.
+            const bool zygote = program.kind == Program::Kind::zygote;
             plan.argv.push_back("-c");
-            plan.argv.push_back(import_and_run(python::kZygoteModule));
+            plan.argv.push_back(
+                import_and_run(zygote ? python::kZygoteModule : python::kDriverModule));
             plan.argv.push_back(std::to_string(kControlFd));
             plan.script_args = plan.argv.size();
             for (const auto& module : plan.profile.preload) plan.argv.push_back(module);
-            plan.script_label = "zygote";
-            plan.script_file = "<job>";
+            plan.script_label = zygote ? "zygote" : "session";
+            plan.script_file = zygote ? "<job>" : "<cell>";
             return;
-        case Program::Kind::driver:
-            // -c "import pysandbox_driver; ..." CONTROL_FD MODULE...: the modules to preload.
-            // Imported rather than named as a script, so its prepared bytecode is used.
-            plan.argv.push_back("-c");
-            plan.argv.push_back(import_and_run(python::kDriverModule));
-            plan.argv.push_back(std::to_string(kControlFd));
-            // The modules to preload stand where a script's arguments do (init's command line
-            // keeps them); a cell has no arguments of its own.
-            plan.script_args = plan.argv.size();
-            for (const auto& module : plan.profile.preload) plan.argv.push_back(module);
-            plan.script_label = "session";
-            plan.script_file = "<cell>";
-            return;
+        }
     }
     plan.script_args = plan.argv.size();
     for (const auto& arg : program.args) plan.argv.push_back(arg);
