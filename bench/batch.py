@@ -7,7 +7,8 @@ machine hits both: `pysandbox batch -j N` over a JSON-lines file, and `xargs -P 
 
     bench/batch.py [--jobs 1000] [--parallel 2] [--rounds 3] [--case sum|pandas] [--json]
 
-`batch --no-preload` runs in the same rounds: the same jobs, without the profile's preload.
+`batch --fork` (each job forked from a warm zygote) and `batch --no-preload` (the same jobs,
+without the profile's preload) run in the same rounds.
 
 Cases: `sum` runs print(sum(range(1000))) under default; `pandas` imports pandas under
 datascience (whose [python] preload imports it before the job arrives).
@@ -72,8 +73,10 @@ def main() -> int:
         for i in range(args.jobs):
             jobs.write(json.dumps({"id": i, "code": code}) + "\n")
     try:
-        batch, plain, xargs = [], [], []
+        batch, fork, plain, xargs = [], [], [], []
         for _ in range(args.rounds):
+            fork.append(args.jobs / run_batch(args.pysandbox, jobs.name, args.parallel, profile,
+                                              args.jobs, "--fork"))
             batch.append(args.jobs / run_batch(args.pysandbox, jobs.name, args.parallel, profile,
                                                args.jobs))
             plain.append(args.jobs / run_batch(args.pysandbox, jobs.name, args.parallel, profile,
@@ -85,9 +88,11 @@ def main() -> int:
     row = {"case": args.case, "jobs": args.jobs, "parallel": args.parallel,
            "rounds": args.rounds,
            "batch_jobs_per_s": round(statistics.median(batch), 1),
+           "fork_jobs_per_s": round(statistics.median(fork), 1),
            "no_preload_jobs_per_s": round(statistics.median(plain), 1),
            "xargs_run_jobs_per_s": round(statistics.median(xargs), 1)}
     row["ratio"] = round(row["batch_jobs_per_s"] / row["xargs_run_jobs_per_s"], 2)
+    row["fork_ratio"] = round(row["fork_jobs_per_s"] / row["xargs_run_jobs_per_s"], 2)
     row["no_preload_ratio"] = round(row["no_preload_jobs_per_s"] / row["xargs_run_jobs_per_s"], 2)
     if args.json:
         print(json.dumps(row))
@@ -95,6 +100,7 @@ def main() -> int:
         print(f"{args.case}: {args.jobs} jobs, {args.parallel} at a time, {args.rounds} rounds "
               f"(median): batch {row['batch_jobs_per_s']} jobs/s, xargs -P {args.parallel} "
               f"pysandbox run {row['xargs_run_jobs_per_s']} jobs/s: x{row['ratio']}; "
+              f"batch --fork {row['fork_jobs_per_s']} jobs/s: x{row['fork_ratio']}; "
               f"batch --no-preload {row['no_preload_jobs_per_s']} jobs/s: "
               f"x{row['no_preload_ratio']}")
     return 0

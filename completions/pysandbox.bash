@@ -16,7 +16,7 @@ _pysandbox_options() {  # $1: a command path; REPLY: its options
         'check') REPLY='-h --help -p --profile --json --incident-log' ;;
         'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log --pool --ndjson -v --verbose' ;;
         'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log -v --verbose' ;;
-        'batch') REPLY='-h --help -p --profile -j --jobs --keep-order --no-preload --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --output-dir --incident-log -v --verbose' ;;
+        'batch') REPLY='-h --help -p --profile -j --jobs --keep-order --no-preload --fork --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --output-dir --incident-log -v --verbose' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
         'profile show') REPLY='-h --help' ;;

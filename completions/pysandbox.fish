@@ -209,6 +209,7 @@ complete -c pysandbox -n '__pysandbox_at batch' -s p -l profile -x -a '(__pysand
 complete -c pysandbox -n '__pysandbox_at batch' -s j -l jobs -x -d 'Jobs at once (default: one per CPU)'
 complete -c pysandbox -n '__pysandbox_at batch' -l keep-order -d 'Write the results in the input'\''s order (default: as jobs finish)'
 complete -c pysandbox -n '__pysandbox_at batch' -l no-preload -d 'Start each sandbox without the profile'\''s python.preload modules: faster when jobs do not all use them (each sandbox runs one job)'
+complete -c pysandbox -n '__pysandbox_at batch' -l fork -d 'Fork each job'\''s sandbox from a warm one that has imported the profile'\''s preload: many times faster; up to 256 jobs share its memory layout, and a job has no cgroup of its own (see BATCH in pysandbox(1))'
 complete -c pysandbox -n '__pysandbox_at batch' -l timeout -x -d 'Wall-clock limit, e.g. 5s, 250ms, 2m (exit 124)'
 complete -c pysandbox -n '__pysandbox_at batch' -l cpu-time -x -d 'CPU time limit, e.g. 10s'
 complete -c pysandbox -n '__pysandbox_at batch' -l memory -x -d 'Memory limit, e.g. 256MiB, 1G'

@@ -210,11 +210,20 @@ class Batch {
         // Read ahead (the reader's own cap bounds it), so that the end of the input is seen as it
         // comes: the last job then takes the last warm sandbox.
         watch_lines(poller_, input_, output_, [] { return true; });
-        for (Offer& offer : offers_)
-            offer.pool = std::make_unique<Pool>(*offer.plan, poller_, parallel_);
+        for (Offer& offer : offers_) {
+            if (offer.zygote_plan)
+                offer.zygote = std::make_unique<Zygote>(*offer.plan, *offer.zygote_plan, poller_);
+            offer.pool =
+                std::make_unique<Pool>(*offer.plan, poller_, parallel_, offer.zygote.get());
+        }
         if (progress_shown_) progress_timer_.arm(kProgressEvery);
         start_ = Clock::now();
     }
+
+    // The sandboxes (and the zygotes whose forks they are) watch the poller: they go first.
+    ~Batch() { close_sandboxes(); }
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
 
     int run() {
         for (;;) {
@@ -337,10 +346,18 @@ class Batch {
         if (const int sig = signals_.take(); sig != 0 && stop_signal_ == 0) stop_signal_ = sig;
     }
 
+    void close_sandboxes() {
+        running_.clear();
+        for (Offer& offer : offers_) {
+            if (offer.pool) offer.pool->close();
+            offer.pool.reset();
+            offer.zygote.reset();
+        }
+    }
+
     // The jobs still running are killed; the results of those that finished are written.
     int finish(int exit_code) {
-        running_.clear();
-        for (Offer& offer : offers_) offer.pool->close();
+        close_sandboxes();
         if (keep_order_) {  // what finished, in order, past any gap a stopped job left
             for (auto& [line, text] : finished_) output_.write(text);
             finished_.clear();
@@ -408,7 +425,7 @@ int run_batch(const BatchInvocation& invocation, const std::vector<std::string>&
         jobs_fd = jobs_file.get();
     }
     std::vector<Offer> offers =
-        plan_offers(options.profiles, options.overrides, options.verbose, host_env);
+        plan_offers(options.profiles, options.overrides, options.verbose, host_env, options.fork);
     sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP};
     if (offers.front().plan->ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
     Batch batch(std::move(offers), options, jobs_fd, signals);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iterator>
 #include <span>
+#include <utility>
 
 #include "caps.hpp"
 #include "control_channel.hpp"
@@ -42,6 +43,21 @@ int step_die_with_supervisor(ChildContext& ctx) noexcept {
     return 0;
 }
 
+// A forked job's parent is its zygote, not the supervisor: the job dies with it. A zygote that
+// died before the prctl would not signal; its pidfd says whether it lives.
+int step_die_with_zygote(ChildContext& ctx) noexcept {
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+        return step_fail(ctx, "prctl(PR_SET_PDEATHSIG, SIGKILL)");
+    pollfd zygote{ctx.zygote_pidfd, POLLIN, 0};
+    const int gone = ::poll(&zygote, 1, 0);
+    ::close(std::exchange(ctx.zygote_pidfd, -1));
+    if (gone != 0) {
+        errno = gone < 0 ? errno : ECHILD;
+        return step_fail(ctx, "poll(zygote pidfd): the zygote is gone");
+    }
+    return 0;
+}
+
 // First of all: the child shares the supervisor's descriptors, its ends of the pipes included.
 // Holding the release pipe's write end would make the child wait forever for a supervisor that
 // died before releasing it (no EOF), and holding the report socket's other end would hide the
@@ -57,10 +73,12 @@ int step_keep_only_own_fds(ChildContext& ctx) noexcept {
         own[count++] = fd;
     if (ctx.plan.host_workdir) own[count++] = ctx.plan.host_workdir->fd.get();
     for (const InputFile& input : ctx.plan.inputs) own[count++] = input.fd.get();
+    own[count++] = ctx.font_list_fd;  // a forked job's: its zygote's copy
+    own[count++] = ctx.zygote_pidfd;
     std::sort(own, own + count);
     unsigned first = STDERR_FILENO + 1;
     for (int fd : std::span(own, count)) {
-        if (fd < 0) continue;  // no policy or control channel
+        if (fd < 0) continue;  // no policy or control channel, not forked
         if (static_cast<unsigned>(fd) > first && ::close_range(first, fd - 1, 0) != 0)
             return step_fail(ctx, "close_range(%u, %d)", first, fd - 1);
         first = std::max(first, static_cast<unsigned>(fd) + 1);
@@ -148,28 +166,42 @@ int step_close_fds(ChildContext& ctx) noexcept {
         return step_fail(ctx, "dup2(policy channel -> %d)", kPolicyFd);
     if (control >= 0 && ::dup2(control, kControlFd) < 0)
         return step_fail(ctx, "dup2(control channel -> %d)", kControlFd);
+    // A channel the plan does not have leaves its number closed, whatever sat there (in a forked
+    // sandbox, a descriptor of the zygote's interpreter).
+    if (policy < 0) ::close(kPolicyFd);
+    if (control < 0) ::close(kControlFd);
     if (::close_range(kAbove, ~0U, 0) != 0) return step_fail(ctx, "close_range(%d, ~0)", kAbove);
     ctx.report_fd = kReportFd;
     return 0;
 }
 
-// The order is DESIGN.md's. Every step below a line needs what the steps above it set up.
+constexpr unsigned kCloned = static_cast<unsigned>(Birth::cloned);
+constexpr unsigned kForked = static_cast<unsigned>(Birth::forked);
+
+// The order is DESIGN.md's. Every step below a line needs what the steps above it set up. A job a
+// zygote forks (Birth::forked) runs every step but those marked kCloned: its zygote's root, /dev
+// and files are already in place, and its ids are its zygote's.
 constexpr Step kSteps[] = {
     {"close the supervisor's ends", step_keep_only_own_fds},
-    {"blank the caller's command line", step_blank_command_line},
+    {"blank the caller's command line", step_blank_command_line, kCloned},
+    // Before the id maps: the zygote's death would leave the job waiting for them.
+    {"die with the zygote", step_die_with_zygote, kForked},
     {"wait for the id maps", step_wait_for_id_maps},
     // Everything after runs as the sandbox uid, still with every capability in the new namespace.
-    {"switch to the sandbox ids", caps::step_switch_ids},
-    {"die with the supervisor", step_die_with_supervisor},
-    {"join a fresh session keyring", caps::step_join_session_keyring},
+    {"switch to the sandbox ids", caps::step_switch_ids, kCloned},
+    {"die with the supervisor", step_die_with_supervisor, kCloned},
+    // A job's filter refuses keyctl (seccomp_test.cpp), and so does its zygote's: it cannot reach
+    // the zygote's keyring.
+    {"join a fresh session keyring", caps::step_join_session_keyring, kCloned},
     {"make mounts private", mounts::step_make_mounts_private},
     // Before the staging root covers /tmp, where build trees and workdirs often are.
-    {"open the prepared font list", mounts::step_open_font_list},
-    {"open the workdir", mounts::step_open_workdir},
-    {"mount the staging root", mounts::step_mount_staging_root},
-    {"bind host paths read-only", mounts::step_bind_host_paths},
-    {"write synthetic files", mounts::step_write_files},
-    {"populate /dev", mounts::step_populate_dev},
+    {"open the prepared font list", mounts::step_open_font_list, kCloned},
+    {"open the workdir", mounts::step_open_workdir, kCloned},
+    {"mount the staging root", mounts::step_mount_staging_root, kCloned},
+    {"bind host paths read-only", mounts::step_bind_host_paths, kCloned},
+    {"write synthetic files", mounts::step_write_files, kCloned},
+    {"populate /dev", mounts::step_populate_dev, kCloned},
+    {"mount /dev/shm", mounts::step_mount_shm},
     {"mount /tmp", mounts::step_mount_tmp},
     {"copy matplotlib's font list", mounts::step_copy_font_list},
     // Inputs and the workdir's layers go into /tmp/work, so after it exists; the directory is
@@ -178,8 +210,9 @@ constexpr Step kSteps[] = {
     {"mount the workdir overlay", mounts::step_mount_workdir_overlay},
     {"hand /tmp/work to the supervisor", mounts::step_send_work_dir},
     {"mount /proc", mounts::step_mount_proc},
-    {"pivot into the new root", mounts::step_pivot_root},
-    {"seal the root read-only", mounts::step_seal_root},
+    {"pivot into the new root", mounts::step_pivot_root, kCloned},
+    {"seal the root read-only", mounts::step_seal_root, kCloned},
+    {"enter the work directory", mounts::step_enter_workdir},
     {"set the hostname", net::step_set_hostname},
     {"configure the network", net::step_configure_network},
     // After lo is up (it binds 127.0.0.1), before the fds are closed (it uses the report socket).
@@ -227,13 +260,32 @@ const char* child_step_name(int index) noexcept {
     return "start the sandbox";
 }
 
-void run_child(const Plan& plan, const ChildFds& fds) noexcept {
-    ChildContext ctx{plan, fds, fds.report_write};
+namespace {
+
+void run_steps(ChildContext& ctx) noexcept {
+    const unsigned birth = static_cast<unsigned>(ctx.birth);
     for (int i = 0; i < kStepCount; ++i) {
+        if ((kSteps[i].births & birth) == 0) continue;
         errno = 0;
         if (int rc = kSteps[i].run(ctx); rc != 0) fail_step(ctx, ReportKind::setup_failed, i, -rc);
     }
+}
+
+}  // namespace
+
+void run_child(const Plan& plan, const ChildFds& fds) noexcept {
+    ChildContext ctx{plan, fds, fds.report_write};
+    run_steps(ctx);
     pid1::run_init(ctx, kStepCount);
+}
+
+void run_forked_child(const Plan& plan, const ChildFds& fds, int font_list_fd,
+                      int zygote_pidfd) noexcept {
+    ChildContext ctx{plan, fds, fds.report_write, Birth::forked};
+    ctx.font_list_fd = font_list_fd;
+    ctx.zygote_pidfd = zygote_pidfd;
+    run_steps(ctx);
+    pid1::start_interpreter(ctx, kStepCount);
 }
 
 }  // namespace pysandbox

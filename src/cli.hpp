@@ -57,6 +57,7 @@ struct BatchInvocation {
     std::vector<std::string> profiles;  // those a job may name; the first is the default
     std::size_t jobs = 0;               // at once; 0: one per CPU
     bool keep_order = false;            // results in the input's order, not as jobs finish
+    bool fork = false;                  // experimental: jobs forked by a zygote (zygote.hpp)
     std::string jobs_file;              // "-": stdin
     Overrides overrides;
     int verbose = 0;

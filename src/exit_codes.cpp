@@ -13,7 +13,8 @@ int for_outcome(const Outcome& outcome) {
         case Kind::signaled:
         case Kind::interrupted: return kSignalBase + outcome.signal;
         case Kind::timeout: return kTimeout;
-        case Kind::setup_failed: return kSandboxError;
+        case Kind::setup_failed:
+        case Kind::zygote_lost: return kSandboxError;
         case Kind::exec_failed:
             return outcome.error == ENOENT || outcome.error == ENOTDIR ? kNotFound : kNotExecutable;
         case Kind::policy_violation: return kSignalBase + SIGSYS;

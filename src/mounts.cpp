@@ -21,14 +21,20 @@
 namespace pysandbox::mounts {
 namespace {
 
-// A path beneath the staging root, built without allocating.
+// Where the sandbox's root is while it is built: the staging root for a cloned sandbox, the
+// zygote's (the job's own) root for a forked one.
+const char* root_of(const ChildContext& ctx) noexcept {
+    return ctx.birth == Birth::cloned ? kStagingRoot : "";
+}
+
+// A path beneath the root being built, without allocating.
 struct StagedPath {
     char text[PATH_MAX];
-    explicit StagedPath(const char* inside) noexcept {
-        std::snprintf(text, sizeof text, "%s%s", kStagingRoot, inside);
+    StagedPath(const ChildContext& ctx, const char* inside) noexcept {
+        std::snprintf(text, sizeof text, "%s%s", root_of(ctx), inside);
     }
-    StagedPath(const char* inside_dir, const char* name) noexcept {
-        std::snprintf(text, sizeof text, "%s%s/%s", kStagingRoot, inside_dir, name);
+    StagedPath(const ChildContext& ctx, const char* inside_dir, const char* name) noexcept {
+        std::snprintf(text, sizeof text, "%s%s/%s", root_of(ctx), inside_dir, name);
     }
     const char* c_str() const noexcept { return text; }
 };
@@ -149,14 +155,14 @@ int step_mount_staging_root(ChildContext& ctx) noexcept {
 
 int step_bind_host_paths(ChildContext& ctx) noexcept {
     for (const auto& bind : ctx.plan.ro_binds) {
-        StagedPath target(bind.source.c_str());
+        StagedPath target(ctx, bind.source.c_str());
         int made = bind.is_directory ? make_dirs(target.c_str(), 0755) : make_file(target.c_str());
         if (made != 0) return step_fail(ctx, "mkdir/creat(%s)", target.c_str());
         if (int rc = bind_readonly(ctx, bind.source.c_str(), target.c_str(), kReadOnly); rc != 0)
             return rc;
     }
     for (const auto& link : ctx.plan.symlinks) {
-        StagedPath path(link.path.c_str());
+        StagedPath path(ctx, link.path.c_str());
         if (make_parent_dirs(path.c_str()) != 0 ||
             ::symlink(link.target.c_str(), path.c_str()) != 0)
             return step_fail(ctx, "symlink(%s -> %s)", path.c_str(), link.target.c_str());
@@ -166,7 +172,7 @@ int step_bind_host_paths(ChildContext& ctx) noexcept {
 
 int step_write_files(ChildContext& ctx) noexcept {
     for (const auto& file : ctx.plan.files) {
-        StagedPath path(file.path.c_str());
+        StagedPath path(ctx, file.path.c_str());
         if (write_file(path.c_str(), file.content, file.mode) != 0)
             return step_fail(ctx, "write(%s)", path.c_str());
     }
@@ -175,7 +181,7 @@ int step_write_files(ChildContext& ctx) noexcept {
 
 int step_populate_dev(ChildContext& ctx) noexcept {
     for (const auto& device : ctx.plan.devices) {
-        StagedPath target(device.c_str());
+        StagedPath target(ctx, device.c_str());
         if (make_file(target.c_str()) != 0) return step_fail(ctx, "creat(%s)", target.c_str());
         // Device nodes cannot be created in a user namespace; binds of the host's nodes can be
         // opened because their mount is not nodev.
@@ -189,13 +195,20 @@ int step_populate_dev(ChildContext& ctx) noexcept {
                                                 {"/dev/stdout", "/proc/self/fd/1"},
                                                 {"/dev/stderr", "/proc/self/fd/2"}};
     for (const auto& [inside, target] : kLinks) {
-        StagedPath path(inside);
+        StagedPath path(ctx, inside);
         if (::symlink(target, path.c_str()) != 0)
             return step_fail(ctx, "symlink(%s -> %s)", path.c_str(), target);
     }
+    return 0;
+}
+
+// POSIX shared memory, where processes are allowed: a tmpfs of the sandbox's own (a forked job's
+// covers its zygote's).
+int step_mount_shm(ChildContext& ctx) noexcept {
     if (ctx.plan.shm_mount_options.empty()) return 0;
-    StagedPath shm("/dev/shm");
-    if (::mkdir(shm.c_str(), 0755) != 0) return step_fail(ctx, "mkdir(%s)", shm.c_str());
+    StagedPath shm(ctx, "/dev/shm");
+    if (::mkdir(shm.c_str(), 0755) != 0 && errno != EEXIST)
+        return step_fail(ctx, "mkdir(%s)", shm.c_str());
     if (::mount("sandbox-shm", shm.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                 ctx.plan.shm_mount_options.c_str()) != 0)
         return step_fail(ctx, "mount(tmpfs -> %s, %s)", shm.c_str(),
@@ -204,13 +217,13 @@ int step_populate_dev(ChildContext& ctx) noexcept {
 }
 
 int step_mount_tmp(ChildContext& ctx) noexcept {
-    StagedPath tmp("/tmp");
+    StagedPath tmp(ctx, "/tmp");
     if (make_dirs(tmp.c_str(), 0755) != 0) return step_fail(ctx, "mkdir(%s)", tmp.c_str());
     if (::mount("sandbox-tmp", tmp.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                 ctx.plan.tmp_mount_options.c_str()) != 0)
         return step_fail(ctx, "mount(tmpfs -> %s, %s)", tmp.c_str(),
                          ctx.plan.tmp_mount_options.c_str());
-    StagedPath work(ctx.plan.workdir.c_str());
+    StagedPath work(ctx, ctx.plan.workdir.c_str());
     if (make_dirs(work.c_str(), 0755) != 0) return step_fail(ctx, "mkdir(%s)", work.c_str());
     return 0;
 }
@@ -221,7 +234,7 @@ int step_copy_font_list(ChildContext& ctx) noexcept {
     const auto& list = ctx.plan.font_list;
     if (!list) return 0;
     sys::UniqueFd source(std::exchange(ctx.font_list_fd, -1));
-    StagedPath target(list->target.c_str());
+    StagedPath target(ctx, list->target.c_str());
     if (make_parent_dirs(target.c_str()) != 0)
         return step_fail(ctx, "mkdir(parents of %s)", target.c_str());
     sys::UniqueFd copy(
@@ -244,18 +257,18 @@ int step_copy_inputs(ChildContext& ctx) noexcept {
     if (inputs.empty()) return 0;
     char inside[64];
     std::snprintf(inside, sizeof inside, "/%s", kInputsDir);
-    StagedPath dir(inside);
+    StagedPath dir(ctx, inside);
     if (::mkdir(dir.c_str(), 0700) != 0) return step_fail(ctx, "mkdir(%s)", dir.c_str());
     if (::mount("sandbox-inputs", dir.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                 ctx.plan.inputs_tmpfs_options.c_str()) != 0)
         return step_fail(ctx, "mount(tmpfs -> %s, %s)", dir.c_str(),
                          ctx.plan.inputs_tmpfs_options.c_str());
     for (const InputFile& input : inputs) {
-        StagedPath copy(inside, input.name.c_str());
+        StagedPath copy(ctx, inside, input.name.c_str());
         sys::UniqueFd out(::open(copy.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444));
         if (!out || copy_contents(input.fd.get(), out.get()) != 0)
             return step_fail(ctx, "copy(%s -> %s)", input.source.c_str(), copy.c_str());
-        StagedPath target(ctx.plan.workdir.c_str(), input.name.c_str());
+        StagedPath target(ctx, ctx.plan.workdir.c_str(), input.name.c_str());
         if (make_file(target.c_str()) != 0) return step_fail(ctx, "creat(%s)", target.c_str());
         if (int rc =
                 bind_readonly(ctx, copy.c_str(), target.c_str(), kReadOnly | MOUNT_ATTR_NOEXEC);
@@ -277,9 +290,9 @@ int step_mount_workdir_overlay(ChildContext& ctx) noexcept {
     if (!host) return 0;
     char inside[64];
     std::snprintf(inside, sizeof inside, "/%s", kWorkdirLayers);
-    StagedPath layers(inside);
-    StagedPath upper(inside, "upper");
-    StagedPath work(inside, "work");
+    StagedPath layers(ctx, inside);
+    StagedPath upper(ctx, inside, "upper");
+    StagedPath work(ctx, inside, "work");
     if (::mkdir(layers.c_str(), 0700) != 0) return step_fail(ctx, "mkdir(%s)", layers.c_str());
     if (::mount("sandbox-workdir", layers.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                 host->tmpfs_options.c_str()) != 0)
@@ -287,7 +300,7 @@ int step_mount_workdir_overlay(ChildContext& ctx) noexcept {
                          host->tmpfs_options.c_str());
     if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0)
         return step_fail(ctx, "mkdir(%s/{upper,work})", layers.c_str());
-    StagedPath merged(ctx.plan.workdir.c_str());
+    StagedPath merged(ctx, ctx.plan.workdir.c_str());
     char options[PATH_MAX];
     std::snprintf(options, sizeof options, "lowerdir=/proc/self/fd/%d%s", ctx.workdir_fd,
                   host->overlay_layers.c_str());
@@ -309,7 +322,7 @@ int step_mount_workdir_overlay(ChildContext& ctx) noexcept {
 // tmpfs alive once the sandbox is gone, and needs no path into the sandbox's mount namespace.
 // With --workdir it is the overlay's upper layer instead: what the run changed, and only that.
 int step_send_work_dir(ChildContext& ctx) noexcept {
-    StagedPath work(ctx.plan.workdir.c_str());
+    StagedPath work(ctx, ctx.plan.workdir.c_str());
     sys::UniqueFd dir(ctx.work_upper >= 0
                           ? std::exchange(ctx.work_upper, -1)
                           : ::open(work.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -324,13 +337,13 @@ int step_send_work_dir(ChildContext& ctx) noexcept {
 // Mounted before pivot_root: the kernel lets a user namespace mount procfs only while a fully
 // visible procfs exists in its mount namespace, and the host's goes away with the old root.
 int step_mount_proc(ChildContext& ctx) noexcept {
-    StagedPath proc("/proc");
+    StagedPath proc(ctx, "/proc");
     if (make_dirs(proc.c_str(), 0555) != 0) return step_fail(ctx, "mkdir(%s)", proc.c_str());
     if (::mount("proc", proc.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
         return step_fail(ctx, "mount(proc -> %s)", proc.c_str());
-    StagedPath null("/dev/null");
+    StagedPath null(ctx, "/dev/null");
     for (const auto& entry : ctx.plan.proc_masked) {
-        StagedPath path(entry.c_str());
+        StagedPath path(ctx, entry.c_str());
         struct stat st {};
         if (::lstat(path.c_str(), &st) != 0) continue;  // not in this kernel
         int rc = S_ISDIR(st.st_mode)
@@ -340,7 +353,7 @@ int step_mount_proc(ChildContext& ctx) noexcept {
         if (rc != 0) return step_fail(ctx, "mask %s", path.c_str());
     }
     for (const auto& entry : ctx.plan.proc_readonly) {
-        StagedPath path(entry.c_str());
+        StagedPath path(ctx, entry.c_str());
         if (::access(path.c_str(), F_OK) != 0) continue;
         if (int rc = bind_readonly(ctx, path.c_str(), path.c_str(), kReadOnly | MOUNT_ATTR_NOEXEC);
             rc != 0)
@@ -362,6 +375,10 @@ int step_pivot_root(ChildContext& ctx) noexcept {
 
 int step_seal_root(ChildContext& ctx) noexcept {
     if (set_attr("/", 0, kReadOnly) != 0) return step_fail(ctx, "mount_setattr(/, RDONLY)");
+    return 0;
+}
+
+int step_enter_workdir(ChildContext& ctx) noexcept {
     if (::chdir(ctx.plan.workdir.c_str()) != 0)
         return step_fail(ctx, "chdir(%s)", ctx.plan.workdir.c_str());
     return 0;

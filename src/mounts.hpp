@@ -22,6 +22,7 @@ int step_mount_staging_root(ChildContext& ctx) noexcept;
 int step_bind_host_paths(ChildContext& ctx) noexcept;
 int step_write_files(ChildContext& ctx) noexcept;
 int step_populate_dev(ChildContext& ctx) noexcept;
+int step_mount_shm(ChildContext& ctx) noexcept;
 int step_mount_tmp(ChildContext& ctx) noexcept;
 int step_copy_font_list(ChildContext& ctx) noexcept;
 int step_copy_inputs(ChildContext& ctx) noexcept;
@@ -30,5 +31,6 @@ int step_send_work_dir(ChildContext& ctx) noexcept;
 int step_mount_proc(ChildContext& ctx) noexcept;
 int step_pivot_root(ChildContext& ctx) noexcept;
 int step_seal_root(ChildContext& ctx) noexcept;
+int step_enter_workdir(ChildContext& ctx) noexcept;
 
 }  // namespace pysandbox::mounts

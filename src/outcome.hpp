@@ -25,6 +25,7 @@ struct Outcome {
         setup_failed,      // a child step failed: step, error, detail
         exec_failed,       // the interpreter could not be executed: error, detail
         lost,              // the sandbox's init died without a report (killed from outside)
+        zygote_lost,       // a forked sandbox died with the zygote it was forked from
         policy_violation,  // a denied system call ended the sandbox (seccomp action "kill")
     };
     Kind kind = Kind::lost;

@@ -22,7 +22,9 @@ namespace {
 
 // Signals the supervisor forwards. PID 1 of a namespace only receives a signal it has a handler
 // for, so each gets an empty one; the signals stay blocked and are taken with sigwaitinfo().
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+// SIGCHLD gets the same handler. The interpreter's process puts back the actions that were there.
+constexpr int kSaved[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD};
+constexpr std::size_t kSavedCount = std::size(kSaved);
 
 void on_signal(int) {}
 
@@ -56,6 +58,11 @@ int step_limit_open_files(ChildContext& ctx) noexcept {
 // exception in the filter. The listener goes to the supervisor and is closed here: the script
 // must never hold it, or it could answer its own denied calls.
 int step_load_seccomp(ChildContext& ctx) noexcept {
+    if (!ctx.plan.seccomp_listener) {
+        const int rc = seccomp::load_without_listener(ctx.plan.seccomp_program);
+        errno = -rc;
+        return rc < 0 ? step_fail(ctx, "seccomp(SECCOMP_SET_MODE_FILTER)") : 0;
+    }
     const int listener = seccomp::load(ctx.plan.seccomp_program);
     if (listener < 0) {
         errno = -listener;
@@ -95,20 +102,20 @@ constexpr Step kInterpreterSteps[] = {
 };
 constexpr int kInterpreterStepCount = static_cast<int>(std::size(kInterpreterSteps));
 
-[[noreturn]] void become_interpreter(ChildContext& ctx, int first_step) noexcept {
+// The interpreter's process, between init's fork and the execve (or, in a forked job, the return
+// to the zygote's interpreter): the actions init gave the signals it forwards are the zygote's
+// again, nothing is blocked, and its steps run up to the last, the execve, which the caller runs.
+void become_interpreter(ChildContext& ctx, int first_step,
+                        const struct sigaction (&saved)[kSavedCount]) noexcept {
+    for (std::size_t i = 0; i < kSavedCount; ++i) ::sigaction(kSaved[i], &saved[i], nullptr);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);  // the supervisor ignores it; exec keeps ignored signals ignored
-    for (int i = 1; i < kInterpreterStepCount; ++i) {
+    for (int i = 1; i < kInterpreterStepCount - 1; ++i) {
         errno = 0;
-        if (int rc = kInterpreterSteps[i].run(ctx); rc != 0) {
-            const bool exec = i == kInterpreterStepCount - 1;
-            fail_step(ctx, exec ? ReportKind::exec_failed : ReportKind::setup_failed,
-                      first_step + i, -rc);
-        }
+        if (int rc = kInterpreterSteps[i].run(ctx); rc != 0)
+            fail_step(ctx, ReportKind::setup_failed, first_step + i, -rc);
     }
-    ::_exit(exit_codes::kSandboxError);  // not reached: execve returned 0
 }
 
 Report usage_report(int wait_status, std::int64_t exec_ns) noexcept {
@@ -133,18 +140,19 @@ const char* interpreter_step_name(int index) noexcept {
     return kInterpreterSteps[index].name;
 }
 
-void run_init(ChildContext& ctx, int first_step) noexcept {
+void start_interpreter(ChildContext& ctx, int first_step) noexcept {
+    struct sigaction saved[kSavedCount];
     struct sigaction action {};
     action.sa_handler = on_signal;
-    for (int sig : kForwarded) ::sigaction(sig, &action, nullptr);
-    ::sigaction(SIGCHLD, &action, nullptr);
+    for (std::size_t i = 0; i < kSavedCount; ++i) ::sigaction(kSaved[i], &action, &saved[i]);
     sigset_t all;
     sigfillset(&all);
     ::sigprocmask(SIG_SETMASK, &all, nullptr);
 
     const std::int64_t exec_ns = monotonic_ns();
     // Not dumpable, before the script exists: it (same uid) must never open /proc/1/mem or
-    // /proc/1/fd/* to reach init or its report socket. execve makes the script dumpable again.
+    // /proc/1/fd/* to reach init or its report socket. The script's process is made dumpable
+    // again: by execve, or here for a forked job.
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     const pid_t script = ::fork();
     if (script < 0) {
@@ -152,7 +160,14 @@ void run_init(ChildContext& ctx, int first_step) noexcept {
         step_fail(ctx, "fork() for the interpreter");
         fail_step(ctx, ReportKind::setup_failed, first_step, error);
     }
-    if (script == 0) become_interpreter(ctx, first_step);
+    if (script == 0) {
+        if (ctx.birth == Birth::forked) ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+        become_interpreter(ctx, first_step, saved);
+        // What execve's close-on-exec does for a cloned sandbox: the report socket is init's
+        // alone, and a job that could write to it could forge its own verdict.
+        if (ctx.birth == Birth::forked) ::close(kReportFd);
+        return;
+    }
 
     int script_status = 0;
     bool script_done = false;
@@ -180,6 +195,16 @@ void run_init(ChildContext& ctx, int first_step) noexcept {
         send_report(usage_report(script_status, exec_ns));
         ::_exit(0);
     }
+}
+
+void run_init(ChildContext& ctx, int first_step) noexcept {
+    start_interpreter(ctx, first_step);
+    ::signal(SIGPIPE, SIG_DFL);  // the supervisor ignores it; exec keeps ignored signals ignored
+    constexpr int kExec = kInterpreterStepCount - 1;
+    errno = 0;
+    const int rc = kInterpreterSteps[kExec].run(ctx);
+    fail_step(ctx, rc != 0 ? ReportKind::exec_failed : ReportKind::setup_failed, first_step + kExec,
+              rc != 0 ? -rc : ENOEXEC);  // execve returns only when it failed
 }
 
 }  // namespace pysandbox::pid1

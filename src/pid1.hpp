@@ -10,6 +10,11 @@ namespace pysandbox::pid1 {
 // Becomes the init. The interpreter's own steps are numbered from `first_step` on in reports.
 [[noreturn]] void run_init(ChildContext& ctx, int first_step) noexcept;
 
+// The same, for a forked job (child.hpp, run_forked_child): init forks the interpreter's process
+// and never returns; this returns in that process with its steps done (resource limits, seccomp)
+// but the execve: the zygote's interpreter goes on as the job's.
+void start_interpreter(ChildContext& ctx, int first_step) noexcept;
+
 // The name of the interpreter's step `index` (0 is the first), or nullptr.
 const char* interpreter_step_name(int index) noexcept;
 

@@ -22,6 +22,7 @@
 #include "python_modules.hpp"
 #include "seccomp.hpp"
 #include "sha256.hpp"
+#include "zygote_blob.hpp"
 
 namespace pysandbox {
 namespace fs = std::filesystem;
@@ -30,6 +31,9 @@ namespace {
 constexpr uid_t kOverflowId = 65534;  // "nobody": what root's sandboxes run as on the host
 constexpr std::uint64_t kAllocationWatchFloor = 16ULL << 20;
 constexpr std::uintmax_t kMaxScriptBytes = 16 << 20;
+// A zygote's RLIMIT_NPROC: its jobs' user namespaces are nested in its own, whose count includes
+// theirs; each job sets its own limit.
+constexpr rlim_t kNestedProcesses = 4096;
 
 // Root of the host, not root of some container's user namespace: only then can the sandbox be
 // mapped to another host uid and root's groups be dropped.
@@ -150,19 +154,23 @@ void add_program(const Program& program, Plan& plan) {
             plan.script_label = program.text;
             break;
         }
-        case Program::Kind::driver:
-            // -c "import pysandbox_driver; ..." CONTROL_FD MODULE...: the modules to preload.
-            // Imported rather than named as a script, so its prepared bytecode is used.
+        case Program::Kind::zygote:
+        case Program::Kind::driver: {
+            // -c "import pysandbox_driver; ..." CONTROL_FD MODULE... (or pysandbox_zygote):
+            // imported rather than named as a script, so its prepared bytecode is used. The
+            // modules to preload stand where a script's arguments do (init's command line keeps
+            // them); a cell or a job has no arguments of its own.
+            const bool zygote = program.kind == Program::Kind::zygote;
             plan.argv.push_back("-c");
-            plan.argv.push_back(import_and_run(python::kDriverModule));
+            plan.argv.push_back(
+                import_and_run(zygote ? python::kZygoteModule : python::kDriverModule));
             plan.argv.push_back(std::to_string(kControlFd));
-            // The modules to preload stand where a script's arguments do (init's command line
-            // keeps them); a cell has no arguments of its own.
             plan.script_args = plan.argv.size();
             for (const auto& module : plan.profile.preload) plan.argv.push_back(module);
-            plan.script_label = "session";
-            plan.script_file = "<cell>";
+            plan.script_label = zygote ? "zygote" : "session";
+            plan.script_file = zygote ? "<job>" : "<cell>";
             return;
+        }
     }
     plan.script_args = plan.argv.size();
     for (const auto& arg : program.args) plan.argv.push_back(arg);
@@ -230,7 +238,8 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
     // nor add one the profile does not have.
     const std::string policy = policy::hook_arguments(plan.profile.policy, plan.profile.name,
                                                       {kSandboxPythonDir, kPolicyFd});
-    if (policy.empty())
+    // A zygote never runs the hook: each job installs it (the job's plan carries the policy).
+    if (policy.empty() || plan.program_kind == Program::Kind::zygote)
         env.erase(std::string(policy::kPolicyVariable));
     else
         env[std::string(policy::kPolicyVariable)] = policy;
@@ -499,9 +508,23 @@ void add_sandbox_python(const Program& program, Plan& plan) {
         add_sandbox_module(python::kCheckModule, compiled, plan);
     if (program.kind == Program::Kind::driver)
         add_sandbox_module(python::kDriverModule, compiled, plan);
+    if (program.kind == Program::Kind::zygote) {
+        // The zygote runs the driver in each job it forks, so it imports it once, too.
+        add_sandbox_module(python::kDriverModule, compiled, plan);
+        add_sandbox_module(python::kZygoteModule, compiled, plan);
+        const std::string dir(kSandboxPythonDir);
+        plan.files.push_back(
+            {dir + std::string(kZygoteHelperFile), std::string(zygote::helper_library()), 0444});
+        plan.files.push_back({dir + std::string(kZygoteJobSpecFile), program.text, 0444});
+    }
 }
 
-void find_cgroup(Plan& plan) {
+void find_cgroup(const Request& request, Plan& plan) {
+    if (request.forked || request.program.kind == Program::Kind::zygote) {
+        plan.cgroup_unavailable =
+            "sandboxes forked by a zygote (--fork) have no cgroup of their own yet";
+        return;
+    }
     auto found = cgroup::find_own_delegation();
     if (auto* delegation = std::get_if<cgroup::Delegation>(&found))
         plan.cgroup = *delegation;
@@ -635,6 +658,37 @@ void add_kernel_layers(Plan& plan) {
     plan.landlock = landlock::plan_rules(landlock::kernel_abi(), readable, writable);
 }
 
+// A sandbox that nests others (Program::Kind::zygote) is set up as any other but where a nested
+// job's own setup would fail (docs/forkserver-probe.md, Blockers): its /proc has nothing mounted
+// over it (a user namespace may mount procfs only where a fully visible one exists; each job
+// masks its own), it has no Landlock (a Landlock-restricted task cannot mount), its seccomp filter
+// is the nesting one without a listener, and its limits bound the zygote, not a job: no CPU-time
+// limit (it lives across jobs), room for the jobs' processes, every CPU, and pysandbox's open-files
+// limit: a job hands its seccomp listener over before it sets its own (limits.hpp, Which), with
+// the limit it inherits from the zygote, which a sibling's descriptors in flight must not reach.
+void relax_for_nesting(Plan& plan) {
+    plan.proc_masked.clear();
+    plan.proc_readonly.clear();
+    plan.landlock = {};
+    plan.seccomp_listener = false;
+    plan.seccomp_program = seccomp::compile(
+        seccomp::nesting_recipe(seccomp_recipe(plan.profile, plan.cgroup.has_value())));
+    // Single-threaded: a clone copies only the calling thread, so a thread pool the preload
+    // started would be missing (its locks held) in every job.
+    for (std::string& entry : plan.envp)
+        for (const char* name : kThreadPoolVariables)
+            if (entry.starts_with(std::string(name) + "=")) entry = std::string(name) + "=1";
+    for (Rlimit& limit : plan.rlimits) {
+        if (limit.resource == RLIMIT_CPU) limit.soft = limit.hard = RLIM_INFINITY;
+        if (limit.resource == RLIMIT_NPROC) limit.soft = limit.hard = kNestedProcesses;
+    }
+    std::erase_if(plan.rlimits,
+                  [](const Rlimit& limit) { return limit.resource == RLIMIT_NOFILE; });
+    // Each job picks its CPUs where it starts (limits.cpp): a zygote pinned to one would start,
+    // and so pin, every job there.
+    plan.affinity = plan.allowed_cpus;
+}
+
 void point_into_strings(Plan& plan) {
     for (const auto& arg : plan.argv) plan.argv_ptrs.push_back(arg.c_str());
     plan.argv_ptrs.push_back(nullptr);
@@ -668,10 +722,11 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
         plan->profile.policy = {{}, {}, plan->profile.policy.incident_log};
     check_hook_reachable(plan->profile);
     add_sandbox_python(program, *plan);
-    find_cgroup(*plan);  // before the environment, which depends on it
+    find_cgroup(request, *plan);  // before the environment, which depends on it
     add_environment(request.overrides, host_env, *plan);
     add_font_list(*plan);
     add_kernel_layers(*plan);
+    if (program.kind == Program::Kind::zygote) relax_for_nesting(*plan);
     point_into_strings(*plan);
     open_incident_log(request.overrides.incident_log, *plan);  // last: bad input creates nothing
     return plan;

@@ -154,6 +154,10 @@ struct Plan {
     // beginning with the one it runs on (limits.cpp).
     cpu_set_t allowed_cpus{};
     std::vector<sock_filter> seccomp_program;  // loaded by the interpreter's process
+    // Whether that filter hands denied calls to the supervisor. Not for a sandbox that nests
+    // others (Program::Kind::zygote): its jobs' filters carry the listener, and the kernel allows
+    // one listener per filter stack.
+    bool seccomp_listener = true;
     // --trace-syscalls: the program loaded sends every call to the supervisor, which answers as
     // this one, the profile's, would.
     bool trace_syscalls = false;

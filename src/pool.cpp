@@ -20,19 +20,24 @@ constexpr std::chrono::milliseconds kLongestBackoff{60'000};
 
 }  // namespace
 
-Pool::Pool(const Plan& plan, sys::Poller& poller, std::size_t size)
-    : plan_(plan), poller_(poller), size_(size) {
+Pool::Pool(const Plan& plan, sys::Poller& poller, std::size_t size, Zygote* zygote)
+    : plan_(plan), poller_(poller), size_(size), zygote_(zygote) {
     refill();
 }
 
 std::unique_ptr<Session> Pool::take() {
     // The longest waiting first: the most likely to be ready.
     std::unique_ptr<Session> session;
+    // One forked by a zygote that ended since is dying: never handed out.
+    while (!waiting_.empty() && waiting_.front()->orphaned()) {
+        retire(std::move(waiting_.front()));
+        waiting_.pop_front();
+    }
     if (!waiting_.empty()) {
         session = std::move(waiting_.front());
         waiting_.pop_front();
     } else {
-        session = std::make_unique<Session>(plan_, poller_);
+        session = std::make_unique<Session>(plan_, poller_, zygote_);
     }
     // The next one starts in advance(), after this round: the taker's cell goes first.
     return session;
@@ -44,13 +49,14 @@ void Pool::retire(std::unique_ptr<Session> session) {
 }
 
 void Pool::advance() {
+    if (zygote_) zygote_->advance();
     for (auto& session : retired_) session->advance();
     std::erase_if(retired_, [](const auto& session) { return session->closed(); });
     for (auto& session : waiting_) session->advance();
     // A sandbox that ended while it waited (its start failed, or it was killed from outside) is
     // of no use to anyone.
     const auto failed = std::remove_if(waiting_.begin(), waiting_.end(), [](const auto& session) {
-        return session->start_failure().has_value() || session->closed();
+        return session->start_failure().has_value() || session->closed() || session->orphaned();
     });
     if (failed != waiting_.end()) {
         backoff_ = std::min(kLongestBackoff, std::max(kFirstBackoff, backoff_ * 2));
@@ -74,8 +80,9 @@ void Pool::close() {
 }
 
 void Pool::refill() {
+    if (zygote_ && !zygote_->ready()) return;  // a fork would wait for it: the taker's may
     while (!closed_ && waiting_.size() < size_ && Clock::now() >= next_start_) {
-        auto session = std::make_unique<Session>(plan_, poller_);
+        auto session = std::make_unique<Session>(plan_, poller_, zygote_);
         try {
             session->start();
         } catch (const std::exception&) {
@@ -89,7 +96,7 @@ void Pool::refill() {
 }
 
 std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
-                               int verbose, const std::vector<std::string>& host_env) {
+                               int verbose, const std::vector<std::string>& host_env, bool forked) {
     if (overrides.output_dir && ::mkdir(overrides.output_dir->c_str(), 0755) != 0 &&
         errno != EEXIST)
         throw UsageError("--output-dir: cannot create " + *overrides.output_dir + ": " +
@@ -102,9 +109,11 @@ std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Over
         request.overrides = overrides;
         request.capture_output = true;
         request.verbose = verbose > 1 ? verbose - 1 : 0;
+        request.forked = forked;
         Offer offer;
         offer.name = name;
         offer.plan = make_plan(load_profile(name, profile_search_dirs()), request, host_env);
+        if (forked) offer.zygote_plan = plan_zygote(*offer.plan, name, overrides, host_env);
         offers.push_back(std::move(offer));
     }
     return offers;

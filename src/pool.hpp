@@ -18,13 +18,16 @@
 #include "plan.hpp"
 #include "session.hpp"
 #include "sys/poller.hpp"
+#include "zygote.hpp"
 
 namespace pysandbox {
 
 class Pool {
   public:
     // Keeps `size` sessions of `plan` (a driver plan that outlives the pool) started; 0: none.
-    Pool(const Plan& plan, sys::Poller& poller, std::size_t size);
+    // With a zygote (made for that plan, outliving the pool), they are forked by it, and started
+    // only while it is ready.
+    Pool(const Plan& plan, sys::Poller& poller, std::size_t size, Zygote* zygote = nullptr);
     Pool(const Pool&) = delete;
     Pool& operator=(const Pool&) = delete;
 
@@ -54,6 +57,7 @@ class Pool {
     const Plan& plan_;
     sys::Poller& poller_;
     const std::size_t size_;
+    Zygote* zygote_;
     std::deque<std::unique_ptr<Session>> waiting_;
     std::vector<std::unique_ptr<Session>> retired_;
     bool closed_ = false;
@@ -67,14 +71,20 @@ class Pool {
 struct Offer {
     std::string name;  // as the operator named it with -p
     std::unique_ptr<const Plan> plan;
+    // With --fork: the zygote's plan (plan_offers) and the zygote (the front, with its loop).
+    std::unique_ptr<const Plan> zygote_plan;
+    std::unique_ptr<Zygote> zygote;
     std::unique_ptr<Pool> pool;  // made by the front once its poll loop exists
 };
 
 // Every profile named, loaded and planned now, so that a bad one is an error before anything is
 // served (the first is the default; a name given twice is offered once). An --output-dir that
 // does not exist is made now: the sessions share it. Throws what make_plan throws.
+//
+// `forked`: the sandboxes are to be forked by a zygote each (zygote.hpp), whose plan is made too.
 std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
-                               int verbose, const std::vector<std::string>& host_env);
+                               int verbose, const std::vector<std::string>& host_env,
+                               bool forked = false);
 
 // The CPUs online: the default of how many calls or jobs run at once.
 std::size_t online_cpus();

@@ -54,6 +54,9 @@ struct Program {
         check,          // `pysandbox check`: the analyzer reads the script at host path `text`
         driver,  // the cell driver (sessions, the server, batch): code arrives later, over the
                  // control channel; `text` and `args` are unused
+        zygote,  // a fork server (`batch --fork`, zygote.hpp): imports the preload once, then
+                 // forks one sandbox per job inside its own; `text` is the plan of those
+                 // (job_spec.hpp), `args` is unused
     };
     Kind kind = Kind::code;
     std::string text;
@@ -65,6 +68,9 @@ struct Request {
     Overrides overrides;
     bool capture_output = false;  // the output goes into the result instead of through
     bool trace_syscalls = false;  // record every system call and what the profile does with it
+    // The sandboxes are forked by a zygote (zygote.hpp), not cloned: they have no cgroup of
+    // their own yet, so the rlimits bound them.
+    bool forked = false;
     int verbose = 0;
 };
 

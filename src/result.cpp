@@ -128,7 +128,8 @@ Status classify(const Plan& plan, const Outcome& outcome,
                 const std::optional<PythonException>& exception) {
     switch (outcome.kind) {
         case Kind::setup_failed:
-        case Kind::exec_failed: return Status::sandbox_error;
+        case Kind::exec_failed:
+        case Kind::zygote_lost: return Status::sandbox_error;
         case Kind::policy_violation: return Status::policy_violation;
         case Kind::timeout: return Status::timeout;
         case Kind::interrupted:
@@ -185,6 +186,9 @@ std::string human_summary(const Plan& plan, const Outcome& outcome) {
         case Kind::policy_violation:
             return "system call " + outcome.killing_syscall +
                    " is denied by the sandbox policy; the sandbox was killed";
+        case Kind::zygote_lost:
+            return "the fork server's zygote ended, and this sandbox with it (pysandbox failed, "
+                   "not the script)";
         case Kind::lost:
             return "the sandbox was killed from outside" +
                    (outcome.signal != 0 ? " (" + signal_name(outcome.signal) + ")" : "");
@@ -318,10 +322,14 @@ json enforcement_json(const Plan& plan, const Outcome& outcome) {
 }
 
 json error_json(const Plan& plan, const Outcome& outcome) {
-    if (outcome.kind != Kind::setup_failed && outcome.kind != Kind::exec_failed) return nullptr;
-    return {{"message", human_summary(plan, outcome)},
-            {"step", outcome.kind == Kind::setup_failed ? json(outcome.step) : json("execve")},
-            {"errno", outcome.error}};
+    const char* step = nullptr;
+    switch (outcome.kind) {
+        case Kind::setup_failed: step = outcome.step.c_str(); break;
+        case Kind::exec_failed: step = "execve"; break;
+        case Kind::zygote_lost: step = "the fork server's zygote"; break;
+        default: return nullptr;
+    }
+    return {{"message", human_summary(plan, outcome)}, {"step", step}, {"errno", outcome.error}};
 }
 
 }  // namespace

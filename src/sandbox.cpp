@@ -20,6 +20,7 @@
 #include "policy_channel.hpp"
 #include "sys/records.hpp"
 #include "sys/write_size.hpp"
+#include "zygote.hpp"
 
 namespace pysandbox {
 namespace {
@@ -126,14 +127,14 @@ struct Sandbox::Pipes {
     sys::Pipe out = output_pipe();
     sys::Pipe err = output_pipe();
 
-    ChildFds child_ends(const PolicyChannel* policy, const ControlChannel* control) const {
+    ChildFds child_ends(const PolicyChannel* policy, int control) const {
         return {release.read.get(),
                 report.write.get(),
                 in.read.get(),
                 out.write.get(),
                 err.write.get(),
                 policy ? policy->write_fd() : -1,
-                control ? control->child_fd() : -1};
+                control};
     }
     // The supervisor keeps only its own ends; the child's copies go with it.
     void close_child_ends() {
@@ -145,9 +146,12 @@ struct Sandbox::Pipes {
     }
 };
 
-// clone3 into every new namespace (and the run's cgroup: born inside it, not one instruction
-// runs outside the limits). The child never returns from run_child.
-Sandbox::Sandbox(const Plan& plan, sys::Poller& poller)
+Sandbox::Sandbox(const Plan& plan, sys::Poller& poller) : Sandbox(plan, poller, nullptr) {}
+
+Sandbox::Sandbox(const Plan& plan, sys::Poller& poller, Zygote& zygote)
+    : Sandbox(plan, poller, &zygote) {}
+
+Sandbox::Sandbox(const Plan& plan, sys::Poller& poller, Zygote* zygote)
     : plan_(plan),
       poller_(poller),
       start_(Clock::now()),
@@ -157,9 +161,40 @@ Sandbox::Sandbox(const Plan& plan, sys::Poller& poller)
       syscalls_(plan) {
     if (plan.profile.policy.wants_hook()) policy_ = std::make_unique<PolicyChannel>();
     if (plan.program_kind == Program::Kind::driver) control_ = std::make_unique<ControlChannel>();
+    // A zygote's channel carries descriptors: a SOCK_SEQPACKET pair, read by its owner
+    // (zygote.cpp), not a ControlChannel.
+    sys::Pipe nest;
+    if (plan.program_kind == Program::Kind::zygote) nest = report_channel();
+    const int control_end = control_ ? control_->child_fd() : nest.write.get();
     policy_open_ = policy_ != nullptr;
     Pipes pipes;
 
+    if (zygote) {
+        Forked forked = zygote->fork(pipes.child_ends(policy_.get(), control_end));
+        child_.emplace(forked.pidfd.release(), forked.pid, sys::ChildGuard::Parent::other);
+        zygote_ = std::move(forked.zygote);
+    } else {
+        clone_child(pipes, control_end);
+    }
+    pipes.close_child_ends();
+    if (policy_) policy_->close_write_end();
+    if (control_) control_->close_child_end();
+    nest.write.reset();
+    zygote_channel_ = std::move(nest.read);
+    if (!zygote) {
+        write_id_maps(child_->pid(), plan.ids);
+        check_sys(::write(pipes.release.write.get(), "1", 1), "write(release pipe)");
+    }
+    pipes.release.write.reset();
+
+    report_ = std::move(pipes.report.read);
+    open_streams(pipes);
+    watch(poller);
+}
+
+// clone3 into every new namespace (and the run's cgroup: born inside it, not one instruction
+// runs outside the limits). The child never returns from run_child.
+void Sandbox::clone_child(Pipes& pipes, int control_end) {
     int pidfd = -1;
     clone_args args{};
     args.flags = CLONE_PIDFD | kNamespaces;
@@ -170,24 +205,13 @@ Sandbox::Sandbox(const Plan& plan, sys::Poller& poller)
         args.cgroup = static_cast<std::uint64_t>(cgroup_->fd());
     }
     const long pid = ::syscall(SYS_clone3, &args, sizeof args);
-    if (pid == 0) run_child(plan, pipes.child_ends(policy_.get(), control_.get()));
+    if (pid == 0) run_child(plan_, pipes.child_ends(policy_.get(), control_end));
     if (pid < 0)
         throw UserNamespaceError(
             "clone3(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWNET|CLONE_NEWIPC|"
             "CLONE_NEWUTS|CLONE_NEWCGROUP)",
             errno);
     child_.emplace(pidfd, static_cast<pid_t>(pid));
-
-    pipes.close_child_ends();
-    if (policy_) policy_->close_write_end();
-    if (control_) control_->close_child_end();
-    write_id_maps(child_->pid(), plan.ids);
-    check_sys(::write(pipes.release.write.get(), "1", 1), "write(release pipe)");
-    pipes.release.write.reset();
-
-    report_ = std::move(pipes.report.read);
-    open_streams(pipes);
-    watch(poller);
 }
 
 Sandbox::~Sandbox() {
@@ -200,6 +224,8 @@ void Sandbox::open_streams(Pipes& pipes) {
     ::fcntl(child_stdin.get(), F_SETFL, O_NONBLOCK);
     if (plan_.program_kind == Program::Kind::driver)
         stdin_write_ = std::move(child_stdin);
+    else if (plan_.program_kind == Program::Kind::zygote)
+        child_stdin.reset();  // end of file at once: its jobs have their own
     else if (plan_.stdin_program)
         input_.emplace(Stream::preloaded(*plan_.stdin_program, std::move(child_stdin)));
     else if (may_read_stdin())
@@ -221,6 +247,10 @@ void Sandbox::open_streams(Pipes& pipes) {
 void Sandbox::feed_stdin(std::string content) {
     if (!stdin_write_) return;
     input_.emplace(Stream::preloaded(std::move(content), std::move(stdin_write_)));
+}
+
+bool Sandbox::orphaned() const {
+    return zygote_ && zygote_->ended();
 }
 
 bool Sandbox::finished() const {
@@ -318,12 +348,20 @@ void Sandbox::on_report() {
         report_.reset();
         return;
     }
+    // Init sends each descriptor once, while it sets the sandbox up, before any script runs:
+    // the first of each kind is the one, whatever arrives later is dropped (and closed).
     switch (report.kind) {
-        case ReportKind::listener: notify_ = std::move(passed); break;
-        case ReportKind::proxy_listener:
-            proxy_ = std::make_unique<proxy::Proxy>(std::move(passed), plan_.profile.network.allow);
+        case ReportKind::listener:
+            if (!notify_) notify_ = std::move(passed);
             break;
-        case ReportKind::work_dir: work_dir_ = std::move(passed); break;
+        case ReportKind::proxy_listener:
+            if (!proxy_)
+                proxy_ =
+                    std::make_unique<proxy::Proxy>(std::move(passed), plan_.profile.network.allow);
+            break;
+        case ReportKind::work_dir:
+            if (!work_dir_) work_dir_ = std::move(passed);
+            break;
         case ReportKind::exited: exited_ = report; break;
         case ReportKind::setup_failed:
         case ReportKind::exec_failed:
@@ -437,6 +475,9 @@ Outcome Sandbox::outcome(Ending ending) const {
     } else if (exited_ && WIFSIGNALED(exited_->wait_status)) {
         outcome.kind = Outcome::Kind::signaled;
         outcome.signal = WTERMSIG(exited_->wait_status);
+    } else if (zygote_ && zygote_->ended()) {
+        outcome.kind = Outcome::Kind::zygote_lost;
+        outcome.error = ECHILD;
     } else {
         outcome.kind = Outcome::Kind::lost;
         outcome.signal = init_status_.si_code == CLD_KILLED ? init_status_.si_status : 0;

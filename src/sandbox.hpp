@@ -28,6 +28,8 @@
 namespace pysandbox {
 
 class PolicyChannel;
+class Zygote;
+class ZygoteLife;
 
 // What a finished sandbox hands over: the outcome and the resources collection needs.
 struct Supervised {
@@ -61,6 +63,10 @@ class Sandbox {
     // The script's stdin: the program given on stdin, else pysandbox's own stdin when it may read
     // it; for the cell driver, nothing until feed_stdin().
     Sandbox(const Plan& plan, sys::Poller& poller);
+    // The same sandbox, forked by `zygote` (zygote.hpp) from its warm interpreter instead of
+    // cloned: the plan must be the one the zygote was made for. Throws SysError when the zygote
+    // cannot fork it.
+    Sandbox(const Plan& plan, sys::Poller& poller, Zygote& zygote);
     // Kills and reaps what is left, and leaves the poller.
     ~Sandbox();
     Sandbox(const Sandbox&) = delete;
@@ -70,6 +76,8 @@ class Sandbox {
     bool running() const { return !child_->reaped(); }
     // Nothing of it is left: init reaped, the reports, the hook's channel and the output drained.
     bool finished() const;
+    // Forked by a zygote that has ended: it is dying with it, whatever it shows yet.
+    bool orphaned() const;
     // To its init, which passes SIGINT, SIGTERM, SIGHUP and SIGQUIT on to the script.
     void signal(int sig) { child_->kill(sig); }
     void kill() { child_->kill(SIGKILL); }
@@ -83,6 +91,9 @@ class Sandbox {
 
     // The cell driver's channel (plan.program_kind == driver), else null.
     ControlChannel* control() { return control_.get(); }
+    // A zygote's channel (plan.program_kind == zygote): the supervisor's end of a SOCK_SEQPACKET
+    // pair whose other end the zygote holds at kControlFd (zygote_protocol.hpp). Taken once.
+    sys::UniqueFd take_zygote_channel() { return std::move(zygote_channel_); }
     // The sandbox's /tmp/work once setup sent it, else -1; the proxy once it was opened.
     int work_dir() const { return work_dir_.get(); }
     proxy::Proxy* proxy() { return proxy_.get(); }
@@ -105,6 +116,9 @@ class Sandbox {
 
   private:
     struct Pipes;
+
+    Sandbox(const Plan& plan, sys::Poller& poller, Zygote* zygote);
+    void clone_child(Pipes& pipes, int control_end);
 
     void watch(sys::Poller& poller);
     void watch_stream(std::optional<Stream>& stream, sys::Poller& poller);
@@ -130,6 +144,8 @@ class Sandbox {
     std::optional<Stream> out_;
     std::optional<Stream> err_;
     sys::UniqueFd stdin_write_;  // the driver's stdin, until feed_stdin()
+    sys::UniqueFd zygote_channel_;
+    std::shared_ptr<ZygoteLife> zygote_;  // a forked sandbox's zygote lives as long as it does
     siginfo_t init_status_{};
     std::optional<Report> exited_;
     std::optional<Report> failure_;

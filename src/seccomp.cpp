@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/sched.h>
+#include <linux/sockios.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -412,8 +413,8 @@ std::vector<sock_filter> export_program(scmp_filter_ctx ctx) {
     return program;
 }
 
-SeccompCtx new_context() {
-    SeccompCtx ctx(seccomp_init(SCMP_ACT_NOTIFY));
+SeccompCtx new_context(std::uint32_t default_action) {
+    SeccompCtx ctx(seccomp_init(default_action));
     if (!ctx) throw SysError("seccomp_init", ENOMEM);
     // Only the native ABI: an i386 (int 0x80) or x32 call kills the process.
     if (int rc = seccomp_attr_set(ctx.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
@@ -487,8 +488,75 @@ Recipe recipe(const Settings& settings, Sockets sockets, std::optional<Allocatio
     return recipe;
 }
 
+namespace {
+
+// What setting up a job takes beyond what the job itself may do (nesting_recipe).
+constexpr const char* kJobSetupCalls[] = {
+    "unshare",
+    "mount",
+    "umount2",
+    "mount_setattr",      // the read-only binds over /proc (mounts.cpp, bind_readonly)
+    "sched_setaffinity",  // each job picks its CPUs (limits.cpp)
+    "sethostname",
+    "setrlimit",
+    "prlimit64",
+    "capset",
+    "capget",
+    "seccomp",
+    "pidfd_open",
+    "wait4",
+    "waitid",
+    "setsid",
+    "close_range",
+    "landlock_create_ruleset",
+    "landlock_add_rule",
+    "landlock_restrict_self",
+    "sendmsg",
+    "recvmsg",
+    "getppid",
+};
+constexpr unsigned long kJobSetupPrctls[] = {
+    PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP,  PR_CAP_AMBIENT,
+    PR_SET_DUMPABLE,  PR_SET_SECUREBITS,   PR_GET_SECUREBITS};
+
+// The job recipe's rules for these calls are replaced by unconditional ones: the zygote clones
+// with namespace flags, and its allocations are not watched (libseccomp refuses an unconditional
+// rule next to conditional ones for the same call).
+bool widened(int nr) {
+    return nr == SCMP_SYS(clone) || nr == SCMP_SYS(mmap) || nr == SCMP_SYS(mremap);
+}
+
+}  // namespace
+
+Recipe nesting_recipe(const Recipe& jobs) {
+    Recipe outer;
+    outer.default_action = SCMP_ACT_TRACE(0);
+    std::set<int> unconditional_nrs;
+    for (const Recipe::Rule& rule : jobs.rules) {
+        if (widened(rule.nr)) continue;
+        outer.rules.push_back(rule);
+        if (rule.args.empty() && rule.action == SCMP_ACT_ALLOW) unconditional_nrs.insert(rule.nr);
+    }
+    for (int nr : {SCMP_SYS(clone), SCMP_SYS(mmap), SCMP_SYS(mremap)})
+        add_rule(outer, SCMP_ACT_ALLOW, nr);
+    for (const char* name : kJobSetupCalls)
+        if (int nr = resolve(name);
+            nr != __NR_SCMP_ERROR && !unconditional_nrs.contains(nr) &&
+            std::ranges::none_of(jobs.rules, [&](const Recipe::Rule& r) { return r.nr == nr; }))
+            add_rule(outer, SCMP_ACT_ALLOW, nr);
+    const bool prctl_unconditional = unconditional_nrs.contains(SCMP_SYS(prctl));
+    if (!prctl_unconditional)
+        for (unsigned long option : kJobSetupPrctls)
+            add_rule(outer, SCMP_ACT_ALLOW, SCMP_SYS(prctl),
+                     {SCMP_A0(SCMP_CMP_MASKED_EQ, kLow32, option)});
+    if (!unconditional_nrs.contains(SCMP_SYS(ioctl)))
+        add_rule(outer, SCMP_ACT_ALLOW, SCMP_SYS(ioctl),
+                 {SCMP_A1(SCMP_CMP_MASKED_EQ, kLow32, SIOCSIFFLAGS)});
+    return outer;
+}
+
 std::vector<sock_filter> compile(const Recipe& recipe) {
-    SeccompCtx ctx = new_context();
+    SeccompCtx ctx = new_context(recipe.default_action);
     for (const Recipe::Rule& rule : recipe.rules) {
         std::vector<scmp_arg_cmp> args;
         for (const auto& [arg, op, a, b] : rule.args)
@@ -508,9 +576,10 @@ std::string Recipe::fingerprint() const {
     const scmp_version* version = seccomp_version();
     std::string text = "pysandbox seccomp recipe 1; libseccomp " + std::to_string(version->major) +
                        "." + std::to_string(version->minor) + "." + std::to_string(version->micro) +
-                       "; arch " + std::to_string(seccomp_arch_native()) +
-                       "; default notify; bad arch kill; "
-                       "optimize 2\n";
+                       "; arch " + std::to_string(seccomp_arch_native()) + "; default " +
+                       (default_action == SCMP_ACT_NOTIFY ? std::string("notify")
+                                                          : std::to_string(default_action)) +
+                       "; bad arch kill; optimize 2\n";
     for (const Rule& rule : rules) {
         text += std::to_string(rule.action) + " " + std::to_string(rule.nr);
         for (const auto& [arg, op, a, b] : rule.args)
@@ -580,14 +649,6 @@ std::optional<std::vector<sock_filter>> read_prepared(const std::filesystem::pat
     if (program.size() > BPF_MAXINSNS) return std::nullopt;
     std::memcpy(program.data(), content.data() + header, content.size() - header);
     return program;
-}
-
-int load(const std::vector<sock_filter>& program) noexcept {
-    sock_fprog prog{static_cast<unsigned short>(program.size()),
-                    const_cast<sock_filter*>(program.data())};
-    long fd =
-        ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
-    return fd < 0 ? -errno : static_cast<int>(fd);
 }
 
 std::string syscall_name(std::uint32_t arch, int nr) {

@@ -13,6 +13,7 @@
 
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <seccomp.h>
 
 #include <array>
 #include <cstdint>
@@ -80,6 +81,9 @@ struct Recipe {
         std::vector<std::array<std::uint64_t, 4>> args;
     };
     std::vector<Rule> rules;
+    // What a call no rule names gets: the supervisor is asked (the default), or, for a sandbox
+    // that nests others (nesting_recipe), SCMP_ACT_TRACE.
+    std::uint32_t default_action = SCMP_ACT_NOTIFY;
 
     // Text that names the rules and the libseccomp that compiles them: equal text, equal program.
     std::string fingerprint() const;
@@ -90,6 +94,21 @@ struct Recipe {
 // `settings` would and records everything (--trace-syscalls).
 Recipe recipe(const Settings& settings, Sockets sockets, std::optional<AllocationWatch> watch,
               bool trace = false);
+
+// The filter of a sandbox that creates sandboxes inside itself (a fork server's zygote), for jobs
+// whose own filter is made from `jobs`. It allows everything `jobs` allows (filters stack and the
+// strictest answer wins, so the outer one must never refuse what a job may do) plus what setting
+// up a job takes: clone with namespace flags, unshare, mount and umount2, sethostname, rlimits,
+// capset, the prctls of the setup, landlock_*, seccomp, pidfd_open, SIOCSIFFLAGS, wait4/waitid.
+// Still refused: setns, the new mount API, pivot_root, bpf, keyctl, perf_event_open,
+// userfaultfd, io_uring, ptrace, process_vm_*, and everything else no rule names.
+//
+// It has no listener (a task whose stack holds one cannot add a filter with another: EBUSY), and
+// its default is SCMP_ACT_TRACE, not an errno: with no tracer attached (ptrace is refused
+// throughout) a traced call fails with ENOSYS, and TRACE ranks below a job filter's USER_NOTIF,
+// so a job's denied call still reaches the supervisor and is recorded. An outer ERRNO would
+// outrank it and hide the denial.
+Recipe nesting_recipe(const Recipe& jobs);
 
 // Compiles a recipe to a BPF program (libseccomp). Throws SysError.
 std::vector<sock_filter> compile(const Recipe& recipe);
@@ -111,6 +130,8 @@ std::optional<std::vector<sock_filter>> read_prepared(const std::filesystem::pat
 // In the child: loads the program with a user-notification listener. Returns the listener fd or
 // -errno. Needs no_new_privs.
 int load(const std::vector<sock_filter>& program) noexcept;
+// The same without a listener (a nesting filter): 0 or -errno.
+int load_without_listener(const std::vector<sock_filter>& program) noexcept;
 
 // In the supervisor: the name of syscall `nr` on audit architecture `arch`; "syscall N" when
 // libseccomp has none.

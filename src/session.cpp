@@ -47,7 +47,8 @@ const std::string* string_field(const json& message, const char* name) {
 
 }  // namespace
 
-Session::Session(const Plan& plan, sys::Poller& poller) : plan_(plan), poller_(poller) {
+Session::Session(const Plan& plan, sys::Poller& poller, Zygote* zygote)
+    : plan_(plan), poller_(poller), zygote_(zygote) {
     using Interest = sys::Poller::Interest;
     poller_.watch(
         [this] {
@@ -66,7 +67,8 @@ void Session::start() {
 
 void Session::start_sandbox() {
     sandbox_start_ = Clock::now();
-    sandbox_ = std::make_unique<Sandbox>(plan_, poller_);
+    sandbox_ = zygote_ ? std::make_unique<Sandbox>(plan_, poller_, *zygote_)
+                       : std::make_unique<Sandbox>(plan_, poller_);
     sandbox_->feed_stdin({});  // a cell's input() reads end of file
     phase_ = Phase::starting;
     ++sandboxes_;

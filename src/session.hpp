@@ -27,6 +27,7 @@
 #include "sandbox.hpp"
 #include "sys/poller.hpp"
 #include "sys/timer_fd.hpp"
+#include "zygote.hpp"
 
 namespace pysandbox {
 
@@ -58,8 +59,9 @@ nlohmann::ordered_json one_shot_result(nlohmann::ordered_json cell_result);
 
 class Session {
   public:
-    // The plan must be the driver's (Program::Kind::driver) and outlive the session.
-    Session(const Plan& plan, sys::Poller& poller);
+    // The plan must be the driver's (Program::Kind::driver) and outlive the session. With a
+    // zygote (made for that plan, outliving the session), its sandboxes are forked by it.
+    Session(const Plan& plan, sys::Poller& poller, Zygote* zygote = nullptr);
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -68,6 +70,8 @@ class Session {
     void start();
     // The sandbox is started and its driver ready, with no cell running.
     bool ready() const { return phase_ == Phase::idle; }
+    // Its sandbox was forked by a zygote that has ended (Sandbox::orphaned).
+    bool orphaned() const { return sandbox_ && sandbox_->orphaned(); }
     // No cell is running or waiting: run() may be called.
     bool idle() const { return !cell_ && !result_; }
     // The first sandbox could not start (the outcome says why); the session cannot go on.
@@ -124,6 +128,7 @@ class Session {
 
     const Plan& plan_;
     sys::Poller& poller_;
+    Zygote* zygote_;
     sys::TimerFd timer_;
     std::unique_ptr<Sandbox> sandbox_;
     Phase phase_ = Phase::none;

@@ -88,6 +88,8 @@ CommandDoc describe_command(CLI::App& app, std::vector<std::string> path) {
     doc.description = app.get_description();
     doc.footer = app.get_footer();
     for (CLI::Option* option : app.get_options()) {
+        // Hidden from --help (CLI11's empty group: an experimental flag), so from the docs too.
+        if (option->get_group().empty()) continue;
         if (option->nonpositional()) {
             doc.options.push_back(describe_option(*option));
             doc.options.back().is_help = option == app.get_help_ptr();

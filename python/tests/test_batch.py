@@ -105,6 +105,21 @@ def test_no_preload_starts_each_sandbox_without_the_profiles_preload(shared_dir)
     assert plain.value == "(False, False)"
 
 
+def test_fork_runs_the_jobs_forked_from_a_preloaded_interpreter(shared_dir):
+    profile = shared_dir.file("forked.toml", 'extends = "default"\n[python]\n'
+                                             'preload = ["email.parser"]\n')
+    # A forked job's command line is its zygote's (a cloned one's, the cell driver's).
+    code = ("import sys\n"
+            "b'pysandbox_zygote' in open('/proc/self/cmdline', 'rb').read(), "
+            "'email.parser' in sys.modules")
+    jobs = [Job(id=n, code=code) for n in range(4)]
+    results = run_batch(jobs, profiles=[str(profile)], fork=True, keep_order=True)
+    assert [(r.id, r.status, r.value) for r in results] == \
+        [(n, Status.OK, "(True, True)") for n in range(4)]
+    (cloned,) = run_batch(jobs[:1], profiles=[str(profile)])
+    assert cloned.value == "(False, True)"
+
+
 def test_a_one_job_batch_starts_one_sandbox(built_binary):
     # What a Dask task runs. A sandbox started ahead for a next job that never comes would take
     # a whole start (the profile's preload included) from the worker's CPUs.

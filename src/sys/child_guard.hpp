@@ -14,9 +14,15 @@ namespace pysandbox::sys {
 // Owns a child through its pidfd: whatever happens in the supervisor (an exception included),
 // the child is killed and reaped before the guard goes away. Killing the sandbox's init kills
 // its whole PID namespace.
+//
+// A process forked by a zygote is not this process's child: its parent (the zygote) reaps it.
+// Its guard kills it the same way; reaping it is noting that it ended (its pidfd is readable),
+// without a wait status.
 class ChildGuard {
   public:
-    ChildGuard(int pidfd, pid_t pid) noexcept : pidfd_(pidfd), pid_(pid) {}
+    enum class Parent { self, other };
+    ChildGuard(int pidfd, pid_t pid, Parent parent = Parent::self) noexcept
+        : pidfd_(pidfd), pid_(pid), parent_(parent) {}
     ChildGuard(const ChildGuard&) = delete;
     ChildGuard& operator=(const ChildGuard&) = delete;
     ~ChildGuard() {
@@ -29,9 +35,14 @@ class ChildGuard {
         if (!reaped_) ::syscall(SYS_pidfd_send_signal, pidfd_.get(), sig, nullptr, 0);
     }
 
-    // Waits for the child (it must have exited or be about to) and returns its status.
+    // Waits for the child (it must have exited or be about to) and returns its status (none for a
+    // process of another parent).
     siginfo_t reap() noexcept {
         siginfo_t info{};
+        if (parent_ == Parent::other) {
+            reaped_ = true;
+            return info;
+        }
         while (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &info, WEXITED) < 0 &&
                errno == EINTR) {
         }
@@ -46,6 +57,7 @@ class ChildGuard {
   private:
     UniqueFd pidfd_;
     pid_t pid_;
+    Parent parent_;
     bool reaped_ = false;
 };
 

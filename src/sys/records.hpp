@@ -4,26 +4,37 @@
 
 #include <sys/socket.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 namespace pysandbox::sys {
 
-// Sends `size` bytes and, when fd >= 0, the descriptor with them.
-inline ssize_t send_record(int socket, const void* data, std::size_t size, int fd = -1) noexcept {
+// The most descriptors one record carries here (a zygote's job request: zygote_protocol.hpp).
+inline constexpr std::size_t kMaxRecordFds = 8;
+
+// Sends `size` bytes and, with them, the `count` descriptors of `fds`.
+inline ssize_t send_record_fds(int socket, const void* data, std::size_t size, const int* fds,
+                               std::size_t count) noexcept {
+    if (count > kMaxRecordFds) {
+        errno = EINVAL;
+        return -1;
+    }
     iovec part{const_cast<void*>(data), size};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxRecordFds)] = {};
     msghdr message{};
     message.msg_iov = &part;
     message.msg_iovlen = 1;
-    if (fd >= 0) {
+    if (count > 0) {
         message.msg_control = control;
-        message.msg_controllen = sizeof control;
+        message.msg_controllen = CMSG_SPACE(sizeof(int) * count);
         cmsghdr* cmsg = CMSG_FIRSTHDR(&message);
         cmsg->cmsg_level = SOL_SOCKET;
         cmsg->cmsg_type = SCM_RIGHTS;
-        cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(cmsg), &fd, sizeof fd);
+        cmsg->cmsg_len = CMSG_LEN(sizeof(int) * count);
+        std::memcpy(CMSG_DATA(cmsg), fds, sizeof(int) * count);
     }
     ssize_t sent;
     while ((sent = ::sendmsg(socket, &message, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
@@ -31,22 +42,49 @@ inline ssize_t send_record(int socket, const void* data, std::size_t size, int f
     return sent;
 }
 
-// Receives one record into `data`; a descriptor sent with it lands in `fd` (close-on-exec),
-// else fd is -1.
-inline ssize_t receive_record(int socket, void* data, std::size_t size, int& fd) noexcept {
+// Sends `size` bytes and, when fd >= 0, the descriptor with them.
+inline ssize_t send_record(int socket, const void* data, std::size_t size, int fd = -1) noexcept {
+    return send_record_fds(socket, data, size, &fd, fd >= 0 ? 1 : 0);
+}
+
+// Receives one record into `data`; the descriptors sent with it (close-on-exec) land in `fds`,
+// at most `capacity` of them, and `count` says how many. A record that carried more, or whose
+// control data was cut, fails with EMSGSIZE and installs none.
+inline ssize_t receive_record_fds(int socket, void* data, std::size_t size, int* fds,
+                                  std::size_t capacity, std::size_t& count) noexcept {
     iovec part{data, size};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxRecordFds)] = {};
     msghdr message{};
     message.msg_iov = &part;
     message.msg_iovlen = 1;
     message.msg_control = control;
-    message.msg_controllen = sizeof control;
-    fd = -1;
-    ssize_t received = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
-    if (cmsghdr* cmsg = CMSG_FIRSTHDR(&message);
-        received >= 0 && cmsg && cmsg->cmsg_level == SOL_SOCKET && cmsg->cmsg_type == SCM_RIGHTS)
-        std::memcpy(&fd, CMSG_DATA(cmsg), sizeof fd);
+    message.msg_controllen = CMSG_SPACE(sizeof(int) * std::min(capacity, kMaxRecordFds));
+    count = 0;
+    ssize_t received;
+    while ((received = ::recvmsg(socket, &message, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+    }
+    if (received < 0) return received;
+    for (cmsghdr* cmsg = CMSG_FIRSTHDR(&message); cmsg; cmsg = CMSG_NXTHDR(&message, cmsg)) {
+        if (cmsg->cmsg_level != SOL_SOCKET || cmsg->cmsg_type != SCM_RIGHTS) continue;
+        const std::size_t n = (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        std::memcpy(fds + count, CMSG_DATA(cmsg), sizeof(int) * std::min(n, capacity - count));
+        count += std::min(n, capacity - count);
+    }
+    if (message.msg_flags & MSG_CTRUNC) {
+        for (std::size_t i = 0; i < count; ++i) ::close(fds[i]);
+        count = 0;
+        errno = EMSGSIZE;
+        return -1;
+    }
     return received;
+}
+
+// Receives one record into `data`; a descriptor sent with it lands in `fd` (close-on-exec),
+// else fd is -1.
+inline ssize_t receive_record(int socket, void* data, std::size_t size, int& fd) noexcept {
+    std::size_t count = 0;
+    fd = -1;
+    return receive_record_fds(socket, data, size, &fd, 1, count);
 }
 
 // A record from a peer that may be hostile, on a socket with SO_PASSCRED: the control buffer holds

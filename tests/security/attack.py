@@ -25,7 +25,9 @@ Environment:
                 and canaries owned by other users and inspect the sandbox's /proc.
   PYSANDBOX_VIA ``run`` (default): each hostile script is one ``pysandbox run``;
                 ``session``: the same script is the one cell of a ``pysandbox session``;
-                ``batch``: the one job of a ``pysandbox batch``; ``mcp``: the one run_python
+                ``batch``: the one job of a ``pysandbox batch``; ``batchfork``: the same
+                through ``pysandbox batch --fork`` (the job's sandbox is forked by a zygote,
+                src/zygote.hpp); ``mcp``: the one run_python
                 call to a ``pysandbox mcp`` server (see "Through a session" and "Through batch
                 and MCP" below). An attack that only makes sense for ``run`` says so with a
                 module-level ``RUN_ONLY = "why"``; it is then an error (exit 2) through the
@@ -105,7 +107,7 @@ import result_schema  # noqa: E402  (tests/result_schema.py: every --json result
 PYSANDBOX = os.environ.get("PYSANDBOX", str(REPO / "build" / "bin" / "pysandbox"))
 RUN_AS = os.environ.get("PYSANDBOX_AS", "root") or "root"
 VIA = os.environ.get("PYSANDBOX_VIA", "run") or "run"
-FRONTS = ("run", "session", "batch", "mcp")
+FRONTS = ("run", "session", "batch", "mcp", "batchfork")
 MCP_PROTOCOL = "2025-06-18"
 
 NOBODY = 65534            # the host uid/gid of every sandboxed script, in both modes
@@ -368,10 +370,12 @@ _IN_DRIVER = "_PYSANDBOX_HOLD_SLOT" in globals()
 def _driver_fds():
     argv = open("/proc/self/cmdline", "rb").read().split(b"\0")
     return {int(argv[i + 1]) for i in range(len(argv) - 1)
-            if b"pysandbox_driver" in argv[i] and argv[i + 1].isdigit()}
+            if (b"pysandbox_driver" in argv[i] or b"pysandbox_zygote" in argv[i])
+            and argv[i + 1].isdigit()}
 
 # The cell driver's own descriptors (its channel to the supervisor, as its argv names it: the
-# -c code that imports pysandbox_driver, then the fd), which the cell shares: none in a run.
+# -c code that imports pysandbox_driver, then the fd; in a forked job the command line is its
+# zygote's, whose channel number the job's channel takes), which the cell shares: none in a run.
 DRIVER_FDS = _driver_fds() if _IN_DRIVER else set()
 
 def _hold_in_session(tag):
@@ -526,8 +530,17 @@ def sandbox_ns_fd(pid: int, depth: int) -> int:
     return fd
 
 
+def sandbox_depth(nspid: list, fork: bool = False) -> int:
+    """The ``depth`` of sandbox_of for a process whose NSpid has these entries. Through batch
+    --fork a job's sandbox is nested in the zygote's, one level deeper: the zygote's own
+    processes (depth 0) belong to no job's sandbox."""
+    return len(nspid) - (2 if fork else 1)
+
+
 def sandbox_of(pid: int, depth: int) -> str | None:
     """sandbox_ns_fd's namespace as its link reads ("pid:[N]"), or None when ``pid`` is gone."""
+    if depth < 1:
+        return None
     if depth == 1:
         return readlink(f"/proc/{pid}/ns/pid") or None
     try:
@@ -1023,10 +1036,12 @@ class Sampler(threading.Thread):
     ``by_sandbox`` (batch, MCP: a warm sandbox runs beside the script's): the peaks are of one
     sandbox at a time (sandbox_of), the largest of them; the namespaces are all of them."""
 
-    def __init__(self, marker: str, interval: float = 0.02, by_sandbox: bool = False):
+    def __init__(self, marker: str, interval: float = 0.02, by_sandbox: bool = False,
+                 fork: bool = False):
         super().__init__(daemon=True)
         self.marker = marker
         self.by_sandbox = by_sandbox
+        self.fork = fork
         self.interval = interval
         self.stop = threading.Event()
         self.peak_procs = 0
@@ -1093,8 +1108,9 @@ class Sampler(threading.Thread):
                      self.user_namespaces).add(link)
                 else:
                     os.close(fd)
-            count = counts.setdefault(
-                sandbox_of(pid, len(nspid) - 1) if self.by_sandbox else None, [0, 0, 0])
+            depth = sandbox_depth(nspid, self.fork)
+            key = (sandbox_of(pid, depth) if depth >= 1 else "zygote") if self.by_sandbox else None
+            count = counts.setdefault(key, [0, 0, 0])
             count[0] += 1
             self.seen.add(pid)
             count[1] += int(st.get("Threads", "1") or 1)
@@ -1243,6 +1259,10 @@ class Sandbox:
         self.host_timeout = host_timeout if host_timeout is not None else seconds + 5.0
         nobody = RUN_AS == "nobody" if as_nobody is None else as_nobody
         self.via = via or VIA
+        # batch --fork is batch to everything here but its command line and the prologue.
+        self.fork = self.via == "batchfork"
+        if self.fork:
+            self.via = "batch"
         self.terminal = terminal
         self.json = False
         self.inputs: list[str] = []
@@ -1261,7 +1281,8 @@ class Sandbox:
             limit = ["--timeout", timeout] if timeout else []
             # batch: one job at a time, so one sandbox runs it and one more is started ahead.
             command = {"session": ["session", "-p", str(profile), *rest, *limit],
-                       "batch": ["batch", "-j", "1", "-p", str(profile), *rest, *limit, "-"],
+                       "batch": ["batch", "-j", "1", *(["--fork"] if self.fork else []),
+                                 "-p", str(profile), *rest, *limit, "-"],
                        "mcp": ["mcp", "-p", str(profile), *rest, *limit]}[self.via]
         else:
             profile = ["-p", chosen] if chosen else ["-p", str(kernel_only_profile())]
@@ -1280,7 +1301,8 @@ class Sandbox:
         self.keep = keep
         self.proc: subprocess.Popen | None = None
         self.outcome: Outcome | None = None
-        self.sampler = Sampler(self.marker, by_sandbox=self.via in ("batch", "mcp")) \
+        self.sampler = Sampler(self.marker, by_sandbox=self.via in ("batch", "mcp"),
+                               fork=self.fork) \
             if sample else None
         self.start_time = 0.0
         self._filters = None
@@ -1710,7 +1732,8 @@ class Sandbox:
                 out.append(p)
         if self.via in ("batch", "mcp") and self._own_sandbox(out):
             out = [p for p in out
-                   if not p.inside or sandbox_of(p.pid, len(p.nspid) - 1) == self._own]
+                   if not p.inside or
+                   sandbox_of(p.pid, sandbox_depth(p.nspid, self.fork)) == self._own]
         return out
 
     def _own_sandbox(self, procs: list[Proc]) -> str | None:
@@ -1722,13 +1745,13 @@ class Sandbox:
             holders: dict[str | None, Proc] = {}
             for p in procs:
                 if p.inside and p.is_python and _has_hold_file(p.pid):
-                    holders.setdefault(sandbox_of(p.pid, len(p.nspid) - 1), p)
+                    holders.setdefault(sandbox_of(p.pid, sandbox_depth(p.nspid, self.fork)), p)
             holders.pop(None, None)
             if len(holders) != 1:
                 return None
             [(own, p)] = holders.items()
             try:
-                fd = sandbox_ns_fd(p.pid, len(p.nspid) - 1)
+                fd = sandbox_ns_fd(p.pid, sandbox_depth(p.nspid, self.fork))
             except OSError:
                 return None
             if f"pid:[{os.fstat(fd).st_ino}]" != own:
@@ -1742,7 +1765,13 @@ class Sandbox:
         return [p for p in self.procs() if p.inside]
 
     def python(self) -> Proc:
-        """The sandboxed interpreter (the script): the python inside whose parent is init."""
+        """The sandboxed interpreter (the script): the python inside whose parent is init.
+        Through batch --fork, the job's: PID 2 of its own namespace, below the zygote's."""
+        if self.fork:
+            init = self.init()
+            jobs = [p for p in self.inside() if p.is_python and p.inner_pid != 1
+                    and p.status.get("PPid") == str(init.pid)]
+            return jobs[0] if len(jobs) == 1 else init
         init = self.init()
         pys = [p for p in self.inside() if p.is_python]
         top = [p for p in pys if p.status.get("PPid") == str(init.pid)]
@@ -1751,6 +1780,11 @@ class Sandbox:
         return top[0]
 
     def init(self) -> Proc:
+        if self.fork:  # PID 1 of the job's namespace: its init, a fork of the zygote's python
+            inits = [p for p in self.inside() if p.is_python and p.inner_pid == 1]
+            if len(inits) != 1:
+                raise Verdict(f"cannot identify the forked job: {self.inside()}")
+            return inits[0]
         inside = self.inside()
         depth = min((len(p.nspid) for p in inside), default=0)
         # A nested PID namespace has its own pid 1, one level deeper.

@@ -96,7 +96,7 @@ def test():
     arg = A.new_secret("echo INJECTED")
     payload = arg[::-1].encode()
     # Batch and MCP: the job or the messages on pipes, the script's output in the result.
-    piped = A.VIA in ("batch", "mcp")
+    piped = A.VIA in ("batch", "batchfork", "mcp")
     sb = A.Sandbox(SCRIPT, [arg], stdin=None if piped else slave,
                    stdout=None if piped else slave, stderr=slave, preexec_fn=controlling_tty,
                    terminal=None if piped else master)

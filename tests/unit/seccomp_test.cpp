@@ -7,6 +7,7 @@
 
 #include <linux/audit.h>
 #include <linux/sched.h>
+#include <linux/sockios.h>
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -366,5 +367,118 @@ TEST_SUITE("seccomp evaluator") {
         REQUIRE(::waitpid(child, &status, 0) == child);
         CHECK(WIFEXITED(status));
         CHECK(WEXITSTATUS(status) == 0);
+    }
+}
+
+namespace {
+
+// A job's recipe and the recipe of the zygote that nests it, for a shipped profile.
+struct Nesting {
+    seccomp::Recipe job;
+    Filter job_filter;
+    Filter outer;
+};
+
+Nesting nesting(const std::string& profile_name) {
+    const pysandbox::Profile profile =
+        pysandbox::load_profile(profile_name, std::vector<fs::path>{kShippedProfiles});
+    seccomp::Recipe job = seccomp::recipe(profile.seccomp, seccomp::Sockets::unix_only,
+                                          seccomp::AllocationWatch{kWatch});
+    Filter job_filter{seccomp::compile(job)};
+    Filter outer{seccomp::compile(seccomp::nesting_recipe(job))};
+    return {std::move(job), std::move(job_filter), std::move(outer)};
+}
+
+constexpr std::uint32_t kTrace = SECCOMP_RET_TRACE;
+
+// The kernel takes the strictest action of a stack: KILL > TRAP > ERRNO > USER_NOTIF > TRACE >
+// LOG > ALLOW (seccomp(2)). A smaller number here is stricter.
+int strictness(std::uint32_t action) {
+    switch (action) {
+        case SECCOMP_RET_KILL_PROCESS: return 0;
+        case SECCOMP_RET_KILL_THREAD: return 1;
+        case SECCOMP_RET_TRAP: return 2;
+        case SECCOMP_RET_ERRNO: return 3;
+        case SECCOMP_RET_USER_NOTIF: return 4;
+        case SECCOMP_RET_TRACE: return 5;
+        case SECCOMP_RET_LOG: return 6;
+        default: return 7;
+    }
+}
+
+}  // namespace
+
+TEST_SUITE("seccomp nesting filter (batch --fork's zygote)") {
+    TEST_CASE("the job's setup passes; the kernel's other interfaces are refused") {
+        for (const char* name : {"strict", "default", "datascience"}) {
+            CAPTURE(name);
+            const Nesting n = nesting(name);
+            const std::uint64_t job_clone = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID |
+                                            CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS |
+                                            CLONE_NEWCGROUP | SIGCHLD;
+            CHECK(n.outer.action(SYS_clone, {job_clone}) == kAllow);
+            for (int nr : {SYS_unshare, SYS_mount, SYS_umount2, SYS_sethostname, SYS_setrlimit,
+                           SYS_prlimit64, SYS_capset, SYS_seccomp, SYS_pidfd_open, SYS_wait4,
+                           SYS_waitid, SYS_landlock_create_ruleset, SYS_landlock_add_rule,
+                           SYS_landlock_restrict_self, SYS_sendmsg, SYS_recvmsg,
+                           // A job's read-only binds over /proc, and its CPUs: its own mount
+                           // namespace and affinity, before its own filter.
+                           442 /* mount_setattr */, SYS_sched_setaffinity})
+                CHECK_MESSAGE(n.outer.action(nr) == kAllow, nr);
+            for (unsigned long option : {PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_CAPBSET_DROP,
+                                         PR_CAP_AMBIENT, PR_SET_SECUREBITS})
+                CHECK_MESSAGE(n.outer.action(SYS_prctl, {option}) == kAllow, option);
+            CHECK(n.outer.action(SYS_ioctl, {3, SIOCSIFFLAGS}) == kAllow);
+            // Refused, and below a job's USER_NOTIF, so a job's denial still reaches the
+            // supervisor.
+            for (int nr : {SYS_setns,
+                           SYS_pivot_root,
+                           SYS_bpf,
+                           SYS_keyctl,
+                           SYS_add_key,
+                           SYS_perf_event_open,
+                           SYS_userfaultfd,
+                           SYS_io_uring_setup,
+                           SYS_ptrace,
+                           SYS_process_vm_readv,
+                           SYS_process_vm_writev,
+                           SYS_kexec_load,
+                           SYS_init_module,
+                           SYS_open_tree,
+                           SYS_move_mount,
+                           SYS_fsopen,
+                           SYS_fsmount,
+                           SYS_fspick,
+                           SYS_chroot})
+                CHECK_MESSAGE(n.outer.action(nr) == kTrace, nr);
+            CHECK(n.outer.action(SYS_ioctl, {0, TIOCSTI}) == kTrace);
+            CHECK(n.outer.action(SYS_read, {}, AUDIT_ARCH_I386) == kKill);
+        }
+    }
+
+    TEST_CASE("it never refuses what a job may do, nor hides what a job's filter reports") {
+        for (const char* name : {"strict", "default", "datascience"}) {
+            CAPTURE(name);
+            const Nesting n = nesting(name);
+            for (int nr = 0; nr < 460; ++nr)
+                for (std::uint64_t arg0 :
+                     {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{CLONE_THREAD | CLONE_VM},
+                      std::uint64_t{AF_UNIX}, std::uint64_t{AF_INET}}) {
+                    const std::uint32_t job = n.job_filter.action(nr, {arg0, TCGETS, 1 << 20});
+                    const std::uint32_t outer = n.outer.action(nr, {arg0, TCGETS, 1 << 20});
+                    CAPTURE(nr);
+                    CAPTURE(arg0);
+                    // Stacked, the job's own action is what the kernel takes.
+                    CHECK(strictness(job) <= strictness(outer));
+                }
+        }
+    }
+
+    TEST_CASE("it has no listener and a fingerprint of its own") {
+        const Nesting n = nesting("default");
+        const seccomp::Recipe outer = seccomp::nesting_recipe(n.job);
+        CHECK(outer.default_action == SCMP_ACT_TRACE(0));
+        CHECK(outer.fingerprint() != n.job.fingerprint());
+        CHECK(n.job.fingerprint().find("default notify") != std::string::npos);
     }
 }
