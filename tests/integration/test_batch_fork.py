@@ -30,11 +30,13 @@ def jsonl(*jobs) -> bytes:
     return b"".join(json.dumps(job).encode() + b"\n" for job in jobs)
 
 
-def find_process(marker, where, timeout=10.0):
-    """The host PID of a process of the zygote's (its command line carries the run's marker)
-    whose NSpid line (its PID in each namespace, outermost first) satisfies `where`."""
+def find_processes(marker, where, count=1, timeout=10.0):
+    """The host PIDs of `count` processes of the zygote's (their command lines carry the run's
+    marker) for which `where(pid, nspid)` holds (nspid: the PID in each namespace, outermost
+    first); fewer when they did not all appear in time."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
+        found = []
         for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
             try:
                 cmdline = open(f"/proc/{pid}/cmdline", "rb").read()
@@ -42,10 +44,27 @@ def find_process(marker, where, timeout=10.0):
             except OSError:
                 continue
             nspid = status.split("NSpid:")[1].split("\n")[0].split()
-            if marker.encode() in cmdline and b"pysandbox_zygote" in cmdline and where(nspid):
-                return pid
+            if marker.encode() in cmdline and b"pysandbox_zygote" in cmdline and \
+                    where(pid, nspid):
+                found.append(pid)
+        if len(found) >= count or time.monotonic() >= deadline:
+            return found
         time.sleep(0.05)
-    return None
+
+
+def find_process(marker, where, timeout=10.0):
+    found = find_processes(marker, where, 1, timeout)
+    return found[0] if found else None
+
+
+# A job's interpreter (or a warm one's): PID 2 under its own init, one level below the zygote's.
+def is_job(pid, nspid):
+    return len(nspid) == 3 and nspid[2] == "2"
+
+
+# A job that has begun: its code made /tmp/started, seen from the host in the job's own root.
+def has_started(pid, nspid):
+    return is_job(pid, nspid) and os.path.exists(f"/proc/{pid}/root/tmp/started")
 
 
 class BatchForkTest(SandboxTestCase):
@@ -183,6 +202,7 @@ class BatchForkTest(SandboxTestCase):
         marked = profile(f'extends = "default"\n\n[python]\npreload = ["{marker}"]\n',
                          name=f"{marker}.toml")
         wait = ("import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+                "open('/tmp/started', 'w').close()\n"
                 "signal.sigwait({signal.SIGUSR1})\nprint('released')")
         jobs_file = script(json.dumps({"id": "j", "code": wait, "timeout": "30s"}) + "\n",
                            name="jobs.jsonl")
@@ -190,8 +210,7 @@ class BatchForkTest(SandboxTestCase):
                                                     "-p", str(marked), str(jobs_file)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            # The job's interpreter: PID 2 under its own init, one level below the zygote's.
-            job = find_process(marker, lambda nspid: len(nspid) == 3 and nspid[2] == "2")
+            job = find_process(marker, has_started)  # SIGUSR1 is blocked by then
             self.assertIsNotNone(job, "no job found")
             fds = sorted(map(int, os.listdir(f"/proc/{job}/fd")))
             os.kill(job, signal.SIGUSR1)
@@ -215,16 +234,17 @@ class BatchForkTest(SandboxTestCase):
         marker = new_marker().replace("-", "_")
         marked = profile(f'extends = "default"\n\n[python]\npreload = ["{marker}"]\n',
                          name=f"{marker}.toml")
-        jobs = [{"id": i, "code": "import time; time.sleep(3)"} for i in range(2)]
+        jobs = [{"id": i, "code": "import time; open('/tmp/started', 'w').close(); time.sleep(3)"}
+                for i in range(2)]
         jobs += [{"id": 10 + i, "code": "print('after')"} for i in range(2)]
         jobs_file = script("".join(json.dumps(j) + "\n" for j in jobs), name="jobs.jsonl")
         proc = subprocess.Popen(command_prefix() + [PYSANDBOX, "batch", "--fork", "-j", "2",
                                                     "-p", str(marked), str(jobs_file)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         # The zygote: the marker's python at depth 2 (its jobs are one level deeper).
-        zygote = find_process(marker, lambda nspid: len(nspid) == 2 and nspid[1] != "1")
+        zygote = find_process(marker, lambda pid, nspid: len(nspid) == 2 and nspid[1] != "1")
         self.assertIsNotNone(zygote, "no zygote found")
-        time.sleep(0.5)  # the two slow jobs are running
+        self.assertEqual(len(find_processes(marker, has_started, 2)), 2, "the slow jobs never ran")
         os.kill(zygote, signal.SIGKILL)
         out, err = proc.communicate(timeout=60)
         results = {r["id"]: r for r in map(json.loads, out.decode().splitlines())}
