@@ -183,12 +183,12 @@ class BatchForkTest(SandboxTestCase):
             {"id": i, "code": f"import time; time.sleep(0.2 * {i}); print({i})"}
             for i in range(1, 9)]
         results = self.batch(*jobs, parallel=4, timeout=60)
-        # It parked them: its last send failed because the host user's descriptors in flight
-        # reached the limit (ETOOMANYREFS). How many it parked itself depends on what else runs
-        # as that user meanwhile (another test's jobs are the same host user).
-        parked, error = map(int, results[0]["stdout"].split())
+        # The host user's descriptors in flight are at the limit: the hog's last send failed
+        # with ETOOMANYREFS. How many it parked itself depends on what else runs as that user
+        # meanwhile (the same test run as root and as nobody: their jobs are one host user), so
+        # none at all when the other run's hog got there first.
+        _parked, error = map(int, results[0]["stdout"].split())
         self.assertEqual(error, errno.ETOOMANYREFS, results[0])
-        self.assertGreater(parked, 0, results[0])
         for i in range(1, 9):
             self.assertEqual((results[i]["status"], results[i]["stdout"]), ("ok", f"{i}\n"),
                              results[i])
