@@ -5,7 +5,7 @@
 // and written into the zygote's sandbox by the plan.
 //
 // The zygote is single-threaded and calls in with the GIL held (ctypes.PyDLL): the fork is
-// CPython's own (PyOS_BeforeFork / PyOS_AfterFork_*) around clone3.
+// CPython's own (PyOS_BeforeFork / PyOS_AfterFork_*) around a raw clone(2) (spawn() says why).
 
 #include <dirent.h>
 #include <dlfcn.h>
