@@ -431,25 +431,11 @@ TEST_SUITE("seccomp nesting filter (batch --fork's zygote)") {
             CHECK(n.outer.action(SYS_ioctl, {3, SIOCSIFFLAGS}) == kAllow);
             // Refused, and below a job's USER_NOTIF, so a job's denial still reaches the
             // supervisor.
-            for (int nr : {SYS_setns,
-                           SYS_pivot_root,
-                           SYS_bpf,
-                           SYS_keyctl,
-                           SYS_add_key,
-                           SYS_perf_event_open,
-                           SYS_userfaultfd,
-                           SYS_io_uring_setup,
-                           SYS_ptrace,
-                           SYS_process_vm_readv,
-                           SYS_process_vm_writev,
-                           SYS_kexec_load,
-                           SYS_init_module,
-                           SYS_open_tree,
-                           SYS_move_mount,
-                           SYS_fsopen,
-                           SYS_fsmount,
-                           SYS_fspick,
-                           SYS_chroot})
+            for (int nr :
+                 {SYS_setns, SYS_pivot_root, SYS_bpf, SYS_keyctl, SYS_add_key, SYS_perf_event_open,
+                  SYS_userfaultfd, SYS_io_uring_setup, SYS_ptrace, SYS_process_vm_readv,
+                  SYS_process_vm_writev, SYS_kexec_load, SYS_init_module, SYS_open_tree,
+                  SYS_move_mount, SYS_fsopen, SYS_fsmount, SYS_fspick, SYS_chroot})
                 CHECK_MESSAGE(n.outer.action(nr) == kTrace, nr);
             CHECK(n.outer.action(SYS_ioctl, {0, TIOCSTI}) == kTrace);
             CHECK(n.outer.action(SYS_read, {}, AUDIT_ARCH_I386) == kKill);
