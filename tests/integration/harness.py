@@ -270,6 +270,25 @@ def new_marker() -> str:
     return f"pysandbox-marker-{uuid.uuid4().hex}"
 
 
+def preload_marker() -> str:
+    """A marker that is also a module name: put in a profile's [python] preload (marked_profile),
+    it tags the command lines of every sandbox that profile starts ahead of its job, and of a
+    zygote and each job it forks, where the marker as a script argument cannot go."""
+    return new_marker().replace("-", "_")
+
+
+def marked_profile(marker: str, base: str = "default", extra: str = "") -> Path:
+    """The profile `base` with `extra` TOML and `marker` as its [python] preload (a module that
+    does not exist: each sandbox warns, and runs)."""
+    return profile(f'extends = "{base}"\n{extra}\n[python]\npreload = ["{marker}"]\n',
+                   name=f"{marker}.toml")
+
+
+def jobs_file(jobs) -> Path:
+    """A batch's JSON-lines jobs file, readable by nobody."""
+    return script("".join(json.dumps(job) + "\n" for job in jobs), name="jobs.jsonl")
+
+
 def new_secret() -> str:
     return f"SECRET-{uuid.uuid4().hex}"
 

@@ -18,8 +18,8 @@ import time
 import unittest
 from pathlib import Path
 
-from harness import (PYSANDBOX, SandboxTestCase, command_prefix, new_marker, profile, script,
-                     wait_for_no_leftovers)
+from harness import (PYSANDBOX, SandboxTestCase, command_prefix, jobs_file, marked_profile,
+                     preload_marker, script, wait_for_no_leftovers)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import result_schema  # noqa: E402
@@ -29,27 +29,18 @@ WAIT_FOREVER = ("import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal
 MODES = {"cloned": [], "forked": ["--fork"]}
 
 
-def marked_profile(marker: str, limits: str = "") -> Path:
-    return profile(f'extends = "default"\n\n[limits]\n{limits}\n\n[python]\n'
-                   f'preload = ["{marker}"]\n', name=f"{marker}.toml")
-
-
-def jobs_file(jobs) -> Path:
-    return script("".join(json.dumps(job) + "\n" for job in jobs), name="jobs.jsonl")
-
-
 class BatchTest(SandboxTestCase):
     def test_sigint_writes_what_finished_and_leaves_nothing_running(self):
         for mode, options in MODES.items():
             with self.subTest(mode):
-                marker = new_marker().replace("-", "_")
+                marker = preload_marker()
+                marked = marked_profile(marker, extra='[limits]\nwall_time = "60s"')
                 jobs = [{"id": "quick-1", "code": "print(1)"},
                         {"id": "quick-2", "code": "print(2)"},
                         *({"id": f"stuck-{n}", "code": WAIT_FOREVER} for n in range(4))]
                 batch = subprocess.Popen(
                     command_prefix() + [PYSANDBOX, "batch", *options, "-j", "2", "-p",
-                                        str(marked_profile(marker, 'wall_time = "60s"')),
-                                        str(jobs_file(jobs))],
+                                        str(marked), str(jobs_file(jobs))],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
                 try:
                     seen = [json.loads(batch.stdout.readline()) for _ in range(2)]

@@ -19,8 +19,8 @@ import time
 import unittest
 from pathlib import Path
 
-from harness import (PYSANDBOX, SandboxTestCase, command_prefix, new_marker, profile, run,
-                     script, wait_for_no_leftovers)
+from harness import (PYSANDBOX, SandboxTestCase, command_prefix, jobs_file, marked_profile,
+                     preload_marker, run, wait_for_no_leftovers)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import result_schema  # noqa: E402
@@ -69,9 +69,8 @@ def has_started(pid, nspid):
 
 class BatchForkTest(SandboxTestCase):
     def batch(self, *jobs, options=(), timeout=60, base="default", extra="", parallel=2):
-        marker = new_marker().replace("-", "_")  # a module name
-        marked = profile(f'extends = "{base}"\n{extra}\n[python]\npreload = ["{marker}"]\n',
-                         name=f"{marker}.toml")
+        marker = preload_marker()
+        marked = marked_profile(marker, base, extra)
         r = run(["batch", "--fork", "-j", str(parallel), "--keep-order", "-p", str(marked),
                  *options, "-"],
                 input=jsonl(*jobs), timeout=timeout)
@@ -198,16 +197,14 @@ class BatchForkTest(SandboxTestCase):
         # never execs, and a job holding that socket could send its supervisor records of its
         # own. Judged from the host, on the running job: stdio, the audit channel (4) and its
         # channel (5), nothing else.
-        marker = new_marker().replace("-", "_")
-        marked = profile(f'extends = "default"\n\n[python]\npreload = ["{marker}"]\n',
-                         name=f"{marker}.toml")
+        marker = preload_marker()
+        marked = marked_profile(marker)
         wait = ("import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
                 "open('/tmp/started', 'w').close()\n"
                 "signal.sigwait({signal.SIGUSR1})\nprint('released')")
-        jobs_file = script(json.dumps({"id": "j", "code": wait, "timeout": "30s"}) + "\n",
-                           name="jobs.jsonl")
+        jobs = jobs_file([{"id": "j", "code": wait, "timeout": "30s"}])
         proc = subprocess.Popen(command_prefix() + [PYSANDBOX, "batch", "--fork", "-j", "1",
-                                                    "-p", str(marked), str(jobs_file)],
+                                                    "-p", str(marked), str(jobs)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             job = find_process(marker, has_started)  # SIGUSR1 is blocked by then
@@ -231,15 +228,14 @@ class BatchForkTest(SandboxTestCase):
         self.assertEqual(results["p"]["status"], "policy_violation", results["p"])
 
     def test_a_zygote_that_dies_fails_its_jobs_and_is_replaced(self):
-        marker = new_marker().replace("-", "_")
-        marked = profile(f'extends = "default"\n\n[python]\npreload = ["{marker}"]\n',
-                         name=f"{marker}.toml")
+        marker = preload_marker()
+        marked = marked_profile(marker)
         jobs = [{"id": i, "code": "import time; open('/tmp/started', 'w').close(); time.sleep(3)"}
                 for i in range(2)]
         jobs += [{"id": 10 + i, "code": "print('after')"} for i in range(2)]
-        jobs_file = script("".join(json.dumps(j) + "\n" for j in jobs), name="jobs.jsonl")
+        jobs = jobs_file(jobs)
         proc = subprocess.Popen(command_prefix() + [PYSANDBOX, "batch", "--fork", "-j", "2",
-                                                    "-p", str(marked), str(jobs_file)],
+                                                    "-p", str(marked), str(jobs)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         # The zygote: the marker's python at depth 2 (its jobs are one level deeper).
         zygote = find_process(marker, lambda pid, nspid: len(nspid) == 2 and nspid[1] != "1")
