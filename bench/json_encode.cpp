@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "encoding.hpp"
-#include "json_text.hpp"
+#include "report/encoding.hpp"
+#include "report/json_text.hpp"
 
 namespace {
 

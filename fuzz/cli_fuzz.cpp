@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli.hpp"
+#include "fronts/cli.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "json_text.hpp"
+#include "report/json_text.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using json = nlohmann::ordered_json;

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "errors.hpp"
-#include "profile.hpp"
+#include "plan/profile.hpp"
+#include "sys/errors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     // No search directories: a bare `extends` name must fail cleanly, never reach the host's

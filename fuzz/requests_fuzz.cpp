@@ -14,9 +14,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "batch.hpp"
-#include "cell_request.hpp"
-#include "mcp_tools.hpp"
+#include "fronts/batch.hpp"
+#include "fronts/cell_request.hpp"
+#include "fronts/mcp_tools.hpp"
 
 namespace {
 

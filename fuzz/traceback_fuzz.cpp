@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "traceback.hpp"
+#include "report/traceback.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     std::string_view stderr_text(reinterpret_cast<const char*>(data), size);

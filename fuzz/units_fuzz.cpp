@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "units.hpp"
+#include "plan/units.hpp"
 
 namespace {
 

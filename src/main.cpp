@@ -6,27 +6,20 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cstdio>
 #include <iostream>
 
-#include "batch.hpp"
-#include "check.hpp"
-#include "cli.hpp"
-#include "doctor.hpp"
-#include "errors.hpp"
-#include "execute.hpp"
-#include "exit_codes.hpp"
-#include "incident.hpp"
-#include "json_text.hpp"
-#include "mcp.hpp"
-#include "plan.hpp"
-#include "profile.hpp"
-#include "result.hpp"
-#include "seccomp.hpp"
-#include "session_front.hpp"
-#include "sys/write_size.hpp"
-#include "units.hpp"
+#include "fronts/batch.hpp"
+#include "fronts/check.hpp"
+#include "fronts/cli.hpp"
+#include "fronts/doctor.hpp"
+#include "fronts/mcp.hpp"
+#include "fronts/profile.hpp"
+#include "fronts/run.hpp"
+#include "fronts/session.hpp"
+#include "report/exit_codes.hpp"
+#include "report/json_text.hpp"
+#include "report/result.hpp"
+#include "sys/errors.hpp"
 
 extern char** environ;
 
@@ -57,103 +50,6 @@ std::vector<std::string> host_environment() {
     return env;
 }
 
-void say(const std::string& line) {
-    std::cerr << "pysandbox: " << line << std::endl;
-}
-
-void describe_plan(const Plan& plan) {
-    const Limits& limits = plan.profile.limits;
-    std::string sources;
-    for (const auto& source : plan.profile.sources) sources += " " + source.string();
-    say("profile " + plan.profile.name + " (" + sources.substr(sources.empty() ? 0 : 1) + ")");
-    say("limits: wall " + units::format_duration(limits.wall_time) + ", cpu " +
-        units::format_duration(limits.cpu_time) + ", memory " + units::format_size(limits.memory) +
-        ", procs " + std::to_string(limits.max_procs) + ", /tmp " +
-        units::format_size(limits.tmp_size));
-    say("network: " + std::string(to_string(plan.profile.network.mode)));
-    std::string binds;
-    for (const auto& bind : plan.ro_binds) binds += " " + bind.source;
-    say("read-only:" + binds);
-    say(plan.cgroup ? "memory and processes: cgroup " + plan.cgroup->dir.string()
-                    : "memory and processes: rlimits (no delegated cgroup v2: " +
-                          plan.cgroup_unavailable + ")");
-    say("runs as host uid " + std::to_string(plan.ids.outer_uid));
-    if (plan.font_list)
-        say("matplotlib font list: " + plan.font_list->source + ", copied to " +
-            plan.font_list->target);
-    say(plan.landlock.abi > 0 ? "landlock: ABI " + std::to_string(plan.landlock.abi)
-                              : "landlock: not in this kernel (degraded: the read-only mounts "
-                                "alone keep writes in /tmp)");
-}
-
-// --trace-syscalls in human mode: one line per call, and how to allow a denied one.
-void describe_trace(const Outcome& outcome) {
-    if (!outcome.traced_syscalls) return;
-    say("system calls the script made, as the profile answers them (--trace-syscalls):");
-    bool denied = false;
-    for (const auto& [name, call] : *outcome.traced_syscalls) {
-        char line[160];
-        std::snprintf(line, sizeof line, "  %-24s %8llu  %s", name.c_str(),
-                      static_cast<unsigned long long>(call.count), call.verdict.c_str());
-        say(line);
-        denied = denied || call.verdict == "denied";
-    }
-    if (denied)
-        say("to allow a denied call, add it to a profile: [seccomp] allow = [\"NAME\"] "
-            "(pysandbox(1), SYSTEM CALLS, says what that widens)");
-}
-
-int run(const RunInvocation& invocation) {
-    Profile profile = load_profile(invocation.profile, profile_search_dirs());
-    std::unique_ptr<const Plan> plan =
-        make_plan(std::move(profile), invocation.request, host_environment());
-    if (plan->verbose) describe_plan(*plan);
-    Outcome outcome = execute(*plan);
-    if (plan->verbose)
-        say("setup " + std::to_string(outcome.setup.count()) + " ms, script " +
-            std::to_string(outcome.wall.count()) + " ms wall, " + std::to_string(outcome.cpu_ms) +
-            " ms cpu, " + std::to_string(outcome.max_rss_kib) + " KiB max rss");
-    const int exit_code = exit_codes::for_outcome(outcome);
-    if (const auto entry = incident::run_entry(*plan, outcome); !entry.is_null())
-        if (std::string problem = incident::append(*plan, entry); !problem.empty())
-            say("warning: " + problem);
-    if (plan->capture_output) {
-        std::cout.flush();
-        sys::grow_pipe(STDOUT_FILENO);
-        write_line(result_json(*plan, std::move(outcome), exit_code), std::cout);
-        return exit_code;
-    }
-    describe_trace(outcome);
-    for (const std::string& warning : outcome.warnings) say("warning: " + warning);
-    if (std::string summary = human_summary(*plan, outcome); !summary.empty()) say(summary);
-    return exit_code;
-}
-
-int profile_list() {
-    for (const auto& [name, file] : list_profiles(profile_search_dirs())) {
-        std::string description;
-        try {
-            description = load_profile(file.string(), profile_search_dirs()).description;
-        } catch (const ProfileError& e) {
-            description = std::string("(invalid: ") + e.what() + ")";
-        }
-        std::cout << name << "\t" << description << "\n";
-    }
-    return 0;
-}
-
-int profile_show(const std::string& name) {
-    Profile profile = load_profile(name, profile_search_dirs());
-    std::cout << "# " << profile.name << ", from:";
-    for (const auto& source : profile.sources) std::cout << " " << source.string();
-    const auto sockets = profile.network.mode == NetMode::none ? seccomp::Sockets::unix_only
-                                                               : seccomp::Sockets::unix_and_inet;
-    std::cout << "\n# seccomp allows " << seccomp::allowed_calls(profile.seccomp, sockets).size()
-              << " system calls (x86_64); everything else is denied\n"
-              << to_toml(profile);
-    return 0;
-}
-
 // Which JSON object an error is owed: --json asked for one, even when the command line is bad.
 enum class JsonWanted { none, run_result, check_result };
 
@@ -176,7 +72,7 @@ int fail(JsonWanted json, std::string_view kind, std::string_view message,
 
 int dispatch(const Invocation& invocation) {
     switch (invocation.command) {
-        case Command::run: return run(invocation.run);
+        case Command::run: return run(invocation.run, host_environment());
         case Command::check: return check::run(invocation.check, host_environment());
         case Command::session: return run_session(invocation.session, host_environment());
         case Command::mcp: return run_mcp(invocation.mcp, host_environment());

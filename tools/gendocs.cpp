@@ -15,11 +15,11 @@
 #include <stdexcept>
 #include <string>
 
-#include "cli.hpp"
 #include "cli_model.hpp"
 #include "completions.hpp"
+#include "fronts/cli.hpp"
 #include "man_page.hpp"
-#include "profile.hpp"
+#include "plan/profile.hpp"
 
 namespace fs = std::filesystem;
 using namespace pysandbox::docs;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli_model.hpp"
-#include "profile.hpp"
+#include "plan/profile.hpp"
 
 namespace pysandbox::docs {
 

@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <vector>
 
-#include "plan.hpp"
-#include "profile.hpp"
-#include "seccomp.hpp"
+#include "plan/plan.hpp"
+#include "plan/profile.hpp"
+#include "plan/seccomp.hpp"
 
 namespace fs = std::filesystem;
 

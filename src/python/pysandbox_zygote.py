@@ -1,8 +1,8 @@
-"""pysandbox's fork server (`pysandbox batch --fork`; src/zygote.hpp): a warm interpreter, itself
+"""pysandbox's fork server (`pysandbox batch --fork`; src/engine/zygote.hpp): a warm interpreter, itself
 in a pysandbox sandbox, that imports the profile's [python] preload once and then forks one
 sandbox per job.
 
-Every fork, and every layer of the forked sandbox, is the helper's (src/zygote_helper.cpp): a
+Every fork, and every layer of the forked sandbox, is the helper's (src/inside/zygote_helper.cpp): a
 library built from pysandbox's own sandbox steps, loaded here. This module only imports, loads
 the helper and hands it the channel; the helper returns here only in a forked sandbox's
 interpreter, with its layers in place, and that process goes on as the sandbox's cell driver

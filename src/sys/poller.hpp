@@ -12,7 +12,7 @@
 #include <list>
 #include <vector>
 
-#include "errors.hpp"
+#include "sys/errors.hpp"
 
 namespace pysandbox::sys {
 

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-#include "errors.hpp"
+#include "sys/errors.hpp"
 
 namespace pysandbox::sys {
 

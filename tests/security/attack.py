@@ -27,7 +27,7 @@ Environment:
                 ``session``: the same script is the one cell of a ``pysandbox session``;
                 ``batch``: the one job of a ``pysandbox batch``; ``batchfork``: the same
                 through ``pysandbox batch --fork`` (the job's sandbox is forked by a zygote,
-                src/zygote.hpp); ``mcp``: the one run_python
+                src/engine/zygote.hpp); ``mcp``: the one run_python
                 call to a ``pysandbox mcp`` server (see "Through a session" and "Through batch
                 and MCP" below). An attack that only makes sense for ``run`` says so with a
                 module-level ``RUN_ONLY = "why"``; it is then an error (exit 2) through the

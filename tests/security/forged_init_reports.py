@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Send the supervisor init's own records: a forged setup failure, seccomp listener and /tmp/work.
 
-Init reports to the supervisor on a socket (src/report.hpp): the seccomp notification fd, the
+Init reports to the supervisor on a socket (src/wire/report.hpp): the seccomp notification fd, the
 open /tmp/work the artifacts are copied from, a setup step that failed, how the script ended. A
 cloned sandbox's execve closes that socket; a forked job (batch --fork) never execs, and once
 held it. The script sends, on every socket it holds but its driver's channel, a forged

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "artifacts.hpp"
-#include "sha256.hpp"
+#include "engine/artifacts.hpp"
+#include "sys/sha256.hpp"
 
 namespace artifacts = pysandbox::artifacts;
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <variant>
 
-#include "cgroup.hpp"
+#include "sys/cgroup.hpp"
 #include "test_support.hpp"
 
 namespace cgroup = pysandbox::cgroup;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cli.hpp"
+#include "fronts/cli.hpp"
 
 using namespace std::chrono_literals;
 using pysandbox::Command;

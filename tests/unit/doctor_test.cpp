@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "doctor.hpp"
+#include "fronts/doctor.hpp"
 
 using pysandbox::doctor::Check;
 using pysandbox::doctor::report_json;

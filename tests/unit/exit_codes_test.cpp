@@ -8,9 +8,9 @@
 #include <chrono>
 #include <string>
 
-#include "exit_codes.hpp"
-#include "result.hpp"
-#include "supervisor.hpp"
+#include "engine/run_watch.hpp"
+#include "report/exit_codes.hpp"
+#include "report/result.hpp"
 
 using namespace std::chrono_literals;
 using pysandbox::Outcome;

@@ -9,10 +9,10 @@
 #include <sstream>
 #include <string>
 
-#include "encoding.hpp"
-#include "json_text.hpp"
-#include "stream.hpp"
-#include "text_scan.hpp"
+#include "engine/stream.hpp"
+#include "report/encoding.hpp"
+#include "report/json_text.hpp"
+#include "sys/text_scan.hpp"
 
 using json = nlohmann::ordered_json;
 using pysandbox::dump_line;

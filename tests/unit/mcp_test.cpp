@@ -12,8 +12,8 @@
 
 #include <doctest/doctest.h>
 
-#include "batch.hpp"
-#include "mcp_tools.hpp"
+#include "fronts/batch.hpp"
+#include "fronts/mcp_tools.hpp"
 
 using namespace pysandbox;
 using json = nlohmann::json;

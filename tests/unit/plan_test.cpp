@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "cli.hpp"
-#include "errors.hpp"
-#include "plan.hpp"
-#include "policy.hpp"
-#include "policy_channel.hpp"
-#include "profile.hpp"
+#include "engine/policy_channel.hpp"
+#include "fronts/cli.hpp"
+#include "plan/plan.hpp"
+#include "plan/policy.hpp"
+#include "plan/profile.hpp"
+#include "sys/errors.hpp"
 #include "test_support.hpp"
 
 using namespace std::chrono_literals;

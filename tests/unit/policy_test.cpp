@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "incident.hpp"
-#include "plan.hpp"
-#include "policy.hpp"
-#include "policy_channel.hpp"
-#include "profile.hpp"
-#include "python_modules.hpp"
+#include "embed/python_modules.hpp"
+#include "engine/policy_channel.hpp"
+#include "plan/plan.hpp"
+#include "plan/policy.hpp"
+#include "plan/profile.hpp"
+#include "report/incident.hpp"
+#include "sys/errors.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "errors.hpp"
-#include "profile.hpp"
+#include "plan/profile.hpp"
+#include "sys/errors.hpp"
 #include "test_support.hpp"
 
 using namespace std::chrono_literals;

@@ -14,8 +14,8 @@
 #include <variant>
 #include <vector>
 
-#include "addresses.hpp"
-#include "proxy.hpp"
+#include "proxy/addresses.hpp"
+#include "proxy/proxy.hpp"
 #include "test_support.hpp"
 
 using pysandbox::proxy::Allowlist;

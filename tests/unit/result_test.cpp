@@ -4,7 +4,7 @@
 
 #include <signal.h>
 
-#include "result.hpp"
+#include "report/result.hpp"
 
 using pysandbox::classify;
 using pysandbox::Outcome;

@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
-#include "plan.hpp"
-#include "profile.hpp"
-#include "seccomp.hpp"
+#include "plan/plan.hpp"
+#include "plan/profile.hpp"
+#include "plan/seccomp.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;

@@ -10,10 +10,10 @@
 
 #include <doctest/doctest.h>
 
-#include "cell_request.hpp"
-#include "control_channel.hpp"
-#include "encoding.hpp"
-#include "units.hpp"
+#include "engine/control_channel.hpp"
+#include "fronts/cell_request.hpp"
+#include "plan/units.hpp"
+#include "report/encoding.hpp"
 
 using namespace pysandbox;
 using json = nlohmann::json;

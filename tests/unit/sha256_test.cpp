@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "sha256.hpp"
+#include "sys/sha256.hpp"
 
 using pysandbox::Sha256;
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "stream.hpp"
+#include "engine/stream.hpp"
 #include "sys/unique_fd.hpp"
 
 using namespace pysandbox;

@@ -1,5 +1,5 @@
-// The guard in front of toml++ 3.3 (src/toml_prescan.hpp), which names three places where toml++
-// reaches __builtin_unreachable() on a non-ASCII character: [code], [escape], [line-ending].
+// The guard in front of toml++ 3.3 (src/plan/toml_prescan.hpp), which names three places where
+// toml++ reaches __builtin_unreachable() on a non-ASCII character: [code], [escape], [line-ending].
 // Each has two tests, which fail for opposite reasons:
 //
 //   "guard [X]: ..."  the guard refuses X's inputs with line:column, through prescan_toml() and
@@ -29,10 +29,10 @@
 #include <toml++/toml.h>
 #include <string>
 
-#include "errors.hpp"
-#include "profile.hpp"
+#include "plan/profile.hpp"
+#include "plan/toml_prescan.hpp"
+#include "sys/errors.hpp"
 #include "test_support.hpp"
-#include "toml_prescan.hpp"
 
 namespace {
 
@@ -99,7 +99,7 @@ std::string unguarded(const std::string& text) {
 
 const std::string kDefectFixed =
     "toml++ no longer reaches __builtin_unreachable() on this input: the installed toml++ is "
-    "fixed, so the guard can be removed (see src/toml_prescan.hpp)";
+    "fixed, so the guard can be removed (see src/plan/toml_prescan.hpp)";
 
 // One code point from each range toml++ 3.3 trips on, and one it reads safely.
 const std::string kE = "\xc3\xa9";  // é, U+00E9

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "traceback.hpp"
+#include "report/traceback.hpp"
 
 using pysandbox::parse_python_exception;
 

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "units.hpp"
+#include "plan/units.hpp"
 
 using namespace std::chrono_literals;
 namespace units = pysandbox::units;

@@ -1,0 +1,82 @@
+#include "engine/collect.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "engine/workdir.hpp"
+
+namespace pysandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The output directory as the walk writes into it: the one the plan held open, or the one made
+// now; kHostDirMissing (every artifact skipped "error") when that fails.
+ArtifactTarget open_output_dir(const Plan& plan, sys::UniqueFd& made, Outcome& outcome) {
+    if (!plan.output_dir) return {};
+    const std::string& dir = *plan.output_dir;
+    if (plan.output_dir_fd) return {plan.output_dir_fd.get(), dir};
+    if (::mkdir(dir.c_str(), 0755) == 0)
+        made.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (made) return {made.get(), dir};
+    outcome.warnings.push_back("--output-dir: cannot create " + dir + ": " + std::strerror(errno) +
+                               "; no artifact was copied");
+    return {artifacts::kHostDirMissing, dir};
+}
+
+// The script's changes to --workdir, applied to the host directory: all of them, whatever the
+// time (they are the caller's data, and no more than tmp_size of it).
+void copy_back_workdir(const Plan& plan, int upper, Outcome& outcome) {
+    workdir::Options options;
+    if (plan.ids.privileged) {
+        options.owner = plan.ids.outer_uid;
+        options.group = plan.ids.outer_gid;
+    }
+    for (std::string& problem : workdir::apply(upper, plan.host_workdir->fd.get(), options))
+        outcome.warnings.push_back(std::move(problem));
+}
+
+}  // namespace
+
+artifacts::Snapshot list_artifacts(const Plan& plan, int work_dir, const ArtifactTarget& target,
+                                   const artifacts::Snapshot* unchanged, Outcome& outcome) {
+    artifacts::Options options;
+    for (const auto& input : plan.inputs) options.inputs.push_back(input.name);
+    options.max_file_size = plan.profile.limits.artifact_size;
+    options.max_total_size = plan.profile.limits.artifacts_total;
+    options.deadline = Clock::now() + kCollectBudget;
+    options.unchanged = unchanged;
+    options.output_dir = target.dir;
+    options.output_dir_path = target.path;
+    // Root's copies belong to the uid the script ran as, like the files it wrote.
+    if (plan.ids.privileged && target.dir >= 0) {
+        options.owner = plan.ids.outer_uid;
+        options.group = plan.ids.outer_gid;
+    }
+    artifacts::Listing listing = artifacts::collect(work_dir, options);
+    outcome.files = std::move(listing.files);
+    outcome.files_omitted = listing.omitted;
+    return std::move(listing.seen);
+}
+
+Outcome collect(const Plan& plan, Supervised supervised) {
+    const Clock::time_point start = Clock::now();
+    Outcome& outcome = supervised.outcome;
+    if (supervised.work_dir && plan.host_workdir)
+        copy_back_workdir(plan, supervised.work_dir.get(), outcome);
+    if (supervised.work_dir) {
+        // Runs when nothing of the sandbox is left, so nothing inside changes the tree meanwhile.
+        sys::UniqueFd made;
+        const ArtifactTarget target = open_output_dir(plan, made, outcome);
+        list_artifacts(plan, supervised.work_dir.get(), target, nullptr, outcome);
+    }
+    if (supervised.proxy) outcome.blocked_connections = supervised.proxy->stop();
+    if (supervised.cgroup) outcome.oom_kills = supervised.cgroup->oom_kills();
+    outcome.collect = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    return std::move(outcome);
+}
+
+}  // namespace pysandbox

@@ -1,0 +1,185 @@
+#include "engine/control_channel.hpp"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <string_view>
+
+#include "report/json_text.hpp"
+#include "sys/errors.hpp"
+#include "sys/records.hpp"
+
+namespace pysandbox {
+namespace {
+
+constexpr int kRecordsPerRead = 64;
+constexpr std::size_t kHeader = 9;  // the flag and eight hex digits numbering the record
+constexpr char kMore = '+';
+constexpr char kLast = '.';
+
+// A first pass over a message, allocating nothing but the lexer's text: it stops at the first
+// value past kMaxControlValues or kMaxControlDepth, before a tree of them is built.
+class ShapeCheck {
+  public:
+    using json = nlohmann::json;
+    bool null() { return value(); }
+    bool boolean(bool) { return value(); }
+    bool number_integer(json::number_integer_t) { return value(); }
+    bool number_unsigned(json::number_unsigned_t) { return value(); }
+    bool number_float(json::number_float_t, const json::string_t&) { return value(); }
+    bool string(json::string_t&) { return value(); }
+    bool binary(json::binary_t&) { return value(); }
+    bool start_object(std::size_t) { return open(); }
+    bool key(json::string_t&) { return value(); }
+    bool end_object() { return close(); }
+    bool start_array(std::size_t) { return open(); }
+    bool end_array() { return close(); }
+    bool parse_error(std::size_t, const std::string&, const json::exception&) { return false; }
+
+  private:
+    bool value() { return ++values_ <= kMaxControlValues; }
+    bool open() { return value() && ++depth_ <= kMaxControlDepth; }
+    bool close() {
+        --depth_;
+        return true;
+    }
+
+    std::size_t values_ = 0;
+    std::size_t depth_ = 0;
+};
+
+// The message is a JSON object within the bounds, parsed; else null.
+nlohmann::json parse_message(const std::string& text) {
+    ShapeCheck shape;
+    if (!nlohmann::json::sax_parse(text, &shape)) return nullptr;
+    nlohmann::json message = nlohmann::json::parse(text, nullptr, false);
+    return message.is_object() ? message : nullptr;
+}
+
+}  // namespace
+
+ControlChannel::ControlChannel() {
+    int fds[2];
+    check_sys(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds),
+              "socketpair(AF_UNIX, SOCK_SEQPACKET) for the cell driver");
+    own_.reset(fds[0]);
+    child_.reset(fds[1]);
+    // The child's end must block: the driver waits on it for the next cell.
+    const int flags = ::fcntl(child_.get(), F_GETFL);
+    check_sys(::fcntl(child_.get(), F_SETFL, flags & ~O_NONBLOCK), "fcntl(O_NONBLOCK)");
+    // A record of 0 bytes reads like the end of the channel: with credentials on every record,
+    // the end is the one read of 0 bytes that carries none (the script cannot fake it).
+    const int on = 1;
+    check_sys(::setsockopt(own_.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on),
+              "setsockopt(control channel, SO_PASSCRED)");
+}
+
+void ControlChannel::send(const nlohmann::json& message) {
+    const std::string text = dump_line(nlohmann::ordered_json(message));
+    const std::size_t payload = kControlRecord - kHeader;
+    const std::size_t count = std::max<std::size_t>(1, (text.size() + payload - 1) / payload);
+    for (std::size_t index = 0; index < count; ++index) {
+        char header[32];
+        std::snprintf(header, sizeof header, "%c%08x", index + 1 == count ? kLast : kMore,
+                      static_cast<unsigned>(index));
+        std::string record(header, kHeader);
+        record.append(text, index * payload, payload);
+        outbox_.push_back(std::move(record));
+    }
+}
+
+void ControlChannel::on_writable() {
+    while (!outbox_.empty()) {
+        const std::string& record = outbox_.front();
+        const ssize_t n = ::send(own_.get(), record.data(), record.size(), MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        if (n < 0) {  // EPIPE: the driver is gone; nothing will read the rest
+            outbox_.clear();
+            closed_ = true;
+            return;
+        }
+        outbox_.pop_front();
+    }
+}
+
+void ControlChannel::on_readable() {
+    static thread_local char record[kControlRecord + 1];
+    for (int i = 0; i < kRecordsPerRead && !closed_; ++i) {
+        const auto [n, ended] = sys::receive_untrusted(own_.get(), record, sizeof record);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR) return;
+            closed_ = true;
+            return;
+        }
+        if (ended) {
+            closed_ = true;
+            return;
+        }
+        if (static_cast<std::size_t>(n) > kControlRecord || n == 0) {
+            // Not a record the driver writes: whatever message it was part of is lost.
+            lose_message();
+            continue;
+        }
+        add_record(record, static_cast<std::size_t>(n));
+    }
+}
+
+// Records arrive numbered within their message. The driver sends a record again when a
+// KeyboardInterrupt came between sending it and counting it: a record identical to the one before
+// is that copy and is dropped (the driver never sends the same message twice in a row: each
+// carries its cell's token). A record out of order or malformed loses its message (the rest of it
+// is skipped); a message begun anew (record 0) replaces an unfinished one.
+void ControlChannel::add_record(const char* data, std::size_t size) {
+    std::uint32_t index = 0;
+    const char flag = size >= kHeader ? data[0] : '\0';
+    const auto parsed = std::from_chars(data + 1, data + std::min(size, kHeader), index, 16);
+    if ((flag != kMore && flag != kLast) || parsed.ptr != data + kHeader) {
+        lose_message();
+        return;
+    }
+    if (std::string_view(data, size) == previous_) return;  // sent again
+    previous_.assign(data, size);
+    if (index == 0) {
+        if (expected_ > 0) lose_message();
+        discarding_ = false;
+    } else if (discarding_) {
+        discarding_ = flag == kMore;
+        return;
+    }
+    if (index != expected_ || partial_.size() + (size - kHeader) > kMaxControlMessage) {
+        lose_message();
+        discarding_ = flag == kMore;
+        return;
+    }
+    partial_.append(data + kHeader, size - kHeader);
+    ++expected_;
+    if (flag == kMore) return;
+    nlohmann::json message = parse_message(partial_);
+    if (message.is_object())
+        inbox_.push_back(std::move(message));
+    else
+        ++dropped_;
+    partial_.clear();
+    expected_ = 0;
+}
+
+void ControlChannel::lose_message() {
+    ++dropped_;
+    previous_.clear();
+    partial_.clear();
+    partial_.shrink_to_fit();
+    expected_ = 0;
+}
+
+std::optional<nlohmann::json> ControlChannel::receive() {
+    if (inbox_.empty()) return std::nullopt;
+    nlohmann::json message = std::move(inbox_.front());
+    inbox_.pop_front();
+    return message;
+}
+
+}  // namespace pysandbox

@@ -1,0 +1,127 @@
+#include "engine/pool.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+
+#include "plan/profile.hpp"
+#include "sys/errors.hpp"
+
+namespace pysandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kFirstBackoff{100};
+constexpr std::chrono::milliseconds kLongestBackoff{60'000};
+
+}  // namespace
+
+Pool::Pool(const Plan& plan, sys::Poller& poller, std::size_t size, Zygote* zygote)
+    : plan_(plan), poller_(poller), size_(size), zygote_(zygote) {
+    refill();
+}
+
+std::unique_ptr<Session> Pool::take() {
+    // The longest waiting first: the most likely to be ready.
+    std::unique_ptr<Session> session;
+    // One forked by a zygote that ended since is dying: never handed out.
+    while (!waiting_.empty() && waiting_.front()->orphaned()) {
+        retire(std::move(waiting_.front()));
+        waiting_.pop_front();
+    }
+    if (!waiting_.empty()) {
+        session = std::move(waiting_.front());
+        waiting_.pop_front();
+    } else {
+        session = std::make_unique<Session>(plan_, poller_, zygote_);
+    }
+    // The next one starts in advance(), after this round: the taker's cell goes first.
+    return session;
+}
+
+void Pool::retire(std::unique_ptr<Session> session) {
+    session->close();
+    retired_.push_back(std::move(session));
+}
+
+void Pool::advance() {
+    if (zygote_) zygote_->advance();
+    for (auto& session : retired_) session->advance();
+    std::erase_if(retired_, [](const auto& session) { return session->closed(); });
+    for (auto& session : waiting_) session->advance();
+    // A sandbox that ended while it waited (its start failed, or it was killed from outside) is
+    // of no use to anyone.
+    const auto failed = std::remove_if(waiting_.begin(), waiting_.end(), [](const auto& session) {
+        return session->start_failure().has_value() || session->closed() || session->orphaned();
+    });
+    if (failed != waiting_.end()) {
+        backoff_ = std::min(kLongestBackoff, std::max(kFirstBackoff, backoff_ * 2));
+        next_start_ = Clock::now() + backoff_;
+        waiting_.erase(failed, waiting_.end());
+    } else if (std::ranges::any_of(waiting_, [](const auto& s) { return s->ready(); })) {
+        backoff_ = std::chrono::milliseconds{0};
+    }
+    refill();
+}
+
+std::size_t Pool::ready() const {
+    return static_cast<std::size_t>(
+        std::ranges::count_if(waiting_, [](const auto& session) { return session->ready(); }));
+}
+
+void Pool::close() {
+    closed_ = true;
+    waiting_.clear();
+    retired_.clear();
+}
+
+void Pool::refill() {
+    if (zygote_ && !zygote_->ready()) return;  // a fork would wait for it: the taker's may
+    while (!closed_ && waiting_.size() < size_ && Clock::now() >= next_start_) {
+        auto session = std::make_unique<Session>(plan_, poller_, zygote_);
+        try {
+            session->start();
+        } catch (const std::exception&) {
+            // The host refused a sandbox (clone3, the id maps): a taker's own start says why.
+            backoff_ = std::min(kLongestBackoff, std::max(kFirstBackoff, backoff_ * 2));
+            next_start_ = Clock::now() + backoff_;
+            return;
+        }
+        waiting_.push_back(std::move(session));
+    }
+}
+
+std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
+                               int verbose, const std::vector<std::string>& host_env, bool forked) {
+    if (overrides.output_dir && ::mkdir(overrides.output_dir->c_str(), 0755) != 0 &&
+        errno != EEXIST)
+        throw UsageError("--output-dir: cannot create " + *overrides.output_dir + ": " +
+                         std::strerror(errno));
+    std::vector<Offer> offers;
+    for (const std::string& name : profiles) {
+        if (std::ranges::find(offers, name, &Offer::name) != offers.end()) continue;
+        Request request;
+        request.program.kind = Program::Kind::driver;
+        request.overrides = overrides;
+        request.capture_output = true;
+        request.verbose = verbose > 1 ? verbose - 1 : 0;
+        request.forked = forked;
+        Offer offer;
+        offer.name = name;
+        offer.plan = make_plan(load_profile(name, profile_search_dirs()), request, host_env);
+        if (forked) offer.zygote_plan = plan_zygote(*offer.plan, name, overrides, host_env);
+        offers.push_back(std::move(offer));
+    }
+    return offers;
+}
+
+std::size_t online_cpus() {
+    const long n = ::sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? static_cast<std::size_t>(n) : 1;
+}
+
+}  // namespace pysandbox

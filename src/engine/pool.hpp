@@ -1,0 +1,92 @@
+#pragma once
+// Warm sandboxes: sessions started ahead of need, each handed out once (to a call, a session, a
+// batch job) and never back. A started one has its namespaces, its interpreter, `site` and the
+// profile's [python] preload modules ready, so what is handed out answers its first cell in the
+// time of the cell. Nothing of one user is ever visible to another: a session taken is the
+// taker's until it is closed.
+//
+// The owner drives the poll loop and calls advance() after each round.
+
+#include <chrono>
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/session.hpp"
+#include "engine/zygote.hpp"
+#include "plan/plan.hpp"
+#include "sys/poller.hpp"
+
+namespace pysandbox {
+
+class Pool {
+  public:
+    // Keeps `size` sessions of `plan` (a driver plan that outlives the pool) started; 0: none.
+    // With a zygote (made for that plan, outliving the pool), they are forked by it, and started
+    // only while it is ready.
+    Pool(const Plan& plan, sys::Poller& poller, std::size_t size, Zygote* zygote = nullptr);
+    Pool(const Pool&) = delete;
+    Pool& operator=(const Pool&) = delete;
+
+    const Plan& plan() const { return plan_; }
+
+    // A session for one user: a warm one when there is one (ready, or still starting), else a new
+    // one that starts with its first cell. Its start failure, if any, comes as that cell's result.
+    // The pool starts a replacement at the next advance().
+    std::unique_ptr<Session> take();
+
+    // Takes back a session that has served: it is killed now and reaped as the loop goes on.
+    void retire(std::unique_ptr<Session> session);
+
+    // Passes the round on to the waiting sessions and the retired ones; drops those whose sandbox
+    // ended, and starts new ones up to the size.
+    void advance();
+
+    // How many are ready now (for a front's -v and the tests).
+    std::size_t ready() const;
+
+    // Ends the waiting sessions now (their sandboxes are killed and reaped) and starts no more.
+    void close();
+
+  private:
+    void refill();
+
+    const Plan& plan_;
+    sys::Poller& poller_;
+    const std::size_t size_;
+    Zygote* zygote_;
+    std::deque<std::unique_ptr<Session>> waiting_;
+    std::vector<std::unique_ptr<Session>> retired_;
+    bool closed_ = false;
+    // After a warm start failed, the next waits this long (doubling up to a minute), so a host that
+    // refuses sandboxes is not asked again in a loop; a success resets it.
+    std::chrono::milliseconds backoff_{0};
+    std::chrono::steady_clock::time_point next_start_{};
+};
+
+// A profile a front offers (the MCP server, batch): its driver plan and its warm sandboxes.
+struct Offer {
+    std::string name;  // as the operator named it with -p
+    std::unique_ptr<const Plan> plan;
+    // With --fork: the zygote's plan (plan_offers) and the zygote (the front, with its loop).
+    std::unique_ptr<const Plan> zygote_plan;
+    std::unique_ptr<Zygote> zygote;
+    std::unique_ptr<Pool> pool;  // made by the front once its poll loop exists
+};
+
+// Every profile named, loaded and planned now, so that a bad one is an error before anything is
+// served (the first is the default; a name given twice is offered once). An --output-dir that
+// does not exist is made now: the sessions share it. Throws what make_plan throws.
+//
+// `forked`: the sandboxes are to be forked by a zygote each (zygote.hpp), whose plan is made too.
+std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
+                               int verbose, const std::vector<std::string>& host_env,
+                               bool forked = false);
+
+// The CPUs online: the default of how many calls or jobs run at once.
+std::size_t online_cpus();
+
+}  // namespace pysandbox

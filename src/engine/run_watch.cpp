@@ -1,0 +1,85 @@
+#include "engine/run_watch.hpp"
+
+#include <grp.h>
+#include <signal.h>
+
+#include <chrono>
+
+#include "sys/errors.hpp"
+#include "sys/poller.hpp"
+#include "sys/signal_fd.hpp"
+#include "sys/timer_fd.hpp"
+
+namespace pysandbox {
+namespace {
+
+// How long a script interrupted by a signal may take to wind down before it is killed.
+constexpr std::chrono::seconds kInterruptGrace{2};
+
+// The run's deadline and the signals pysandbox gets, around one sandbox.
+class RunWatch {
+  public:
+    RunWatch(Sandbox& sandbox, sys::SignalFd& signals, sys::Poller& poller)
+        : sandbox_(sandbox), signals_(signals) {
+        using Interest = sys::Poller::Interest;
+        // After the sandbox's own watchers: in a round where the script ended and the deadline
+        // passed, the end is seen first, and a script that finished is not a timeout.
+        poller.watch(
+            [this] {
+                return Interest{deadline_.get(), POLLIN};
+            },
+            [this](short) { on_deadline(); });
+        poller.watch(
+            [this] {
+                return Interest{signals_.get(), POLLIN};
+            },
+            [this](short) { on_signal(); });
+    }
+
+    void arm(std::chrono::milliseconds wall_time) { deadline_.arm(wall_time); }
+    Ending ending() const { return ending_; }
+
+  private:
+    void on_deadline() {
+        deadline_.acknowledge();
+        if (!sandbox_.running()) return;
+        if (!ending_.interrupted_by) ending_.timed_out = true;
+        sandbox_.kill();
+    }
+
+    void on_signal() {
+        const int sig = signals_.take();
+        if (sig == 0 || !sandbox_.running()) return;
+        if (ending_.interrupted_by != 0) {  // asked twice: stop waiting for the script
+            sandbox_.kill();
+            return;
+        }
+        ending_.interrupted_by = sig;
+        sandbox_.signal(sig);  // init passes it to the script (KeyboardInterrupt for SIGINT)
+        deadline_.arm(kInterruptGrace);
+    }
+
+    Sandbox& sandbox_;
+    sys::SignalFd& signals_;
+    sys::TimerFd deadline_;
+    Ending ending_;
+};
+
+}  // namespace
+
+Supervised watch_run(const Plan& plan) {
+    // Block the forwarded signals before clone so none is lost between clone and the loop; the
+    // child's init unblocks what it needs.
+    sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    // Root's supplementary groups (0 among them) must not follow the script, and nothing inside
+    // can drop them once setgroups is denied: drop them here, before clone.
+    if (plan.ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
+    sys::Poller poller;
+    Sandbox sandbox(plan, poller);
+    RunWatch watch(sandbox, signals, poller);
+    watch.arm(plan.profile.limits.wall_time);
+    while (!sandbox.finished()) poller.poll_once();
+    return sandbox.take(watch.ending());
+}
+
+}  // namespace pysandbox

@@ -1,0 +1,507 @@
+#include "engine/sandbox.hpp"
+
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "engine/policy_channel.hpp"
+#include "engine/zygote.hpp"
+#include "inside/child.hpp"
+#include "sys/errors.hpp"
+#include "sys/records.hpp"
+#include "sys/write_size.hpp"
+
+namespace pysandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using sys::UniqueFd;
+
+constexpr std::uint64_t kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                                      CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+
+UniqueFd dup_fd(int fd) {
+    return UniqueFd(check_sys(::fcntl(fd, F_DUPFD_CLOEXEC, 3), "fcntl(F_DUPFD_CLOEXEC)"));
+}
+
+// The caller's stdin is pumped unless it is a terminal this process does not own: reading it
+// from the background would stop pysandbox with SIGTTIN.
+bool may_read_stdin() {
+    if (!::isatty(STDIN_FILENO)) return ::fcntl(STDIN_FILENO, F_GETFD) >= 0;
+    return ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+}
+
+// The fine clock, not the coarse one file times mostly come from: a file the caller wrote in
+// the same tick just before the run has an mtime equal to the coarse time, and on kernels with
+// fine-grained timestamps (6.13+) a later one. Either made it an artifact of this run.
+std::int64_t realtime_ns() {
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+void write_proc_file(pid_t pid, const char* name, const std::string& content) {
+    std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd ||
+        ::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size())) {
+        const int error = errno;
+        throw UserNamespaceError(
+            "write(" + path + ", \"" + content.substr(0, content.find('\n')) + "\")", error);
+    }
+}
+
+void write_id_maps(pid_t pid, const IdMap& ids) {
+    // An unprivileged caller may only map itself, and only after giving up setgroups(); root
+    // gives it up too, so the script can never regain a group.
+    write_proc_file(pid, "setgroups", "deny");
+    write_proc_file(pid, "uid_map",
+                    std::to_string(ids.inner_uid) + " " + std::to_string(ids.outer_uid) + " 1\n");
+    write_proc_file(pid, "gid_map",
+                    std::to_string(ids.inner_gid) + " " + std::to_string(ids.outer_gid) + " 1\n");
+}
+
+// A SOCK_SEQPACKET pair: records stay whole and can carry a file descriptor.
+sys::Pipe report_channel() {
+    int fds[2];
+    check_sys(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds), "socketpair");
+    return sys::Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+// Bigger output pipes mean fewer wake-ups for a script that prints a lot. Best effort: the
+// kernel caps what an unprivileged user may have in pipe buffers. Non-blocking on the
+// supervisor's side, so that a cut can read what is there without waiting for more.
+sys::Pipe output_pipe() {
+    sys::Pipe pipe = sys::Pipe::create();
+    ::fcntl(pipe.read.get(), F_SETPIPE_SZ, 1 << 20);
+    ::fcntl(pipe.read.get(), F_SETFL, O_NONBLOCK);
+    return pipe;
+}
+
+std::unique_ptr<cgroup::RunCgroup> make_run_cgroup(const Plan& plan) {
+    if (!plan.cgroup) return nullptr;
+    const Limits& limits = plan.profile.limits;
+    return std::make_unique<cgroup::RunCgroup>(
+        *plan.cgroup, cgroup::Settings{limits.memory, limits.max_procs + 1, limits.cpus});
+}
+
+// "123 (name) S 1 ..." -> the fields after the command name, which may hold spaces and ')'.
+std::optional<std::string> read_proc_text(int dir, const char* name) {
+    UniqueFd fd(::openat(dir, name, O_RDONLY | O_CLOEXEC));
+    if (!fd) return std::nullopt;
+    char buffer[4096];
+    const ssize_t n = ::read(fd.get(), buffer, sizeof buffer - 1);
+    if (n <= 0) return std::nullopt;
+    return std::string(buffer, static_cast<std::size_t>(n));
+}
+
+std::int64_t field_number(std::string_view text, std::size_t index) {
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < index; ++i) {
+        at = text.find(' ', at);
+        if (at == std::string_view::npos) return 0;
+        ++at;
+    }
+    std::int64_t value = 0;
+    std::from_chars(text.data() + at, text.data() + text.size(), value);
+    return value;
+}
+
+}  // namespace
+
+struct Sandbox::Pipes {
+    sys::Pipe release = sys::Pipe::create();
+    sys::Pipe report = report_channel();
+    sys::Pipe in = sys::Pipe::create();
+    sys::Pipe out = output_pipe();
+    sys::Pipe err = output_pipe();
+
+    ChildFds child_ends(const PolicyChannel* policy, int control) const {
+        return {release.read.get(),
+                report.write.get(),
+                in.read.get(),
+                out.write.get(),
+                err.write.get(),
+                policy ? policy->write_fd() : -1,
+                control};
+    }
+    // The supervisor keeps only its own ends; the child's copies go with it.
+    void close_child_ends() {
+        release.read.reset();
+        report.write.reset();
+        in.read.reset();
+        out.write.reset();
+        err.write.reset();
+    }
+};
+
+Sandbox::Sandbox(const Plan& plan, sys::Poller& poller) : Sandbox(plan, poller, nullptr) {}
+
+Sandbox::Sandbox(const Plan& plan, sys::Poller& poller, Zygote& zygote)
+    : Sandbox(plan, poller, &zygote) {}
+
+Sandbox::Sandbox(const Plan& plan, sys::Poller& poller, Zygote* zygote)
+    : plan_(plan),
+      poller_(poller),
+      start_(Clock::now()),
+      start_realtime_ns_(realtime_ns()),
+      cgroup_(make_run_cgroup(plan)),
+      budget_(OutputBudget::for_limit(plan.profile.limits.output_limit)),
+      syscalls_(plan) {
+    if (plan.profile.policy.wants_hook()) policy_ = std::make_unique<PolicyChannel>();
+    if (plan.program_kind == Program::Kind::driver) control_ = std::make_unique<ControlChannel>();
+    // A zygote's channel carries descriptors: a SOCK_SEQPACKET pair, read by its owner
+    // (zygote.cpp), not a ControlChannel.
+    sys::Pipe nest;
+    if (plan.program_kind == Program::Kind::zygote) nest = report_channel();
+    const int control_end = control_ ? control_->child_fd() : nest.write.get();
+    policy_open_ = policy_ != nullptr;
+    Pipes pipes;
+
+    if (zygote) {
+        Forked forked = zygote->fork(pipes.child_ends(policy_.get(), control_end));
+        child_.emplace(forked.pidfd.release(), forked.pid, sys::ChildGuard::Parent::other);
+        zygote_ = std::move(forked.zygote);
+    } else {
+        clone_child(pipes, control_end);
+    }
+    pipes.close_child_ends();
+    if (policy_) policy_->close_write_end();
+    if (control_) control_->close_child_end();
+    nest.write.reset();
+    zygote_channel_ = std::move(nest.read);
+    if (!zygote) {
+        write_id_maps(child_->pid(), plan.ids);
+        check_sys(::write(pipes.release.write.get(), "1", 1), "write(release pipe)");
+    }
+    pipes.release.write.reset();
+
+    report_ = std::move(pipes.report.read);
+    open_streams(pipes);
+    watch(poller);
+}
+
+// clone3 into every new namespace (and the run's cgroup: born inside it, not one instruction
+// runs outside the limits). The child never returns from run_child.
+void Sandbox::clone_child(Pipes& pipes, int control_end) {
+    int pidfd = -1;
+    clone_args args{};
+    args.flags = CLONE_PIDFD | kNamespaces;
+    args.pidfd = reinterpret_cast<std::uintptr_t>(&pidfd);
+    args.exit_signal = SIGCHLD;
+    if (cgroup_) {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = static_cast<std::uint64_t>(cgroup_->fd());
+    }
+    const long pid = ::syscall(SYS_clone3, &args, sizeof args);
+    if (pid == 0) run_child(plan_, pipes.child_ends(policy_.get(), control_end));
+    if (pid < 0)
+        throw UserNamespaceError(
+            "clone3(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWNET|CLONE_NEWIPC|"
+            "CLONE_NEWUTS|CLONE_NEWCGROUP)",
+            errno);
+    child_.emplace(pidfd, static_cast<pid_t>(pid));
+}
+
+Sandbox::~Sandbox() {
+    poller_.forget(this);
+    child_.reset();  // kills and reaps what is left
+}
+
+void Sandbox::open_streams(Pipes& pipes) {
+    UniqueFd child_stdin = std::move(pipes.in.write);
+    ::fcntl(child_stdin.get(), F_SETFL, O_NONBLOCK);
+    if (plan_.program_kind == Program::Kind::driver)
+        stdin_write_ = std::move(child_stdin);
+    else if (plan_.program_kind == Program::Kind::zygote)
+        child_stdin.reset();  // end of file at once: its jobs have their own
+    else if (plan_.stdin_program)
+        input_.emplace(Stream::preloaded(*plan_.stdin_program, std::move(child_stdin)));
+    else if (may_read_stdin())
+        input_.emplace(dup_fd(STDIN_FILENO), std::move(child_stdin), PIPE_BUF);
+    // else: the script's stdin is closed at once and reads EOF.
+    if (plan_.capture_output) {
+        out_.emplace(
+            Stream::captured(std::move(pipes.out.read), transcript_, Transcript::kStdout, budget_));
+        err_.emplace(
+            Stream::captured(std::move(pipes.err.read), transcript_, Transcript::kStderr, budget_));
+        return;
+    }
+    out_.emplace(std::move(pipes.out.read), dup_fd(STDOUT_FILENO),
+                 sys::write_size_after_pollout(STDOUT_FILENO), &budget_);
+    err_.emplace(std::move(pipes.err.read), dup_fd(STDERR_FILENO),
+                 sys::write_size_after_pollout(STDERR_FILENO), &budget_);
+}
+
+void Sandbox::feed_stdin(std::string content) {
+    if (!stdin_write_) return;
+    input_.emplace(Stream::preloaded(std::move(content), std::move(stdin_write_)));
+}
+
+bool Sandbox::orphaned() const {
+    return zygote_ && zygote_->ended();
+}
+
+bool Sandbox::finished() const {
+    if (!child_->reaped() || report_ || policy_open_) return false;
+    return out_->drained() && err_->drained();
+}
+
+void Sandbox::watch_stream(std::optional<Stream>& slot, sys::Poller& poller) {
+    using Interest = sys::Poller::Interest;
+    poller.watch(
+        [&slot] {
+            return Interest{slot && slot->wants_read() ? slot->from_fd() : -1, POLLIN};
+        },
+        [&slot](short revents) {
+            if (revents & (POLLIN | POLLHUP | POLLERR)) slot->on_readable();
+        },
+        this);
+    poller.watch(
+        [&slot] {
+            return Interest{slot && slot->wants_write() ? slot->to_fd() : -1, POLLOUT};
+        },
+        [&slot](short revents) {
+            if (revents & POLLOUT)
+                slot->on_writable();
+            else if (revents & (POLLERR | POLLHUP))
+                slot->on_sink_error();
+        },
+        this);
+}
+
+// The order is the order events are handled in one round: the child's reports before its
+// death, its output, and the reaping last.
+void Sandbox::watch(sys::Poller& poller) {
+    using Interest = sys::Poller::Interest;
+    poller.watch(
+        [this] {
+            return Interest{report_.get(), POLLIN};
+        },
+        [this](short) { on_report(); }, this);
+    poller.watch(
+        [this] {
+            return Interest{notify_.get(), POLLIN};
+        },
+        [this](short revents) {
+            if (revents & POLLIN)
+                on_notification();
+            else
+                notify_.reset();  // every filtered process is gone
+        },
+        this);
+    poller.watch(
+        [this] {
+            return Interest{policy_open_ ? policy_->fd() : -1, POLLIN};
+        },
+        [this](short) {
+            if (policy_->drain(policy_records_) == PolicyChannel::Drained::closed)
+                policy_open_ = false;
+        },
+        this);
+    if (control_) {
+        poller.watch(
+            [this] {
+                const bool open = !control_->closed();
+                return Interest{
+                    open ? control_->fd() : -1,
+                    static_cast<short>(POLLIN | (open && control_->wants_write() ? POLLOUT : 0))};
+            },
+            [this](short revents) {
+                if (revents & POLLOUT) control_->on_writable();
+                if (revents & (POLLIN | POLLHUP | POLLERR)) control_->on_readable();
+            },
+            this);
+    }
+    watch_stream(input_, poller);
+    watch_stream(out_, poller);
+    watch_stream(err_, poller);
+    poller.watch(
+        [this] {
+            return Interest{child_->reaped() ? -1 : child_->pidfd(), POLLIN};
+        },
+        [this](short) { init_status_ = child_->reap(); }, this);
+}
+
+void Sandbox::on_notification() {
+    if (syscalls_.handle(notify_.get())) child_->kill(SIGKILL);
+}
+
+void Sandbox::on_report() {
+    Report report;
+    int fd = -1;
+    ssize_t n = sys::receive_record(report_.get(), &report, sizeof report, fd);
+    if (n < 0 && errno == EINTR) return;
+    UniqueFd passed(fd);
+    if (n != static_cast<ssize_t>(sizeof report)) {
+        report_.reset();
+        return;
+    }
+    // Init sends each descriptor once, while it sets the sandbox up, before any script runs:
+    // the first of each kind is the one, whatever arrives later is dropped (and closed).
+    switch (report.kind) {
+        case ReportKind::listener:
+            if (!notify_) notify_ = std::move(passed);
+            break;
+        case ReportKind::proxy_listener:
+            if (!proxy_)
+                proxy_ =
+                    std::make_unique<proxy::Proxy>(std::move(passed), plan_.profile.network.allow);
+            break;
+        case ReportKind::work_dir:
+            if (!work_dir_) work_dir_ = std::move(passed);
+            break;
+        case ReportKind::exited: exited_ = report; break;
+        case ReportKind::setup_failed:
+        case ReportKind::exec_failed:
+            if (!failure_) failure_ = report;
+            break;
+    }
+}
+
+std::optional<Sandbox::Usage> Sandbox::interpreter_usage() {
+    if (!interpreter_ && running()) {
+        // The interpreter is init's first child: the oldest in init's list of children.
+        const std::string init = "/proc/" + std::to_string(child_->pid());
+        UniqueFd dir(::open((init + "/task/" + std::to_string(child_->pid())).c_str(),
+                            O_PATH | O_DIRECTORY | O_CLOEXEC));
+        const auto children = dir ? read_proc_text(dir.get(), "children") : std::nullopt;
+        pid_t pid = 0;
+        if (children) std::from_chars(children->data(), children->data() + children->size(), pid);
+        if (pid > 0)
+            interpreter_.reset(
+                ::open(("/proc/" + std::to_string(pid)).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    }
+    if (!interpreter_) return std::nullopt;
+    // Through the directory opened while it lived: a gone process's files cannot be opened, and
+    // its number, reused, names another process's.
+    const auto stat = read_proc_text(interpreter_.get(), "stat");
+    const auto status = read_proc_text(interpreter_.get(), "status");
+    if (!stat || !status) return std::nullopt;
+    const std::size_t after_name = stat->rfind(") ");
+    if (after_name == std::string::npos) return std::nullopt;
+    // Fields from the state on (proc(5): state is 3, utime 14, stime 15, cutime 16, cstime 17).
+    const std::string_view fields = std::string_view(*stat).substr(after_name + 2);
+    std::int64_t ticks = 0;
+    for (std::size_t field = 14; field <= 17; ++field) ticks += field_number(fields, field - 3);
+    Usage usage;
+    usage.cpu_ms = ticks * 1000 / ::sysconf(_SC_CLK_TCK);
+    if (const std::size_t hwm = status->find("\nVmHWM:"); hwm != std::string::npos) {
+        std::string_view rest = std::string_view(*status).substr(hwm + 7);
+        rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
+        std::from_chars(rest.data(), rest.data() + rest.size(), usage.max_rss_kib);
+    }
+    return usage;
+}
+
+CutOutput Sandbox::cut_output() {
+    CutOutput cut;
+    for (std::optional<Stream>* stream : {&out_, &err_}) (*stream)->read_available();
+    const Stream::Cut out = out_->cut();
+    const Stream::Cut err = err_->cut();
+    cut.stdout_bytes = out.total;
+    cut.stderr_bytes = err.total;
+    cut.stdout_omitted = out.omitted;
+    cut.stderr_omitted = err.omitted;
+    if (plan_.capture_output) {
+        std::vector<Transcript::Segment> order = transcript_.order();
+        const bool stdout_is_text = transcript_.is_text(Transcript::kStdout);
+        const bool stderr_is_text = transcript_.is_text(Transcript::kStderr);
+        cut.captured = Outcome::Captured{transcript_.take(Transcript::kStdout),
+                                         transcript_.take(Transcript::kStderr), std::move(order),
+                                         stdout_is_text, stderr_is_text};
+        transcript_.clear();
+    }
+    budget_ = OutputBudget::for_limit(plan_.profile.limits.output_limit);
+    return cut;
+}
+
+bool Sandbox::output_pending() const {
+    return out_->wants_write() || err_->wants_write();
+}
+
+void Sandbox::take_blocks(Outcome& outcome) {
+    syscalls_.take(outcome);
+    if (policy_) policy_->drain(policy_records_);
+    outcome.policy.blocks = std::move(policy_records_.blocks);
+    outcome.policy.hook_installed = policy_records_.hook_installed;
+    policy_records_.blocks.clear();
+}
+
+Outcome Sandbox::outcome(Ending ending) const {
+    const Clock::time_point end = Clock::now();
+    Outcome outcome;
+    using std::chrono::duration_cast;
+    using std::chrono::milliseconds;
+    const std::int64_t exec_ns = exited_ ? exited_->exec_mono_ns : 0;
+    if (exec_ns > 0) {
+        const auto exec_at = Clock::time_point(std::chrono::nanoseconds(exec_ns));
+        outcome.setup = duration_cast<milliseconds>(exec_at - start_);
+        outcome.wall = duration_cast<milliseconds>(end - exec_at);
+    } else {
+        outcome.wall = duration_cast<milliseconds>(end - start_);
+    }
+    if (exited_) {
+        outcome.cpu_ms = exited_->cpu_us / 1000;
+        outcome.max_rss_kib = exited_->max_rss_kib;
+    }
+    if (failure_) {
+        outcome.kind = failure_->kind == ReportKind::exec_failed ? Outcome::Kind::exec_failed
+                                                                 : Outcome::Kind::setup_failed;
+        outcome.error = failure_->error;
+        outcome.step = child_step_name(failure_->step);
+        outcome.detail = failure_->detail;
+    } else if (!syscalls_.killing_syscall().empty()) {
+        outcome.kind = Outcome::Kind::policy_violation;
+    } else if (ending.interrupted_by) {
+        outcome.kind = Outcome::Kind::interrupted;
+        outcome.signal = ending.interrupted_by;
+    } else if (ending.timed_out) {
+        outcome.kind = Outcome::Kind::timeout;
+    } else if (exited_ && WIFEXITED(exited_->wait_status)) {
+        outcome.kind = Outcome::Kind::exited;
+        outcome.exit_code = WEXITSTATUS(exited_->wait_status);
+    } else if (exited_ && WIFSIGNALED(exited_->wait_status)) {
+        outcome.kind = Outcome::Kind::signaled;
+        outcome.signal = WTERMSIG(exited_->wait_status);
+    } else if (zygote_ && zygote_->ended()) {
+        outcome.kind = Outcome::Kind::zygote_lost;
+        outcome.error = ECHILD;
+    } else {
+        outcome.kind = Outcome::Kind::lost;
+        outcome.signal = init_status_.si_code == CLD_KILLED ? init_status_.si_status : 0;
+    }
+    return outcome;
+}
+
+Supervised Sandbox::take(Ending ending) {
+    Supervised supervised;
+    supervised.outcome = outcome(ending);
+    Outcome& outcome = supervised.outcome;
+    CutOutput output = cut_output();
+    outcome.stdout_bytes = output.stdout_bytes;
+    outcome.stderr_bytes = output.stderr_bytes;
+    outcome.stdout_omitted = output.stdout_omitted;
+    outcome.stderr_omitted = output.stderr_omitted;
+    outcome.captured = std::move(output.captured);
+    syscalls_.report(outcome);
+    outcome.policy = std::move(policy_records_);
+    supervised.work_dir = std::move(work_dir_);
+    supervised.proxy = std::move(proxy_);
+    supervised.cgroup = std::move(cgroup_);
+    supervised.start_realtime_ns = start_realtime_ns_;
+    return supervised;
+}
+
+}  // namespace pysandbox

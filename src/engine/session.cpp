@@ -1,0 +1,426 @@
+#include "engine/session.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "engine/collect.hpp"
+#include "plan/units.hpp"
+#include "report/encoding.hpp"
+#include "report/exit_codes.hpp"
+#include "report/incident.hpp"
+#include "report/result.hpp"
+#include "sys/errors.hpp"
+#include "sys/sha256.hpp"
+
+namespace pysandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+// A value's repr, and a figure, as the driver may send them: more is the script's doing and is
+// dropped with a warning.
+constexpr std::size_t kMaxValue = 256 * 1024;
+constexpr std::size_t kMaxFigures = 32;
+constexpr std::string_view kPngBase64 = "iVBORw0KGgo";  // the PNG signature, base64
+
+bool is_base64_png(const std::string& text) {
+    if (!text.starts_with(kPngBase64) || text.size() % 4 != 0) return false;
+    return std::ranges::all_of(
+        text, [](unsigned char c) { return std::isalnum(c) || c == '+' || c == '/' || c == '='; });
+}
+
+const std::string* string_field(const json& message, const char* name) {
+    const auto it = message.find(name);
+    return it != message.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr;
+}
+
+}  // namespace
+
+Session::Session(const Plan& plan, sys::Poller& poller, Zygote* zygote)
+    : plan_(plan), poller_(poller), zygote_(zygote) {
+    using Interest = sys::Poller::Interest;
+    poller_.watch(
+        [this] {
+            return Interest{timer_.get(), POLLIN};
+        },
+        [this](short) { on_timer(); }, this);
+}
+
+Session::~Session() {
+    poller_.forget(this);
+}
+
+void Session::start() {
+    if (!sandbox_) start_sandbox();
+}
+
+void Session::start_sandbox() {
+    sandbox_start_ = Clock::now();
+    sandbox_ = zygote_ ? std::make_unique<Sandbox>(plan_, poller_, *zygote_)
+                       : std::make_unique<Sandbox>(plan_, poller_);
+    sandbox_->feed_stdin({});  // a cell's input() reads end of file
+    phase_ = Phase::starting;
+    ++sandboxes_;
+    files_seen_.clear();
+    usage_before_ = {};
+    last_usage_ = {};
+    oom_before_ = 0;
+    dropped_reported_ = 0;
+}
+
+void Session::continue_after(const Session& previous) {
+    cells_ = previous.cells_;
+    sandboxes_ += previous.sandboxes_;
+    output_name_ = previous.output_name_;
+    output_per_cell_ = previous.output_per_cell_;
+}
+
+void Session::run(Cell cell) {
+    cell_ = std::move(cell);
+    ++cells_;
+    cell_start_ = Clock::now();
+    cell_setup_ = milliseconds{0};
+    const milliseconds limit = plan_.profile.limits.wall_time;
+    timeout_ = cell_->timeout.count() > 0 ? std::min(cell_->timeout, limit) : limit;
+    if (!sandbox_) {
+        try {
+            start_sandbox();
+        } catch (const std::exception& e) {  // clone3 or the id maps: the host refused
+            Outcome outcome;
+            outcome.kind = Outcome::Kind::setup_failed;
+            outcome.error = EAGAIN;
+            outcome.step = "start a sandbox";
+            outcome.detail = e.what();
+            result_ = cell_result(std::move(outcome), nullptr);
+            cell_.reset();
+            return;
+        }
+    }
+    if (phase_ == Phase::idle) dispatch();
+}
+
+void Session::dispatch() {
+    token_ = encoding::random_hex(16);
+    json files = json::array();
+    for (const CellFile& file : cell_->files)
+        files.push_back({{"name", file.name}, {"data", encoding::base64(file.data)}});
+    json message = {{"kind", "cell"},      {"token", token_},
+                    {"cell", cells_},      {"filename", cell_filename()},
+                    {"code", cell_->code}, {"files", std::move(files)}};
+    if (cell_->argv) message["argv"] = *cell_->argv;
+    if (cell_->stdin_data) message["stdin"] = encoding::base64(*cell_->stdin_data);
+    sandbox_->control()->send(message);
+    const Clock::time_point now = Clock::now();
+    cell_setup_ = duration_cast<milliseconds>(now - cell_start_);
+    cell_start_ = now;
+    usage_before_ = sandbox_->interpreter_usage().value_or(usage_before_);
+    if (cgroup::RunCgroup* cgroup = sandbox_->cgroup()) oom_before_ = cgroup->oom_kills();
+    timed_out_ = false;
+    timer_.arm(timeout_);
+    phase_ = Phase::running;
+}
+
+// The cell's timeout, then the grace after the interrupt.
+void Session::on_timer() {
+    timer_.acknowledge();
+    if (phase_ == Phase::running) {
+        timed_out_ = true;
+        interrupt();
+    } else if (phase_ == Phase::interrupting) {
+        interrupt(true);
+    }
+}
+
+void Session::interrupt(bool kill_now) {
+    if (!sandbox_ || (phase_ != Phase::running && phase_ != Phase::interrupting)) return;
+    if (kill_now || phase_ == Phase::interrupting) {
+        if (auto usage = sandbox_->interpreter_usage()) last_usage_ = *usage;
+        sandbox_->kill();
+        return;
+    }
+    sandbox_->signal(SIGINT);  // init passes it on: KeyboardInterrupt in the cell
+    timer_.arm(kInterruptGrace);
+    phase_ = Phase::interrupting;
+}
+
+void Session::close(int interrupted_by) {
+    if (!sandbox_) return;
+    if (cell_ && interrupted_by != 0) {
+        interrupted_by_ = interrupted_by;  // on_sandbox_end answers the cell
+    } else {
+        cell_.reset();
+        phase_ = Phase::ending;
+    }
+    sandbox_->kill();
+}
+
+void Session::advance() {
+    if (!sandbox_) return;
+    if (ControlChannel* control = sandbox_->control())
+        while (auto message = control->receive()) {
+            on_message(*message);
+            if (!sandbox_) return;
+        }
+    if (sandbox_->finished()) on_sandbox_end();
+}
+
+void Session::on_message(const json& message) {
+    const std::string* kind = string_field(message, "kind");
+    if (kind == nullptr) return;
+    if (*kind == "ready" && phase_ == Phase::starting) {
+        phase_ = Phase::idle;
+        if (const auto failed = message.find("failed");
+            failed != message.end() && failed->is_object())
+            for (const auto& [module, error] : failed->items())
+                warnings_.push_back("python.preload: " + module.substr(0, 200) +
+                                    " could not be imported (" +
+                                    (error.is_string() ? error.get<std::string>().substr(0, 300)
+                                                       : std::string("?")) +
+                                    ")");
+        if (cell_) dispatch();
+        return;
+    }
+    const bool in_cell = phase_ == Phase::running || phase_ == Phase::interrupting;
+    const std::string* token = string_field(message, "token");
+    if (*kind == "done" && in_cell && token != nullptr && *token == token_) finish(&message);
+}
+
+// The cell ended and its sandbox lives on.
+void Session::finish(const json* done) {
+    timer_.disarm();
+    Outcome outcome = cell_outcome(done, nullptr);
+    result_ = cell_result(std::move(outcome), done);
+    cell_.reset();
+    phase_ = Phase::idle;
+}
+
+void Session::on_sandbox_end() {
+    timer_.disarm();
+    const bool in_cell = phase_ == Phase::running || phase_ == Phase::interrupting;
+    Supervised ended = sandbox_->take(Ending{timed_out_ && in_cell, interrupted_by_});
+    interrupted_by_ = 0;
+    if (in_cell || (phase_ == Phase::starting && cell_)) {
+        Outcome outcome = cell_outcome(nullptr, &ended);
+        result_ = cell_result(std::move(outcome), nullptr);
+        cell_.reset();
+    } else if (phase_ == Phase::starting) {
+        if (sandboxes_ == 1) start_failure_ = std::move(ended.outcome);
+    } else if (phase_ == Phase::idle) {
+        const std::string why = human_summary(plan_, ended.outcome);
+        warnings_.push_back("the sandbox ended between cells" +
+                            (why.empty() ? "" : " (" + why + ")") +
+                            "; its state is lost: this cell ran in a fresh sandbox");
+    }
+    if (ended.proxy) ended.proxy->stop();
+    sandbox_.reset();
+    phase_ = Phase::none;
+}
+
+Outcome Session::cell_outcome(const json* done, Supervised* ended) {
+    Outcome outcome;
+    if (ended != nullptr) {
+        outcome = std::move(ended->outcome);
+        // The exited report has the interpreter's whole CPU time and peak; without one (the
+        // sandbox was killed) the last reading stands.
+        const Sandbox::Usage total =
+            outcome.cpu_ms > 0 ? Sandbox::Usage{outcome.cpu_ms, outcome.max_rss_kib} : last_usage_;
+        outcome.session_cpu_ms = total.cpu_ms;
+        outcome.cpu_ms = std::max<std::int64_t>(0, total.cpu_ms - usage_before_.cpu_ms);
+        outcome.max_rss_kib = total.max_rss_kib;
+        if (ended->work_dir) list_files(ended->work_dir.get(), outcome);
+        if (ended->proxy) outcome.blocked_connections = ended->proxy->take_blocked();
+        if (ended->cgroup) outcome.oom_kills = ended->cgroup->oom_kills() - oom_before_;
+    } else {
+        CutOutput cut = sandbox_->cut_output();
+        outcome.captured = std::move(cut.captured);
+        outcome.stdout_bytes = cut.stdout_bytes;
+        outcome.stderr_bytes = cut.stderr_bytes;
+        outcome.stdout_omitted = cut.stdout_omitted;
+        outcome.stderr_omitted = cut.stderr_omitted;
+        sandbox_->take_blocks(outcome);
+        const Sandbox::Usage now = sandbox_->interpreter_usage().value_or(usage_before_);
+        last_usage_ = now;
+        outcome.session_cpu_ms = now.cpu_ms;
+        outcome.cpu_ms = std::max<std::int64_t>(0, now.cpu_ms - usage_before_.cpu_ms);
+        outcome.max_rss_kib = now.max_rss_kib;
+        outcome.kind = timed_out_ ? Outcome::Kind::timeout : Outcome::Kind::exited;
+        const std::string* how = string_field(*done, "outcome");
+        if (how != nullptr && *how == "exception") outcome.exit_code = 1;
+        if (how != nullptr && *how == "exit") {
+            const auto code = done->find("exit_code");
+            outcome.exit_code =
+                code != done->end() && code->is_number_integer() ? code->get<int>() & 0xff : 1;
+        }
+        outcome.sandbox_kept = true;
+        if (sandbox_->work_dir() >= 0) list_files(sandbox_->work_dir(), outcome);
+        if (proxy::Proxy* proxy = sandbox_->proxy())
+            outcome.blocked_connections = proxy->take_blocked();
+        if (cgroup::RunCgroup* cgroup = sandbox_->cgroup())
+            outcome.oom_kills = cgroup->oom_kills() - oom_before_;
+    }
+    outcome.setup = cell_setup_;
+    outcome.wall = duration_cast<milliseconds>(Clock::now() - cell_start_);
+    return outcome;
+}
+
+// What the cell changed under /tmp/work; with --output-dir, copied to DIR/cell-N.
+void Session::list_files(int work_dir, Outcome& outcome) {
+    const Clock::time_point start = Clock::now();
+    ArtifactTarget target;
+    sys::UniqueFd cell_dir;
+    const std::string numbered = "cell-" + std::to_string(cells_);
+    const std::string name = output_name_.empty() ? numbered
+                             : output_per_cell_   ? output_name_ + "-" + numbered
+                                                  : output_name_;
+    if (plan_.output_dir) {
+        target = {artifacts::kHostDirMissing, *plan_.output_dir + "/" + name};
+        if (!output_dir_ && ::mkdir(plan_.output_dir->c_str(), 0755) == 0)
+            output_dir_.reset(
+                ::open(plan_.output_dir->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        const int dir = plan_.output_dir_fd ? plan_.output_dir_fd.get() : output_dir_.get();
+        if (dir >= 0 && ::mkdirat(dir, name.c_str(), 0755) == 0) {
+            cell_dir.reset(
+                ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            if (cell_dir && plan_.ids.privileged)
+                ::fchown(cell_dir.get(), plan_.ids.outer_uid, plan_.ids.outer_gid);
+        }
+        if (cell_dir)
+            target.dir = cell_dir.get();
+        else
+            outcome.warnings.push_back("--output-dir: cannot create " + target.path + ": " +
+                                       std::strerror(errno) + "; no artifact was copied");
+        files_seen_ = list_artifacts(plan_, work_dir, target, &files_seen_, outcome);
+        drop_inputs(outcome, cell_dir.get());
+        if (cell_dir && outcome.files.empty()) ::unlinkat(dir, name.c_str(), AT_REMOVEDIR);
+    } else {
+        files_seen_ = list_artifacts(plan_, work_dir, target, &files_seen_, outcome);
+        drop_inputs(outcome, -1);
+    }
+    outcome.collect = duration_cast<milliseconds>(Clock::now() - start);
+}
+
+// The request's own files, as the cell found them, are not something it made: they leave the
+// listing (and their copies the cell's directory, `cell_dir`).
+void Session::drop_inputs(Outcome& outcome, int cell_dir) const {
+    if (!cell_ || cell_->files.empty()) return;
+    std::erase_if(outcome.files, [&](const artifacts::Artifact& file) {
+        const bool input = std::ranges::any_of(cell_->files, [&](const CellFile& given) {
+            return given.name == file.path && file.sha256 == Sha256::of(given.data);
+        });
+        if (input && cell_dir >= 0 && file.host_path) ::unlinkat(cell_dir, file.path.c_str(), 0);
+        return input;
+    });
+}
+
+ordered_json one_shot_result(ordered_json result) {
+    for (const char* field : {"cell", "sandbox", "state"}) result.erase(field);
+    // "interrupted" says a sandbox went on after a limit stopped the cell; this one does not.
+    for (auto& violation : result["violations"])
+        if (violation["action"] == "interrupted") violation["action"] = "killed";
+    if (result["status"] == "timeout")
+        result["message"] = "wall-clock limit of " +
+                            units::format_duration(milliseconds(
+                                result["limits"]["wall_time_ms"].get<std::int64_t>())) +
+                            " reached; the run was stopped";
+    return result;
+}
+
+std::string Session::cell_filename() const {
+    if (cell_ && !cell_->filename.empty()) return cell_->filename;
+    return "<cell-" + std::to_string(cells_) + ">";
+}
+
+// What the driver said of the cell (its value, figures, a file it could not place), checked: more
+// than the bounds is the script's doing and is dropped with a warning.
+void Session::add_driver_words(ordered_json& result, const json* done) {
+    json value = nullptr;
+    json figures = json::array();
+    if (done != nullptr) {
+        if (const std::string* repr = string_field(*done, "value")) {
+            if (repr->size() <= kMaxValue)
+                value = *repr;
+            else
+                warnings_.push_back("the cell's value was over " + std::to_string(kMaxValue) +
+                                    " bytes and was dropped");
+        }
+        if (const auto pngs = done->find("figures"); pngs != done->end() && pngs->is_array())
+            for (const auto& png : *pngs) {
+                if (png.is_string() && is_base64_png(png.get_ref<const std::string&>()) &&
+                    figures.size() < kMaxFigures)
+                    figures.push_back({{"media_type", "image/png"}, {"data", png}});
+                else
+                    warnings_.push_back("a figure that is not a PNG (or one too many) was dropped");
+            }
+        const auto omitted = done->find("figures_omitted");
+        if (omitted != done->end() && omitted->is_number_unsigned() &&
+            omitted->get<std::uint64_t>())
+            warnings_.push_back(std::to_string(omitted->get<std::uint64_t>()) +
+                                " figures were left out (at most 32 and 16 MiB of PNG a cell)");
+        if (const std::string* problem = string_field(*done, "files_error"))
+            warnings_.push_back("a file could not be placed in /tmp/work: " +
+                                problem->substr(0, 300));
+    }
+    result["value"] = std::move(value);
+    result["figures"] = std::move(figures);
+}
+
+ordered_json Session::cell_result(Outcome outcome, const json* done) {
+    // As run logs a run: each cell in which something was blocked.
+    const ordered_json incident =
+        incident::cell_entry(plan_, outcome, cell_filename(), cell_ ? cell_->code : "");
+    if (!incident.is_null())
+        if (std::string problem = incident::append(plan_, incident); !problem.empty())
+            warnings_.push_back(problem);
+    const bool kept = outcome.sandbox_kept;
+    const bool timed_out = outcome.kind == Outcome::Kind::timeout;
+    const int exit_code = exit_codes::for_outcome(outcome);
+    const std::string file = cell_filename();
+    ordered_json body = result_json(plan_, std::move(outcome), exit_code, file);
+
+    ordered_json result = {{"schema", body["schema"]}, {"version", body["version"]}};
+    result["id"] = cell_ ? cell_->id : json(nullptr);
+    result["cell"] = cells_;
+    result["sandbox"] = sandboxes_;
+    result["state"] = kept ? "kept" : "lost";
+    for (auto& [key, value] : body.items())
+        if (key != "schema" && key != "version") result[key] = std::move(value);
+    result["limits"]["wall_time_ms"] = timeout_.count();
+    if (timed_out)
+        result["message"] =
+            "the cell's timeout of " + units::format_duration(timeout_) + " was reached; " +
+            (kept ? "it was interrupted (KeyboardInterrupt) and the session's state was kept"
+                  : "it did not stop within " + units::format_duration(kInterruptGrace) +
+                        " of the interrupt, so the sandbox was killed and the session's state "
+                        "is lost");
+
+    add_driver_words(result, done);
+    if (const std::uint64_t dropped =
+            sandbox_ && sandbox_->control() ? sandbox_->control()->dropped() : 0;
+        dropped > dropped_reported_) {
+        warnings_.push_back(std::to_string(dropped - dropped_reported_) +
+                            " malformed messages on the driver's channel were dropped");
+        dropped_reported_ = dropped;
+    }
+    if (cell_)
+        for (const std::string& warning : cell_->warnings) result["warnings"].push_back(warning);
+    for (std::string& warning : warnings_) result["warnings"].push_back(std::move(warning));
+    warnings_.clear();
+    return result;
+}
+
+std::optional<ordered_json> Session::take_result() {
+    return std::exchange(result_, std::nullopt);
+}
+
+}  // namespace pysandbox

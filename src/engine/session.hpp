@@ -1,0 +1,159 @@
+#pragma once
+// A session: one sandboxed interpreter, the cell driver (src/python/pysandbox_driver.py), that
+// keeps its state across cells. The engine under `pysandbox session` (fronts/session.cpp) and the
+// server's sessions and calls.
+//
+// One cell at a time. The supervisor keeps each cell's time: at its timeout the script gets SIGINT
+// (a plain loop ends in KeyboardInterrupt and the state is kept); if the cell has not answered
+// after kInterruptGrace the sandbox is killed, the state is lost, and the next cell runs in a fresh
+// sandbox. What the driver says (a cell's end, its value, figures) is the script's word, taken
+// only with the cell's token; how the cell ended (timeout, limits, a dead sandbox), its usage and
+// "state" are the supervisor's own evidence.
+//
+// The owner drives the poll loop and calls advance() after each round.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/artifacts.hpp"
+#include "engine/sandbox.hpp"
+#include "engine/zygote.hpp"
+#include "plan/plan.hpp"
+#include "report/outcome.hpp"
+#include "sys/poller.hpp"
+#include "sys/timer_fd.hpp"
+
+namespace pysandbox {
+
+// How long an interrupted cell may take to stop before its sandbox is killed.
+inline constexpr std::chrono::milliseconds kInterruptGrace{500};
+
+// A file placed in /tmp/work before a cell's code runs.
+struct CellFile {
+    std::string name;  // a plain name (is_plain_name), checked by the front
+    std::string data;
+};
+
+struct Cell {
+    nlohmann::json id;  // echoed in the result
+    std::string code;
+    std::chrono::milliseconds timeout{0};  // 0: the profile's wall_time (at most that anyway)
+    std::vector<CellFile> files;
+    std::vector<std::string> warnings;  // what the front adjusted (for the result)
+    // A batch job's: sys.argv and sys.stdin for this cell (else [""] and end of file), and the
+    // name its code has in tracebacks (else "<cell-N>").
+    std::optional<std::vector<std::string>> argv;
+    std::optional<std::string> stdin_data;
+    std::string filename;
+};
+
+// A cell's result as the result of a sandbox that ran that one cell only (an MCP call, a batch
+// job): without the session's fields (cell, sandbox, state), a timeout said as `run` says it.
+nlohmann::ordered_json one_shot_result(nlohmann::ordered_json cell_result);
+
+class Session {
+  public:
+    // The plan must be the driver's (Program::Kind::driver) and outlive the session. With a
+    // zygote (made for that plan, outliving the session), its sandboxes are forked by it.
+    Session(const Plan& plan, sys::Poller& poller, Zygote* zygote = nullptr);
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    // Starts a sandbox now, ahead of the first cell. Throws UserNamespaceError or SysError.
+    void start();
+    // The sandbox is started and its driver ready, with no cell running.
+    bool ready() const { return phase_ == Phase::idle; }
+    // Its sandbox was forked by a zygote that has ended (Sandbox::orphaned).
+    bool orphaned() const { return sandbox_ && sandbox_->orphaned(); }
+    // No cell is running or waiting: run() may be called.
+    bool idle() const { return !cell_ && !result_; }
+    // The first sandbox could not start (the outcome says why); the session cannot go on.
+    const std::optional<Outcome>& start_failure() const { return start_failure_; }
+
+    // Runs `cell` (when idle()); starts a sandbox first if there is none. Its result comes from
+    // take_result() once it is there.
+    void run(Cell cell);
+    std::optional<nlohmann::ordered_json> take_result();
+
+    // Called after each round of the poll loop: what the sandbox said or did.
+    void advance();
+
+    // Interrupts the running cell as its timeout would, without being one: SIGINT, and the kill
+    // if the cell has not answered after kInterruptGrace (or at once, or when asked again).
+    void interrupt(bool kill_now = false);
+
+    // Output of the sandbox's not yet written to pysandbox's own stdout or stderr (passed through,
+    // at a terminal).
+    bool output_pending() const { return sandbox_ && sandbox_->output_pending(); }
+
+    // Goes on from `previous` (whose state was lost): its cell and sandbox numbers and output
+    // names, in this session's own (warm) sandbox.
+    void continue_after(const Session& previous);
+
+    // Names the host copies of this session's cells (--output-dir): DIR/NAME-cell-N, or DIR/NAME
+    // for a session that runs one cell only (an MCP call, a batch job). Default: DIR/cell-N.
+    void name_output(std::string name, bool per_cell) {
+        output_name_ = std::move(name);
+        output_per_cell_ = per_cell;
+    }
+
+    // Ends the sandbox; closed() once nothing of it is left. A cell that is running (or waiting
+    // for its sandbox) when pysandbox got a signal is answered, as `run` answers: killed, by
+    // `interrupted_by`; otherwise (0) it is dropped.
+    void close(int interrupted_by = 0);
+    bool closed() const { return phase_ == Phase::none && !sandbox_; }
+
+  private:
+    enum class Phase { none, starting, idle, running, interrupting, ending };
+
+    void start_sandbox();
+    void dispatch();
+    void on_timer();
+    void on_message(const nlohmann::json& message);
+    void on_sandbox_end();
+    void finish(const nlohmann::json* done);
+    Outcome cell_outcome(const nlohmann::json* done, Supervised* ended);
+    void list_files(int work_dir, Outcome& outcome);
+    void drop_inputs(Outcome& outcome, int cell_dir) const;
+    std::string cell_filename() const;
+    nlohmann::ordered_json cell_result(Outcome outcome, const nlohmann::json* done);
+    void add_driver_words(nlohmann::ordered_json& result, const nlohmann::json* done);
+
+    const Plan& plan_;
+    sys::Poller& poller_;
+    Zygote* zygote_;
+    sys::TimerFd timer_;
+    std::unique_ptr<Sandbox> sandbox_;
+    Phase phase_ = Phase::none;
+    int sandboxes_ = 0;
+    std::optional<Outcome> start_failure_;
+    std::vector<std::string> warnings_;  // for the next result
+    std::chrono::steady_clock::time_point sandbox_start_;
+
+    std::optional<Cell> cell_;
+    int cells_ = 0;
+    std::string token_;
+    std::chrono::milliseconds timeout_{0};
+    std::chrono::steady_clock::time_point cell_start_;
+    std::chrono::milliseconds cell_setup_{0};  // the sandbox start this cell waited for
+    Sandbox::Usage usage_before_;              // the interpreter's, when the cell began
+    Sandbox::Usage last_usage_;                // the latest reading, for a sandbox that was killed
+    std::uint64_t oom_before_ = 0;
+    std::uint64_t dropped_reported_ = 0;  // malformed driver messages already warned about
+    bool timed_out_ = false;
+    int interrupted_by_ = 0;          // the signal that closed the session during a cell
+    artifacts::Snapshot files_seen_;  // /tmp/work after the previous cell
+    sys::UniqueFd output_dir_;        // --output-dir, once made (when the plan found none)
+    std::string output_name_;
+    bool output_per_cell_ = true;
+    std::optional<nlohmann::ordered_json> result_;
+};
+
+}  // namespace pysandbox

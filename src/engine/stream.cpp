@@ -1,0 +1,285 @@
+#include "engine/stream.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <new>
+
+#include "sys/write_size.hpp"
+
+namespace pysandbox {
+
+namespace {
+
+// A large capture fills its reservation 4 KiB page by 4 KiB page, a fault each. Populating the
+// next stretch ahead in one call costs the same memory without the faults. Only a hint: a kernel
+// without MADV_POPULATE_WRITE (before 5.14) says EINVAL and the pages fault in as before.
+void populate(const char* from, std::size_t size) {
+    constexpr std::uintptr_t kPage = 4096;
+    const auto begin = reinterpret_cast<std::uintptr_t>(from) & ~(kPage - 1);
+    const auto end = reinterpret_cast<std::uintptr_t>(from) + size;
+    ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
+
+// A reservation for a large output limit, backed by 2 MiB pages where the host allows it
+// (transparent_hugepage "madvise" or "always"): one fault, one charge and one zeroing pass per
+// 2 MiB instead of 512 of each. A hint, like populate(): ignored where it does not apply. Only
+// above kHugeFrom: with THP's defrag set to "madvise", a fault there may compact memory first,
+// a stall worth risking for a gigabyte kept, not for the default 16 MiB limit's 12 MiB.
+constexpr std::size_t kHugeFrom = 64 << 20;
+
+void prefer_huge_pages(const char* from, std::size_t size) {
+    if (size < kHugeFrom) return;
+    constexpr std::uintptr_t kHuge = 2 << 20;
+    const auto begin = (reinterpret_cast<std::uintptr_t>(from) + kHuge - 1) & ~(kHuge - 1);
+    const auto end = (reinterpret_cast<std::uintptr_t>(from) + size) & ~(kHuge - 1);
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
+}  // namespace
+
+void Transcript::append(Channel channel, std::string_view bytes) {
+    if (bytes.empty()) return;
+    std::string& text = text_[channel];
+    if (const std::size_t size = text.size() + bytes.size();
+        size > text.capacity() && size > kGrowDirectly && expected_ > size) {
+        try {
+            text.reserve(expected_);
+            prefer_huge_pages(text.data(), text.capacity());
+        } catch (const std::bad_alloc&) {  // a host that refuses the address space: doubling
+        }
+    }
+    if (const std::size_t size = text.size() + bytes.size();
+        text.capacity() > kGrowDirectly && size > populated_[channel]) {
+        const std::size_t upto = std::min(text.capacity(), size + kPopulateAhead);
+        populate(text.data() + populated_[channel], upto - populated_[channel]);
+        populated_[channel] = upto;
+    }
+    text.append(bytes);
+    scanned_[channel] = tally_[channel].add(text, scanned_[channel]);
+    if (!order_.empty() && order_.back().channel == channel && unordered_[0] + unordered_[1] == 0)
+        order_.back().length += bytes.size();
+    else if (order_.size() < kMaxSegments)
+        order_.push_back({channel, bytes.size()});
+    else
+        unordered_[channel] += bytes.size();
+}
+
+std::vector<Transcript::Segment> Transcript::order() const {
+    std::vector<Segment> order = order_;
+    for (Channel channel : {kStdout, kStderr})
+        if (unordered_[channel] > 0) order.push_back({channel, unordered_[channel]});
+    return order;
+}
+
+void TailRing::push(const char* data, std::size_t n) {
+    if (n >= capacity_) {  // only the newest capacity_ bytes can survive
+        omitted_ += ring_.size() + (n - capacity_);
+        ring_.assign(data + n - capacity_, data + n);
+        next_ = 0;
+        return;
+    }
+    const std::size_t fill = std::min(n, capacity_ - ring_.size());
+    ring_.insert(ring_.end(), data, data + fill);
+    data += fill;
+    n -= fill;
+    while (n > 0) {  // full: overwrite the oldest bytes, which start at next_
+        const std::size_t count = std::min(n, capacity_ - next_);
+        std::memcpy(ring_.data() + next_, data, count);
+        next_ = (next_ + count) % capacity_;
+        omitted_ += count;
+        data += count;
+        n -= count;
+    }
+}
+
+TailRing::Slots TailRing::slots(std::size_t at_least) {
+    if (capacity_ == 0 || capacity_ < at_least || ring_.size() < capacity_)
+        return {nullptr, 0, nullptr, 0};
+    return {ring_.data() + next_, capacity_ - next_, ring_.data(), next_};
+}
+
+void TailRing::commit(std::size_t n) {
+    assert(n <= capacity_ && ring_.size() == capacity_);
+    next_ = (next_ + n) % capacity_;
+    omitted_ += n;
+}
+
+std::string TailRing::drain() {
+    std::string out;
+    if (omitted_ > 0) out = "\n[... " + std::to_string(omitted_) + " bytes omitted ...]\n";
+    out.append(ring_.begin() + static_cast<long>(next_), ring_.end());
+    out.append(ring_.begin(), ring_.begin() + static_cast<long>(next_));
+    ring_.clear();
+    next_ = 0;
+    omitted_ = 0;
+    return out;
+}
+
+Stream::Stream(sys::UniqueFd from, sys::UniqueFd to, std::size_t write_chunk, OutputBudget* budget)
+    : from_(std::move(from)),
+      to_(std::move(to)),
+      write_chunk_(write_chunk),
+      budget_(budget),
+      tail_(budget ? budget->tail_capacity : 0) {
+    struct stat st {};
+    splice_ = budget_ != nullptr && to_ && ::fstat(to_.get(), &st) == 0 && S_ISFIFO(st.st_mode);
+    if (splice_) sys::grow_pipe(to_.get());
+}
+
+Stream Stream::preloaded(std::string content, sys::UniqueFd to) {
+    Stream stream(sys::UniqueFd{}, std::move(to), PIPE_BUF);
+    stream.pending_ = std::move(content);
+    stream.close_sink_if_done();
+    return stream;
+}
+
+Stream Stream::captured(sys::UniqueFd from, Transcript& transcript, Transcript::Channel channel,
+                        OutputBudget& budget) {
+    Stream stream(std::move(from), sys::UniqueFd{}, 0, &budget);
+    // The head, then the tail and the line saying what was omitted between them (cut()).
+    transcript.expect(static_cast<std::size_t>(budget.head_left) + budget.tail_capacity + 64);
+    stream.transcript_ = &transcript;
+    stream.channel_ = channel;
+    return stream;
+}
+
+void Stream::deliver(std::string_view bytes) {
+    if (transcript_ != nullptr)
+        transcript_->append(channel_, bytes);
+    else
+        pending_.append(bytes);
+}
+
+void Stream::admit(const char* data, std::size_t n) {
+    if (budget_ == nullptr) {
+        pending_.append(data, n);
+        return;
+    }
+    std::size_t head = static_cast<std::size_t>(std::min<std::uint64_t>(n, budget_->head_left));
+    deliver({data, head});
+    budget_->head_left -= head;
+    if (head < n) tail_.push(data + head, n - head);
+}
+
+bool Stream::splice_head() {
+    constexpr std::size_t kMaxSplice = 1 << 20;
+    const std::size_t count =
+        static_cast<std::size_t>(std::min<std::uint64_t>(budget_->head_left, kMaxSplice));
+    ssize_t n = ::splice(from_.get(), nullptr, to_.get(), nullptr, count,
+                         SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
+    if (n > 0) {
+        total_ += static_cast<std::uint64_t>(n);
+        budget_->head_left -= static_cast<std::uint64_t>(n);
+    } else if (n == 0) {
+        from_.reset();
+        close_sink_if_done();
+    } else if (errno == EAGAIN) {
+        sink_full_ = true;  // the source was readable, so it is the sink that is full
+    } else if (errno == EPIPE) {
+        on_sink_error();
+    } else if (errno != EINTR) {
+        return false;
+    }
+    return true;
+}
+
+void Stream::on_readable() {
+    read_once();
+}
+
+Stream::Read Stream::read_once() {
+    if (splice_ && pending() == 0 && budget_->head_left > 0) {
+        const std::uint64_t before = total_;
+        if (splice_head()) return total_ > before ? Read::data : from_ ? Read::again : Read::end;
+        splice_ = false;
+    }
+    char chunk[kBuffer];
+    // Past the head, with the tail's ring full: straight into the ring.
+    const TailRing::Slots ring = budget_ != nullptr && budget_->head_left == 0
+                                     ? tail_.slots(kBuffer)
+                                     : TailRing::Slots{nullptr, 0, nullptr, 0};
+    iovec parts[2] = {{chunk, sizeof chunk - pending()}, {nullptr, 0}};
+    if (ring.first_size > 0) {
+        parts[0] = {ring.first, ring.first_size};
+        parts[1] = {ring.second, ring.second_size};
+    }
+    ssize_t n = ::readv(from_.get(), parts, parts[1].iov_len > 0 ? 2 : 1);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return Read::again;
+    if (n <= 0) {
+        from_.reset();
+        if (budget_ != nullptr) deliver_tail();
+        close_sink_if_done();
+        return Read::end;
+    }
+    total_ += static_cast<std::uint64_t>(n);
+    if (ring.first_size > 0)
+        tail_.commit(static_cast<std::size_t>(n));
+    else
+        admit(chunk, static_cast<std::size_t>(n));
+    return Read::data;
+}
+
+// Bounded: a script that keeps writing cannot hold the supervisor here; what it writes after the
+// reads belongs to whatever comes next.
+void Stream::read_available() {
+    constexpr int kMaxReads = 64;
+    for (int i = 0; i < kMaxReads && wants_read(); ++i)
+        if (read_once() != Read::data) return;
+}
+
+void Stream::deliver_tail() {
+    omitted_ += tail_.omitted();
+    deliver(tail_.drain());
+}
+
+Stream::Cut Stream::cut() {
+    if (budget_ != nullptr) deliver_tail();
+    const Cut cut{total_, omitted_};
+    total_ = 0;
+    omitted_ = 0;
+    return cut;
+}
+
+void Stream::on_writable() {
+    if (sink_full_) {  // room again: the next readable source is spliced
+        sink_full_ = false;
+        return;
+    }
+    std::size_t count = std::min(pending(), write_chunk_);
+    ssize_t n = ::write(to_.get(), pending_.data() + offset_, count);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n < 0) {  // the reader went away (EPIPE): so does the writer, as in a pipeline
+        on_sink_error();
+        return;
+    }
+    offset_ += static_cast<std::size_t>(n);
+    if (offset_ == pending_.size() || offset_ > kBuffer) {
+        pending_.erase(0, offset_);
+        offset_ = 0;
+    }
+    close_sink_if_done();
+}
+
+void Stream::on_sink_error() {
+    to_.reset();
+    from_.reset();
+    pending_.clear();
+    offset_ = 0;
+}
+
+// For the script's stdin: the script sees EOF once everything was delivered.
+void Stream::close_sink_if_done() {
+    if (!from_ && pending() == 0) to_.reset();
+}
+
+}  // namespace pysandbox

@@ -1,0 +1,164 @@
+#pragma once
+// Byte streams the supervisor copies without ever blocking: the caller's stdin to the script, the
+// script's stdout and stderr to the caller. Output is capped: the first half of the output limit
+// (all streams together, in arrival order) passes through; after that each stream keeps only its
+// last bytes, delivered at its end after a "[... N bytes omitted ...]" marker. The supervisor's
+// memory stays bounded whatever the script prints.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "report/encoding.hpp"
+#include "report/outcome.hpp"
+#include "sys/unique_fd.hpp"
+
+namespace pysandbox {
+
+// The head budget shared by every output stream.
+struct OutputBudget {
+    std::uint64_t head_left;
+    std::size_t tail_capacity;  // per stream
+    static OutputBudget for_limit(std::uint64_t limit) { return {limit / 2, limit / 4}; }
+};
+
+// Output kept in memory for the JSON result instead of being written out: each stream's bytes
+// once, and the order they arrived in as segments (which stream, how many bytes) over them.
+class Transcript {
+  public:
+    using Channel = OutputSegment::Channel;
+    static constexpr Channel kStdout = OutputSegment::kStdout;
+    static constexpr Channel kStderr = OutputSegment::kStderr;
+    using Segment = OutputSegment;
+    // Streams that alternate more often than this keep their bytes but not the order of the
+    // rest: the last two segments then cover what is left of stdout, then of stderr.
+    static constexpr std::size_t kMaxSegments = 4096;
+
+    void append(Channel channel, std::string_view bytes);
+    Transcript() = default;
+    explicit Transcript(std::size_t expected) : expected_(expected) {}
+    // At most how many bytes a channel will hold (the output budget's head and tail): once it
+    // outgrows kGrowDirectly, room for that many is reserved at once. Untouched pages of the
+    // reservation cost address space, not memory, and doubling a 100 MiB string would map,
+    // fault in and copy about twice that.
+    void expect(std::size_t bytes) { expected_ = bytes; }
+    static constexpr std::size_t kGrowDirectly = 256 * 1024;
+    // The arrival order (call before take()).
+    std::vector<Segment> order() const;
+    // Whether a channel's bytes are text (encoding::is_text), known without another pass: each
+    // piece is checked as it arrives, while it is still in the cache. Call before take().
+    bool is_text(Channel channel) const {
+        return tally_[channel].text(text_[channel].size(), scanned_[channel]);
+    }
+    // Hands over one channel's bytes.
+    std::string take(Channel channel) { return std::move(text_[channel]); }
+    // Starts again, empty (a session's next cell).
+    void clear() { *this = Transcript{expected_}; }
+
+  private:
+    std::string text_[2];
+    std::size_t expected_ = 0;
+    static constexpr std::size_t kPopulateAhead = 4 << 20;
+    std::size_t populated_[2] = {0, 0};  // bytes of each reservation known to be backed
+    encoding::TextTally tally_[2];
+    std::size_t scanned_[2] = {0, 0};      // bytes the tally has passed
+    std::vector<Segment> order_;           // adjacent segments of one channel merged
+    std::uint64_t unordered_[2] = {0, 0};  // bytes past kMaxSegments
+};
+
+// The last `capacity` bytes of a stream, and how many fell out before them.
+class TailRing {
+  public:
+    explicit TailRing(std::size_t capacity) : capacity_(capacity) {}
+    void push(const char* data, std::size_t n);
+    // Once the ring is full, the stream can be read straight into it: the two stretches, oldest
+    // bytes first, that the next bytes overwrite (empty until then, and for a ring smaller than
+    // `at_least`: a read into it would take less than a read does, and a cell's last reads are
+    // counted). commit(n) says n bytes were put there. Output past the head takes one copy, from
+    // the pipe into the ring, not two.
+    struct Slots {
+        char* first;
+        std::size_t first_size;
+        char* second;
+        std::size_t second_size;
+    };
+    Slots slots(std::size_t at_least);
+    void commit(std::size_t n);
+    std::uint64_t omitted() const { return omitted_; }
+    // The marker (when something was omitted) followed by the kept bytes, oldest first; the ring
+    // is then empty and counts from zero.
+    std::string drain();
+
+  private:
+    std::size_t capacity_;
+    std::vector<char> ring_;
+    std::size_t next_ = 0;  // where the next byte goes once the ring is full
+    std::uint64_t omitted_ = 0;
+};
+
+class Stream {
+  public:
+    // `budget` is null for the script's stdin, which is not capped.
+    Stream(sys::UniqueFd from, sys::UniqueFd to, std::size_t write_chunk,
+           OutputBudget* budget = nullptr);
+    // A stream whose whole content is known up front (the program given on stdin).
+    static Stream preloaded(std::string content, sys::UniqueFd to);
+    // An output stream kept in `transcript` rather than written to a file descriptor.
+    static Stream captured(sys::UniqueFd from, Transcript& transcript, Transcript::Channel channel,
+                           OutputBudget& budget);
+
+    bool wants_read() const { return from_ && pending() < kBuffer && !sink_full_; }
+    bool wants_write() const { return to_ && (pending() > 0 || sink_full_); }
+    // The source is exhausted and everything read was delivered (or can never be).
+    bool drained() const { return !from_ && (pending() == 0 || !to_); }
+    int from_fd() const { return from_.get(); }
+    int to_fd() const { return to_.get(); }
+    std::uint64_t total() const { return total_; }
+    std::uint64_t omitted() const { return omitted_ + tail_.omitted(); }
+
+    void on_readable();
+    // Reads what the source holds now, without waiting for more (a bounded number of reads).
+    void read_available();
+    // Ends the current part of the output (a session's cell): the tail kept so far is delivered
+    // after its marker, and the counts start again from zero. Returns them as they were.
+    struct Cut {
+        std::uint64_t total = 0;
+        std::uint64_t omitted = 0;
+    };
+    Cut cut();
+    void on_writable();
+    void on_sink_error();  // nothing more can be delivered
+
+  private:
+    static constexpr std::size_t kBuffer = 64 * 1024;
+
+    std::size_t pending() const { return pending_.size() - offset_; }
+    void admit(const char* data, std::size_t n);
+    void deliver(std::string_view bytes);  // to the sink: pending_, or the transcript
+    void close_sink_if_done();
+    bool splice_head();  // false: splicing is not possible here, copy instead
+    void deliver_tail();
+    enum class Read { data, again, end };
+    Read read_once();
+
+    sys::UniqueFd from_;
+    sys::UniqueFd to_;
+    std::size_t write_chunk_;
+    OutputBudget* budget_;
+    TailRing tail_;
+    Transcript* transcript_ = nullptr;
+    Transcript::Channel channel_ = Transcript::kStdout;
+    std::string pending_;  // read, not yet written; bytes before offset_ are written
+    std::size_t offset_ = 0;
+    std::uint64_t total_ = 0;
+    std::uint64_t omitted_ = 0;  // in tails already delivered since the last cut
+    // Pipe to pipe, the head of the output moves in the kernel (splice) without a copy through
+    // this process; sink_full_ waits for the sink to drain.
+    bool splice_ = false;
+    bool sink_full_ = false;
+};
+
+}  // namespace pysandbox

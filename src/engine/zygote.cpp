@@ -1,0 +1,219 @@
+#include "engine/zygote.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "engine/sandbox.hpp"
+#include "inside/job_spec.hpp"
+#include "plan/profile.hpp"
+#include "sys/errors.hpp"
+#include "sys/records.hpp"
+#include "wire/zygote_protocol.hpp"
+
+namespace pysandbox {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// A zygote imports the profile's preload before it is ready: a second or two for datascience's,
+// much more on a loaded host.
+constexpr milliseconds kStartTimeout{60'000};
+// A fork is a clone3 and two small writes.
+constexpr milliseconds kForkTimeout{10'000};
+
+// Waits until `fd` is readable; false when `timeout` passed first.
+bool wait_readable(int fd, milliseconds timeout) {
+    const Clock::time_point end = Clock::now() + timeout;
+    for (;;) {
+        const auto left = std::chrono::duration_cast<milliseconds>(end - Clock::now());
+        pollfd watched{fd, POLLIN, 0};
+        const int n = ::poll(&watched, 1, static_cast<int>(std::max<long>(left.count(), 0)));
+        if (n > 0) return true;
+        if (n == 0) return false;
+        if (errno != EINTR) throw SysError("poll(zygote channel)", errno);
+    }
+}
+
+// A pidfd's process number as this process sees it (/proc/self/fdinfo, "Pid:").
+pid_t pid_of(int pidfd) {
+    const std::string path = "/proc/self/fdinfo/" + std::to_string(pidfd);
+    sys::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    char text[1024];
+    const ssize_t n = fd ? ::read(fd.get(), text, sizeof text - 1) : -1;
+    if (n <= 0) throw SysError("read(" + path + ")", errno);
+    const std::string_view info(text, static_cast<std::size_t>(n));
+    const std::size_t at = info.find("\nPid:\t");
+    pid_t pid = 0;
+    if (at != std::string_view::npos)
+        std::from_chars(info.data() + at + 6, info.data() + info.size(), pid);
+    if (pid <= 0) throw SysError("the forked sandbox's pid (" + path + ")", ESRCH);
+    return pid;
+}
+
+}  // namespace
+
+// One zygote: its sandbox, its channel, and what it said.
+class Zygote::Process : public ZygoteLife {
+  public:
+    Process(const Plan& plan, sys::Poller& poller)
+        : sandbox_(plan, poller), channel_(sandbox_.take_zygote_channel()) {}
+
+    // Reads its Ready record if it is there (or waits up to `timeout` for it); true once ready.
+    bool ready(milliseconds timeout = milliseconds{0}) {
+        if (state_ != State::starting) return state_ == State::ready;
+        if (!wait_readable(channel_.get(), timeout)) return false;
+        zygote::Ready record;
+        int fd = -1;
+        const ssize_t n = sys::receive_record(channel_.get(), &record, sizeof record, fd);
+        self_.reset(fd);
+        if (n == sizeof record && record.magic == zygote::kMagic && record.error == 0 && self_) {
+            state_ = State::ready;
+            return true;
+        }
+        state_ = State::ended;
+        if (n == sizeof record && record.magic == zygote::kMagic)
+            failure_ = std::string(record.detail, strnlen(record.detail, sizeof record.detail)) +
+                       ": " + std::strerror(record.error);
+        else
+            failure_ = "it ended before it was ready";
+        return false;
+    }
+
+    // Its sandbox ended, or the zygote itself: the kernel makes its pidfd readable before its
+    // jobs, whose death signal it sends as it exits, can be seen to end.
+    bool ended() override {
+        if (state_ == State::ended) return true;
+        pollfd self{self_.get(), POLLIN, 0};
+        if (!sandbox_.running() || (self_ && ::poll(&self, 1, 0) > 0)) {
+            state_ = State::ended;
+            if (failure_.empty()) failure_ = "it ended";
+        }
+        return state_ == State::ended;
+    }
+    const std::string& failure() const { return failure_; }
+    std::size_t forks() const { return forks_; }
+
+    // None when the channel failed: this zygote serves no more, and the sandbox may be asked of
+    // another. Throws SysError when the zygote could not fork it.
+    std::optional<Forked> fork(const ChildFds& ends, std::shared_ptr<ZygoteLife> self) {
+        zygote::SpawnRequest request;
+        int fds[6] = {ends.report_write, ends.stdin_read, ends.stdout_write, ends.stderr_write};
+        std::size_t count = 4;
+        if (ends.policy_write >= 0) {
+            request.fds |= zygote::kPolicyEnd;
+            fds[count++] = ends.policy_write;
+        }
+        if (ends.control >= 0) {
+            request.fds |= zygote::kControlEnd;
+            fds[count++] = ends.control;
+        }
+        if (sys::send_record_fds(channel_.get(), &request, sizeof request, fds, count) < 0)
+            return lost("send(zygote channel)", errno);
+        if (!wait_readable(channel_.get(), kForkTimeout))
+            return lost("the zygote's answer", ETIMEDOUT);
+        zygote::SpawnReply reply;
+        int pidfd = -1;
+        const ssize_t n = sys::receive_record(channel_.get(), &reply, sizeof reply, pidfd);
+        sys::UniqueFd owned(pidfd);
+        if (n != sizeof reply || reply.magic != zygote::kMagic)
+            return lost("receive(zygote channel)", n < 0 ? errno : EPROTO);
+        if (reply.error != 0)
+            throw SysError(
+                "the zygote could not fork the sandbox: " +
+                    std::string(reply.detail, strnlen(reply.detail, sizeof reply.detail)),
+                reply.error);
+        if (!owned) return lost("the zygote's answer carried no pidfd", EPROTO);
+        ++forks_;
+        Forked forked;
+        forked.pid = pid_of(owned.get());
+        forked.pidfd = std::move(owned);
+        forked.zygote = std::move(self);
+        return forked;
+    }
+
+  private:
+    enum class State { starting, ready, ended };
+
+    std::optional<Forked> lost(const std::string& what, int error) {
+        state_ = State::ended;
+        failure_ = what + ": " + std::strerror(error);
+        sandbox_.kill();
+        return std::nullopt;
+    }
+
+    Sandbox sandbox_;
+    sys::UniqueFd channel_;
+    sys::UniqueFd self_;  // the zygote's pidfd, from its Ready record
+    State state_ = State::starting;
+    std::string failure_;
+    std::size_t forks_ = 0;
+};
+
+Zygote::Zygote(const Plan& job_plan, const Plan& zygote_plan, sys::Poller& poller)
+    : job_plan_(job_plan), zygote_plan_(zygote_plan), poller_(poller), current_(start()) {}
+
+Zygote::~Zygote() = default;
+
+std::shared_ptr<Zygote::Process> Zygote::start() {
+    return std::make_shared<Process>(zygote_plan_, poller_);
+}
+
+bool Zygote::ready() const {
+    return current_ && !current_->ended() && current_->ready();
+}
+
+void Zygote::advance() {
+    if (current_ && current_->ended()) current_.reset();
+    if (!next_ && (!current_ || current_->forks() >= kForksPerZygote)) {
+        try {
+            next_ = start();
+        } catch (const std::exception&) {
+            return;  // the next fork() says why
+        }
+    }
+    if (next_ && next_->ready()) current_ = std::move(next_);
+    if (next_ && next_->ended()) next_.reset();
+}
+
+Forked Zygote::fork(const ChildFds& ends) {
+    // A zygote that ended between two requests (or during this one) is replaced once: the
+    // sandbox asked for had nothing to do with it.
+    for (int attempt = 0;; ++attempt) {
+        if (!current_ || current_->ended()) current_ = next_ ? std::move(next_) : start();
+        if (!current_->ready(kStartTimeout)) {
+            const std::string why =
+                current_->ended() ? current_->failure() : "it was not ready in time";
+            current_.reset();
+            throw SysError("the fork server's zygote did not start (" + why + ")", EAGAIN);
+        }
+        if (auto forked = current_->fork(ends, current_)) return std::move(*forked);
+        if (attempt == 1)
+            throw SysError("the fork server's zygote ended (" + current_->failure() + ")", ECHILD);
+    }
+}
+
+std::unique_ptr<const Plan> plan_zygote(const Plan& job_plan, const std::string& profile,
+                                        const Overrides& overrides,
+                                        const std::vector<std::string>& host_env) {
+    if (overrides.workdir || !overrides.inputs.empty())
+        throw UsageError("--fork: --workdir and --input are not supported with a fork server");
+    Request request;
+    request.program.kind = Program::Kind::zygote;
+    request.program.text = write_job_spec(job_plan);
+    request.overrides = overrides;
+    request.capture_output = true;
+    return make_plan(load_profile(profile, profile_search_dirs()), request, host_env);
+}
+
+}  // namespace pysandbox

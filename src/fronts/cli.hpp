@@ -1,0 +1,112 @@
+#pragma once
+// The command line, defined once with CLI11: parsing, --help, the man page's option list and the
+// shell completions all come from build_cli(). Values are parsed into the core's types as they are
+// read (a Request, plan.hpp's input): a bad value is a CLI::ValidationError naming the flag.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "plan/request.hpp"
+
+namespace pysandbox {
+
+enum class Command { none, run, check, session, mcp, batch, profile_list, profile_show, doctor };
+
+// `pysandbox run`.
+struct RunInvocation {
+    std::string profile = "default";
+    Request request;
+    // As typed, until the run command's callback turns them into request.program.
+    std::optional<std::string> code;  // -c CODE
+    std::string script;               // path, or "-" for stdin; empty with -c
+};
+
+// `pysandbox check`.
+struct CheckInvocation {
+    std::string profile = "default";
+    std::string script;
+    std::optional<std::string> incident_log;
+    bool json = false;
+};
+
+// `pysandbox session`.
+struct SessionInvocation {
+    std::string profile = "default";
+    Overrides overrides;
+    bool ndjson = false;   // NDJSON even when stdin is a terminal
+    std::size_t pool = 0;  // sandboxes kept started for after a lost state
+    int verbose = 0;
+};
+
+// `pysandbox mcp`.
+struct McpInvocation {
+    std::vector<std::string> profiles;  // offered; the first is the default ("default" if none)
+    std::size_t pool = 1;               // warm sandboxes kept per profile
+    std::size_t max_sessions = 16;      // live sessions at once
+    std::size_t max_calls = 0;          // calls running at once; 0: one per CPU
+    Overrides overrides;
+    int verbose = 0;
+};
+
+// `pysandbox batch`.
+struct BatchInvocation {
+    std::vector<std::string> profiles;  // those a job may name; the first is the default
+    std::size_t jobs = 0;               // at once; 0: one per CPU
+    bool keep_order = false;            // results in the input's order, not as jobs finish
+    bool fork = false;                  // experimental: jobs forked by a zygote (zygote.hpp)
+    std::string jobs_file;              // "-": stdin
+    Overrides overrides;
+    int verbose = 0;
+};
+
+struct Invocation {
+    Command command = Command::none;
+    bool doctor_json = false;
+    RunInvocation run;
+    CheckInvocation check;
+    SessionInvocation session;
+    McpInvocation mcp;
+    BatchInvocation batch;
+    std::string profile_name;  // `profile show NAME`
+};
+
+// The CLI11 app bound to `out`: every command, or only the one named `only`. Call parse() on it,
+// then read `out.command`.
+std::unique_ptr<CLI::App> build_cli(Invocation& out, std::string_view only = {});
+
+// argv split at the first "--": CLI11 parses the head, the tail goes verbatim to the script.
+struct SplitArgs {
+    std::vector<std::string> head;  // without argv[0], reversed as CLI11's parse(vector) wants
+    std::vector<std::string> script_args;
+};
+SplitArgs split_at_double_dash(int argc, const char* const* argv);
+
+// One parse of one command line: the app, and what it filled.
+class CommandLine {
+  public:
+    // Throws CLI::ParseError: --help and --version (exit code 0) and every bad command line.
+    void parse(int argc, const char* const* argv);
+    const Invocation& invocation() const { return invocation_; }
+    Invocation& invocation() { return invocation_; }
+    // After parse(), also one that threw: prints help and version (CLI::App::exit).
+    CLI::App& app() { return *app_; }
+    // Whether the command line named the command and it parsed.
+    bool parsed(std::string_view command) const;
+    // Whether --json was given to run or check: also known when the rest of the line was bad.
+    bool json_requested() const;
+
+  private:
+    const CLI::App* command(std::string_view name) const;
+
+    Invocation invocation_;
+    std::unique_ptr<CLI::App> app_;
+};
+
+// Parses argv into an Invocation. Throws CLI::ParseError (help, version and errors alike).
+Invocation parse_command_line(int argc, const char* const* argv);
+
+}  // namespace pysandbox

@@ -1,0 +1,212 @@
+#include "fronts/doctor.hpp"
+
+#include <linux/magic.h>
+#include <sched.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "embed/version.hpp"
+#include "engine/execute.hpp"
+#include "plan/landlock_rules.hpp"
+#include "plan/plan.hpp"
+#include "plan/profile.hpp"
+#include "sys/cgroup.hpp"
+
+namespace pysandbox::doctor {
+namespace {
+
+std::string read_first_line(const std::string& path) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+// In a child, so that doctor itself stays in the host's namespace. A child that cannot be
+// started or waited for proves nothing: the check fails, naming the call.
+Check check_user_namespaces() {
+    Check check{"user namespaces", false, true, {}, {}};
+    pid_t pid = ::fork();
+    if (pid == 0) _exit(::unshare(CLONE_NEWUSER) == 0 ? 0 : errno);
+    if (pid < 0) {
+        check.detail = std::string("fork: ") + std::strerror(errno);
+        check.fix = "doctor could not start a process to try: raise the process limit";
+        return check;
+    }
+    int status = 0;
+    pid_t waited;
+    while ((waited = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (waited < 0) {
+        check.detail = std::string("waitpid: ") + std::strerror(errno);
+        check.fix = "doctor could not wait for its own child: is SIGCHLD ignored by its caller?";
+        return check;
+    }
+    int error = WIFEXITED(status) ? WEXITSTATUS(status) : EINVAL;
+    check.ok = error == 0;
+    check.detail = check.ok ? "unshare(CLONE_NEWUSER) works"
+                            : std::string("unshare(CLONE_NEWUSER): ") + std::strerror(error);
+    if (!check.ok) check.fix = user_namespace_hint();
+    return check;
+}
+
+Check check_apparmor() {
+    Check check{"AppArmor user-namespace restriction", true, true, "not restricted", {}};
+    if (read_first_line("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" &&
+        ::geteuid() != 0) {
+        check.ok = false;
+        check.detail = "kernel.apparmor_restrict_unprivileged_userns = 1 (Ubuntu 23.10+)";
+        check.fix = user_namespace_hint();
+    }
+    return check;
+}
+
+Check check_seccomp() {
+    Check check{"seccomp user notification", false, true, {}, {}};
+    std::string actions = read_first_line("/proc/sys/kernel/seccomp/actions_avail");
+    check.ok = (" " + actions + " ").find(" user_notif ") != std::string::npos;
+    check.detail = actions.empty() ? "no seccomp in this kernel" : "actions: " + actions;
+    if (!check.ok) check.fix = "use a kernel >= 5.0 built with CONFIG_SECCOMP_FILTER";
+    return check;
+}
+
+Check check_landlock() {
+    int abi = landlock::kernel_abi();
+    Check check{"Landlock", abi > 0, false, {}, {}};
+    check.detail = abi > 0 ? "ABI " + std::to_string(abi) : "not available";
+    if (!check.ok)
+        check.fix =
+            "optional: a kernel >= 5.13 with lsm=...,landlock on its command line; "
+            "without it, runs report Landlock as degraded";
+    return check;
+}
+
+// The same decision a run makes (cgroup::find_own_delegation), so doctor and the result agree.
+Check check_cgroup() {
+    Check check{"cgroup v2 delegation", false, false, {}, {}};
+    auto found = cgroup::find_own_delegation();
+    if (auto* delegation = std::get_if<cgroup::Delegation>(&found)) {
+        check.ok = true;
+        check.detail = "runs get a child cgroup of " + delegation->dir.string();
+    } else {
+        check.detail = std::get<cgroup::Unavailable>(found) + " (rlimits are used)";
+        check.fix =
+            "optional: run under systemd-run --user --scope -p Delegate=yes with memory "
+            "and pids enabled in cgroup.subtree_control; without it, memory and "
+            "processes are limited with rlimits";
+    }
+    return check;
+}
+
+Check check_interpreter(const Profile& profile) {
+    Check check{"interpreter", false, true, {}, {}};
+    check.ok = ::access(profile.interpreter.c_str(), X_OK) == 0;
+    check.detail = profile.interpreter +
+                   (check.ok ? " is executable" : ": " + std::string(std::strerror(errno)));
+    if (!check.ok)
+        check.fix =
+            "install python3 (apt-get install python3) or set [python] interpreter in "
+            "the profile";
+    return check;
+}
+
+// The real thing: `pysandbox run -c pass` with the default profile.
+Check check_end_to_end(const Profile& profile) {
+    Check check{"end-to-end sandbox", false, true, {}, {}};
+    try {
+        Request request;
+        request.program = {Program::Kind::code, "pass", {}};
+        auto plan = make_plan(profile, request, {});
+        Outcome outcome = execute(*plan);
+        check.ok = outcome.kind == Outcome::Kind::exited && outcome.exit_code == 0;
+        check.detail =
+            check.ok ? "python ran in the sandbox; setup took " +
+                           std::to_string(outcome.setup.count()) + " ms"
+                     : outcome.step + ": " + outcome.detail + ": " + std::strerror(outcome.error);
+    } catch (const std::exception& e) {
+        check.detail = e.what();
+    }
+    if (!check.ok) check.fix = "see the failed checks above";
+    return check;
+}
+
+bool all_required_pass(const std::vector<Check>& checks) {
+    return std::ranges::all_of(checks, [](const Check& c) { return c.ok || !c.required; });
+}
+
+}  // namespace
+
+std::string user_namespace_hint() {
+    std::ifstream apparmor("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+    int restricted = 0;
+    if (apparmor >> restricted && restricted == 1)
+        return "AppArmor restricts unprivileged user namespaces: "
+               "sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0 (or install an AppArmor "
+               "profile for pysandbox)";
+    std::ifstream max_ns("/proc/sys/user/max_user_namespaces");
+    long max = -1;
+    if (max_ns >> max && max == 0) return "sudo sysctl user.max_user_namespaces=15000";
+    std::ifstream debian("/proc/sys/kernel/unprivileged_userns_clone");
+    int allowed = 1;
+    if (debian >> allowed && allowed == 0) return "sudo sysctl kernel.unprivileged_userns_clone=1";
+    return "check that user namespaces are enabled (pysandbox doctor)";
+}
+
+std::vector<Check> run_checks() {
+    std::vector<Check> checks{check_user_namespaces(), check_apparmor(), check_seccomp(),
+                              check_landlock(), check_cgroup()};
+    try {
+        Profile profile = load_profile("default", profile_search_dirs());
+        checks.push_back(check_interpreter(profile));
+        if (all_required_pass(checks)) checks.push_back(check_end_to_end(profile));
+    } catch (const std::exception& e) {
+        checks.push_back({"default profile", false, true, e.what(),
+                          "reinstall pysandbox or fix the profile named above"});
+    }
+    return checks;
+}
+
+nlohmann::ordered_json report_json(const std::vector<Check>& checks) {
+    nlohmann::ordered_json out = {{"schema", kDoctorSchema},
+                                  {"version", kVersion},
+                                  {"ok", all_required_pass(checks)},
+                                  {"checks", nlohmann::ordered_json::array()}};
+    for (const auto& c : checks)
+        out["checks"].push_back(
+            {{"name", c.name},
+             {"ok", c.ok},
+             {"required", c.required},
+             {"detail", c.detail},
+             {"fix", c.ok ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(c.fix)}});
+    return out;
+}
+
+int report(const std::vector<Check>& checks, bool json) {
+    const bool ready = all_required_pass(checks);
+    if (json) {
+        std::cout << report_json(checks).dump(2) << "\n";
+    } else {
+        for (const auto& c : checks) {
+            const char* mark = c.ok ? "ok  " : (c.required ? "FAIL" : "warn");
+            std::cout << mark << "  " << c.name << ": " << c.detail << "\n";
+            if (!c.ok) std::cout << "      fix: " << c.fix << "\n";
+        }
+        std::cout << (ready
+                          ? "pysandbox can run scripts here.\n"
+                          : "pysandbox cannot run scripts here until the FAIL lines are fixed.\n");
+    }
+    return ready ? 0 : 1;
+}
+
+}  // namespace pysandbox::doctor

@@ -1,0 +1,499 @@
+#include "fronts/mcp.hpp"
+
+#include <grp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include "embed/result_schema.hpp"
+#include "embed/version.hpp"
+#include "engine/pool.hpp"
+#include "engine/session.hpp"
+#include "fronts/cell_request.hpp"
+#include "fronts/mcp_tools.hpp"
+#include "plan/plan.hpp"
+#include "plan/profile.hpp"
+#include "report/encoding.hpp"
+#include "report/exit_codes.hpp"
+#include "report/json_text.hpp"
+#include "sys/errors.hpp"
+#include "sys/line_io.hpp"
+#include "sys/poller.hpp"
+#include "sys/signal_fd.hpp"
+
+namespace pysandbox {
+namespace {
+
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+// The protocol versions spoken, oldest first. The newest is answered to a client that asks for
+// one not listed (MCP lifecycle, "Version Negotiation").
+constexpr std::string_view kProtocolVersions[] = {"2025-06-18", "2025-11-25"};
+constexpr std::string_view kLatestProtocol = kProtocolVersions[std::size(kProtocolVersions) - 1];
+// A message may carry files for /tmp/work: as much as the largest /tmp, in base64, and more.
+constexpr std::size_t kMaxMessage = 256 * 1024 * 1024;
+
+// JSON-RPC 2.0 error codes.
+constexpr int kParseError = -32700;
+constexpr int kInvalidRequest = -32600;
+constexpr int kMethodNotFound = -32601;
+constexpr int kInvalidParams = -32602;
+
+// A JSON-RPC error; the message comes back as the request's error.
+struct RpcError {
+    int code;
+    std::string message;
+};
+
+// A tools/call of run_python, from its arrival to its answer.
+struct Call {
+    json id;  // the JSON-RPC request's
+    Offer* offer = nullptr;
+    std::string session_id;  // empty: a one-shot sandbox
+    Cell cell;
+};
+
+// A one-shot call's own sandbox, for its one cell.
+struct OneShot {
+    Call call;
+    std::unique_ptr<Session> session;
+};
+
+struct NamedSession {
+    Offer* offer = nullptr;
+    std::unique_ptr<Session> session;
+    std::optional<Call> running;  // its cell, or cancelled: its result is not answered
+    bool cancelled = false;
+};
+
+class Server {
+  public:
+    Server(std::vector<Offer> offers, const McpInvocation& invocation, sys::SignalFd& signals)
+        : offers_(std::move(offers)),
+          max_sessions_(invocation.max_sessions),
+          max_calls_(invocation.max_calls),
+          verbose_(invocation.verbose),
+          signals_(signals),
+          input_(STDIN_FILENO, kMaxMessage),
+          output_(STDOUT_FILENO),
+          schema_(ordered_json::parse(kResultSchemaText)) {
+        for (const Offer& offer : offers_) offered_.push_back(offer.name);
+        using Interest = sys::Poller::Interest;
+        poller_.watch(
+            [this] {
+                return Interest{signals_.get(), POLLIN};
+            },
+            [this](short) { on_signal(); });
+        watch_lines(poller_, input_, output_, [] { return true; });
+        tools_ = mcp::tool_list(offered_, schema_);
+    }
+
+    void start_pools(std::size_t size) {
+        for (Offer& offer : offers_)
+            offer.pool = std::make_unique<Pool>(*offer.plan, poller_, size);
+    }
+
+    int run() {
+        for (;;) {
+            poller_.poll_once();
+            // After the answers of the last round went out: sandboxes that served end, new ones
+            // start.
+            for (Offer& offer : offers_) offer.pool->advance();
+            answer_one_shots();
+            answer_sessions();
+            while (!stopping_) {
+                auto line = input_.next();
+                if (!line) break;
+                on_line(*line);
+            }
+            start_calls();
+            if (output_.broken()) stop(0);
+            // Stdin closed: the calls already made are answered, then the server ends.
+            if (input_.exhausted() && waiting_.empty() && running() == 0) stop(0);
+            if (stopping_ && output_.flushed()) return exit_code_;
+        }
+    }
+
+  private:
+    void say(const std::string& line) const {
+        if (verbose_ > 0) std::cerr << "pysandbox mcp: " << line << std::endl;
+    }
+
+    void send(const ordered_json& message) { output_.write(dump_line(message) + "\n"); }
+
+    void respond(const json& id, ordered_json result) {
+        send({{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}});
+    }
+
+    void respond_error(const json& id, const RpcError& error) {
+        send({{"jsonrpc", "2.0"},
+              {"id", id},
+              {"error", {{"code", error.code}, {"message", error.message}}}});
+    }
+
+    // ------------------------------------------------------------------ messages in
+
+    void on_line(const LineReader::Line& line) {
+        if (line.too_long) {
+            respond_error(nullptr, {kInvalidRequest, "the message is over the server's limit"});
+            return;
+        }
+        if (line.text.find_first_not_of(" \t\r") == std::string::npos) return;
+        const json message = json::parse(line.text, nullptr, false);
+        if (message.is_discarded()) {
+            respond_error(nullptr, {kParseError, "the message is not valid JSON"});
+            return;
+        }
+        if (message.is_array()) {  // JSON-RPC batches left MCP in 2025-06-18
+            respond_error(nullptr,
+                          {kInvalidRequest, "batches are not supported; one message a line"});
+            return;
+        }
+        if (!message.is_object()) {
+            respond_error(nullptr, {kInvalidRequest, "a message must be a JSON object"});
+            return;
+        }
+        const auto id_it = message.find("id");
+        const bool has_id = id_it != message.end();
+        const json id =
+            has_id && (id_it->is_string() || id_it->is_number_integer()) ? *id_it : json(nullptr);
+        const auto method = message.find("method");
+        if (message.value("jsonrpc", json()) != "2.0" || method == message.end() ||
+            !method->is_string() || (has_id && id.is_null())) {
+            // A response from the client (we send no requests) is not answered.
+            if (method == message.end() &&
+                (message.contains("result") || message.contains("error")))
+                return;
+            respond_error(id, {kInvalidRequest, "not a JSON-RPC 2.0 request"});
+            return;
+        }
+        const json params = message.value("params", json::object());
+        if (!has_id) {
+            on_notification(method->get<std::string>(), params);
+            return;
+        }
+        try {
+            on_request(id, method->get<std::string>(), params);
+        } catch (const RpcError& error) {
+            respond_error(id, error);
+        }
+    }
+
+    void on_notification(const std::string& method, const json& params) {
+        if (method == "notifications/cancelled" && params.is_object()) {
+            const auto request = params.find("requestId");
+            if (request != params.end()) cancel(*request);
+        }
+        // notifications/initialized and any other: nothing to do, and never an answer.
+    }
+
+    void on_request(const json& id, const std::string& method, const json& params) {
+        if (!params.is_object()) throw RpcError{kInvalidParams, "params must be an object"};
+        if (method == "initialize") {
+            initialize(id, params);
+        } else if (method == "ping") {
+            respond(id, ordered_json::object());
+        } else if (method == "tools/list") {
+            respond(id, {{"tools", tools_}});
+        } else if (method == "tools/call") {
+            call_tool(id, params);
+        } else {
+            throw RpcError{kMethodNotFound, "no method \"" + method + "\""};
+        }
+    }
+
+    void initialize(const json& id, const json& params) {
+        const auto asked = params.find("protocolVersion");
+        protocol_ = kLatestProtocol;
+        if (asked != params.end() && asked->is_string() &&
+            std::ranges::find(kProtocolVersions, asked->get<std::string>()) !=
+                std::end(kProtocolVersions))
+            protocol_ = asked->get<std::string>();
+        respond(id, {{"protocolVersion", protocol_},
+                     {"capabilities", {{"tools", {{"listChanged", false}}}}},
+                     {"serverInfo",
+                      {{"name", "pysandbox"}, {"title", "pysandbox"}, {"version", kVersion}}},
+                     {"instructions",
+                      "run_python runs Python 3 in an isolated sandbox (no network, no host files, "
+                      "limits on time, memory and output) and returns its output, the value of a "
+                      "final expression, figures as images and the files it wrote. For state "
+                      "across calls, start_session and pass its session_id."}});
+    }
+
+    // Arguments a tool cannot run with. 2025-06-18 counts them among the protocol errors;
+    // 2025-11-25 answers them as a tool's error, which the model reads and can correct (SEP-1303).
+    void refuse(const json& id, const std::string& message) {
+        if (protocol_ == "2025-06-18")
+            respond_error(id, {kInvalidParams, message});
+        else
+            respond(id, mcp::tool_error(message));
+    }
+
+    void call_tool(const json& id, const json& params) {
+        const auto name = params.find("name");
+        if (name == params.end() || !name->is_string())
+            throw RpcError{kInvalidParams, "tools/call needs a \"name\""};
+        const json arguments = params.value("arguments", json::object());
+        if (!arguments.is_object())
+            throw RpcError{kInvalidParams, "tools/call's \"arguments\" must be an object"};
+        const std::string tool = name->get<std::string>();
+        if (tool != "run_python" && tool != "start_session" && tool != "end_session")
+            throw RpcError{
+                kInvalidParams,
+                "no tool \"" + tool + "\" (tools: run_python, start_session, end_session)"};
+        try {
+            if (tool == "run_python")
+                run_python(id, arguments);
+            else if (tool == "start_session")
+                start_session(id, arguments);
+            else
+                end_session(id, arguments);
+        } catch (const std::invalid_argument& e) {
+            refuse(id, e.what());
+        }
+    }
+
+    Offer& offer_named(const std::optional<std::string>& name) {
+        if (!name) return offers_.front();
+        return *std::ranges::find(offers_, *name, &Offer::name);
+    }
+
+    NamedSession& session_named(const std::string& session_id) {
+        const auto it = sessions_.find(session_id);
+        if (it == sessions_.end())
+            throw std::invalid_argument("no session \"" + session_id +
+                                        "\" (it ended, or was never started: start_session)");
+        return it->second;
+    }
+
+    void run_python(const json& id, const json& arguments) {
+        const mcp::RunArguments run = mcp::parse_run_arguments(arguments, offered_);
+        Call call;
+        call.id = id;
+        if (run.session_id) {
+            call.offer = session_named(*run.session_id).offer;
+            call.session_id = *run.session_id;
+        } else {
+            call.offer = &offer_named(run.profile);
+        }
+        call.cell = parse_cell_fields(arguments, call.offer->plan->profile.limits);
+        call.cell.id = id;
+        if (in_flight(id)) throw RpcError{kInvalidRequest, "a request with this id is running"};
+        waiting_.push_back(std::move(call));
+    }
+
+    void start_session(const json& id, const json& arguments) {
+        Offer& offer = offer_named(mcp::parse_start_arguments(arguments, offered_));
+        if (sessions_.size() >= max_sessions_)
+            throw std::invalid_argument("this server keeps at most " +
+                                        std::to_string(max_sessions_) +
+                                        " sessions (--max-sessions): end one first");
+        std::string session_id = encoding::random_hex(12);
+        NamedSession& named = sessions_[session_id];
+        named.offer = &offer;
+        named.session = offer.pool->take();
+        named.session->name_output("session-" + session_id, true);
+        say("session " + session_id + " started (" + offer.name + ")");
+        respond(id, {{"content", ordered_json::array(
+                                     {{{"type", "text"}, {"text", "session_id: " + session_id}}})},
+                     {"structuredContent", {{"session_id", session_id}}}});
+    }
+
+    void end_session(const json& id, const json& arguments) {
+        const std::string session_id = mcp::parse_end_arguments(arguments);
+        session_named(session_id);
+        // Calls still waiting for it are answered: the session they named is gone.
+        std::erase_if(waiting_, [&](const Call& call) {
+            if (call.session_id != session_id) return false;
+            respond(call.id,
+                    mcp::tool_error("session \"" + session_id + "\" ended before this call ran"));
+            return true;
+        });
+        sessions_.erase(session_id);  // its sandbox is killed and reaped now
+        say("session " + session_id + " ended");
+        respond(id,
+                {{"content", ordered_json::array({{{"type", "text"},
+                                                   {"text", "session " + session_id + " ended"}}})},
+                 {"structuredContent", {{"session_id", session_id}, {"ended", true}}}});
+    }
+
+    bool in_flight(const json& id) const {
+        return std::ranges::any_of(waiting_, [&](const Call& c) { return c.id == id; }) ||
+               std::ranges::any_of(one_shots_, [&](const OneShot& o) { return o.call.id == id; }) ||
+               std::ranges::any_of(sessions_, [&](const auto& entry) {
+                   return entry.second.running && entry.second.running->id == id;
+               });
+    }
+
+    // notifications/cancelled: a one-shot's sandbox dies now; a session's cell is interrupted as
+    // its timeout would (the state survives when it stops); a call still waiting never runs.
+    // None of them is answered (MCP "Cancellation").
+    void cancel(const json& id) {
+        if (std::erase_if(waiting_, [&](const Call& call) { return call.id == id; }) > 0) return;
+        if (const auto it =
+                std::ranges::find(one_shots_, id, [](const OneShot& o) { return o.call.id; });
+            it != one_shots_.end()) {
+            it->call.offer->pool->retire(std::move(it->session));
+            one_shots_.erase(it);
+            say("a call was cancelled: its sandbox was killed");
+            return;
+        }
+        for (auto& [session_id, named] : sessions_)
+            if (named.running && named.running->id == id && !named.cancelled) {
+                named.cancelled = true;
+                named.session->interrupt();
+                say("a call to session " + session_id + " was cancelled: its cell is interrupted");
+            }
+    }
+
+    // ------------------------------------------------------------------ calls
+
+    std::size_t running() const {
+        return one_shots_.size() +
+               static_cast<std::size_t>(std::ranges::count_if(
+                   sessions_, [](const auto& entry) { return entry.second.running.has_value(); }));
+    }
+
+    // In arrival order, as many as the cap lets run; a session's calls one at a time, in order.
+    void start_calls() {
+        for (auto it = waiting_.begin(); it != waiting_.end() && running() < max_calls_;) {
+            if (it->session_id.empty()) {
+                OneShot one{std::move(*it), it->offer->pool->take()};
+                one.session->name_output("call-" + std::to_string(++one_shot_count_), false);
+                one.session->run(one.call.cell);
+                one_shots_.push_back(std::move(one));
+            } else {
+                NamedSession& named = sessions_.at(it->session_id);
+                if (named.running) {
+                    ++it;
+                    continue;
+                }
+                named.session->run(it->cell);
+                named.running = std::move(*it);
+                named.cancelled = false;
+            }
+            it = waiting_.erase(it);
+        }
+    }
+
+    void answer_one_shots() {
+        for (auto it = one_shots_.begin(); it != one_shots_.end();) {
+            it->session->advance();
+            if (auto result = it->session->take_result()) {
+                respond(it->call.id, mcp::run_result(one_shot_result(std::move(*result))));
+                it->call.offer->pool->retire(std::move(it->session));
+                it = one_shots_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+
+    void answer_sessions() {
+        for (auto& [session_id, named] : sessions_) {
+            named.session->advance();
+            auto result = named.session->take_result();
+            if (!result) continue;
+            if (named.running && !named.cancelled)
+                respond(named.running->id, mcp::run_result(std::move(*result)));
+            named.running.reset();
+            named.cancelled = false;
+        }
+    }
+
+    // ------------------------------------------------------------------ the end
+
+    void on_signal() {
+        if (const int sig = signals_.take(); sig != 0) {
+            say("signal " + std::to_string(sig) + ": stopping");
+            stop(exit_codes::kSignalBase + sig);
+        }
+    }
+
+    // Everything ends now: the sandboxes are killed and reaped; what was written is flushed.
+    void stop(int exit_code) {
+        if (stopping_) return;
+        stopping_ = true;
+        exit_code_ = exit_code;
+        waiting_.clear();
+        one_shots_.clear();
+        sessions_.clear();
+        for (Offer& offer : offers_) offer.pool->close();
+    }
+
+    std::vector<Offer> offers_;
+    std::vector<std::string> offered_;
+    const std::size_t max_sessions_;
+    const std::size_t max_calls_;
+    const int verbose_;
+    sys::SignalFd& signals_;
+    sys::Poller poller_;
+    LineReader input_;
+    LineWriter output_;
+    const ordered_json schema_;
+    ordered_json tools_;
+    std::string protocol_{kLatestProtocol};
+    std::deque<Call> waiting_;
+    std::vector<OneShot> one_shots_;
+    std::map<std::string, NamedSession> sessions_;
+    std::size_t one_shot_count_ = 0;
+    bool stopping_ = false;
+    int exit_code_ = 0;
+};
+
+// Where the files calls make are kept when no --output-dir was given: a directory of the
+// server's own, removed when it exits.
+class ScratchDir {
+  public:
+    ScratchDir() {
+        const char* tmp = std::getenv("TMPDIR");
+        std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/pysandbox-mcp-XXXXXX";
+        if (::mkdtemp(pattern.data()) == nullptr) throw SysError("mkdtemp(" + pattern + ")", errno);
+        path_ = pattern;
+    }
+    ScratchDir(const ScratchDir&) = delete;
+    ScratchDir& operator=(const ScratchDir&) = delete;
+    ~ScratchDir() {
+        std::error_code ignored;
+        std::filesystem::remove_all(path_, ignored);
+    }
+    const std::string& path() const { return path_; }
+
+  private:
+    std::string path_;
+};
+
+}  // namespace
+
+int run_mcp(const McpInvocation& invocation, const std::vector<std::string>& host_env) {
+    McpInvocation options = invocation;
+    if (options.max_calls == 0) options.max_calls = online_cpus();
+    std::optional<ScratchDir> scratch;
+    if (!options.overrides.output_dir) {
+        scratch.emplace();
+        options.overrides.output_dir = scratch->path();
+    }
+    std::vector<Offer> offers =
+        plan_offers(options.profiles, options.overrides, options.verbose, host_env);
+    // As for `run`: signals blocked before the first clone; root's groups dropped.
+    sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP};
+    if (offers.front().plan->ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
+    Server server(std::move(offers), options, signals);
+    server.start_pools(options.pool);
+    return server.run();
+}
+
+}  // namespace pysandbox

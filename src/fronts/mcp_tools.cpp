@@ -1,0 +1,362 @@
+#include "fronts/mcp_tools.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <stdexcept>
+
+#include "plan/units.hpp"
+#include "report/encoding.hpp"
+#include "sys/unique_fd.hpp"
+
+namespace pysandbox::mcp {
+namespace {
+
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
+
+std::string type_of(const json& value) {
+    return value.is_number() ? "number" : value.type_name();
+}
+
+std::string offered_list(std::span<const std::string> profiles) {
+    std::string list;
+    for (const std::string& name : profiles) list += (list.empty() ? "" : ", ") + name;
+    return list;
+}
+
+void check_fields(const json& arguments, std::initializer_list<std::string_view> fields) {
+    if (!arguments.is_object())
+        throw std::invalid_argument("the arguments must be an object, not " + type_of(arguments));
+    for (const auto& [key, _] : arguments.items()) {
+        if (std::ranges::find(fields, key) != fields.end()) continue;
+        std::string known;
+        for (std::string_view field : fields)
+            known += (known.empty() ? "" : ", ") + std::string(field);
+        throw std::invalid_argument("unknown argument \"" + key + "\" (arguments: " + known + ")");
+    }
+}
+
+std::optional<std::string> string_argument(const json& arguments, const char* name) {
+    const auto it = arguments.find(name);
+    if (it == arguments.end() || it->is_null()) return std::nullopt;
+    if (!it->is_string())
+        throw std::invalid_argument(std::string("\"") + name + "\" must be a string, not " +
+                                    type_of(*it));
+    return it->get<std::string>();
+}
+
+std::optional<std::string> profile_argument(const json& arguments,
+                                            std::span<const std::string> profiles) {
+    std::optional<std::string> profile = string_argument(arguments, "profile");
+    if (profile && std::ranges::find(profiles, *profile) == profiles.end())
+        throw std::invalid_argument(
+            "profile \"" + *profile +
+            "\" is not offered by this server (offered: " + offered_list(profiles) + ")");
+    return profile;
+}
+
+ordered_json object_schema(ordered_json properties, ordered_json required) {
+    return {{"type", "object"},
+            {"properties", std::move(properties)},
+            {"required", std::move(required)},
+            {"additionalProperties", false}};
+}
+
+// The text of one stream as the result holds it (UTF-8, or base64 of bytes that are not).
+std::string stream_text(const ordered_json& result, const char* stream) {
+    const std::string& text = result[stream].get_ref<const std::string&>();
+    if (result["encoding"][stream] == "utf-8") return text;
+    return "[" + std::string(stream) +
+           " is not UTF-8: " + std::to_string(result["bytes"][stream].get<std::uint64_t>()) +
+           " bytes, base64 in structuredContent." + stream + "]\n";
+}
+
+// stdout and stderr in the order they came ("output": segments over the kept bytes).
+std::string interleaved(const ordered_json& result) {
+    const bool utf8 =
+        result["encoding"]["stdout"] == "utf-8" && result["encoding"]["stderr"] == "utf-8";
+    const std::string out = stream_text(result, "stdout");
+    const std::string err = stream_text(result, "stderr");
+    if (!utf8) return out + err;
+    std::string text;
+    std::size_t out_at = 0;
+    std::size_t err_at = 0;
+    for (const auto& segment : result["output"]) {
+        const bool is_out = segment[0] == "stdout";
+        const std::string& from = is_out ? out : err;
+        std::size_t& at = is_out ? out_at : err_at;
+        const std::size_t length = std::min(segment[1].get<std::size_t>(), from.size() - at);
+        text.append(from, at, length);
+        at += length;
+    }
+    text.append(out, out_at);
+    text.append(err, err_at);
+    return text;
+}
+
+// Cuts a UTF-8 string to at most `size` bytes, at a character's start.
+std::size_t utf8_boundary(const std::string& text, std::size_t size) {
+    size = std::min(size, text.size());
+    while (size > 0 && size < text.size() &&
+           (static_cast<unsigned char>(text[size]) & 0xc0) == 0x80)
+        --size;
+    return size;
+}
+
+// Keeps the head and the tail of each stream within kOutputShown together: the run's own
+// output limit decided its status; this only keeps the message within what clients take.
+void shorten_output(ordered_json& result) {
+    const std::size_t out = result["stdout"].get_ref<const std::string&>().size();
+    const std::size_t err = result["stderr"].get_ref<const std::string&>().size();
+    if (out + err <= kOutputShown) return;
+    bool cut = false;
+    for (const char* stream : {"stdout", "stderr"}) {
+        std::string& text = result[stream].get_ref<std::string&>();
+        const std::size_t share = kOutputShown / 2;
+        if (text.size() <= share) continue;
+        const bool utf8 = result["encoding"][stream] == "utf-8";
+        std::size_t head = share / 2;
+        std::size_t tail_from = text.size() - share / 2;
+        if (utf8) {
+            head = utf8_boundary(text, head);
+            tail_from = utf8_boundary(text, tail_from);
+        } else {  // base64: whole quanta
+            head -= head % 4;
+            tail_from += (4 - tail_from % 4) % 4;
+        }
+        const std::size_t omitted = tail_from - head;
+        text = text.substr(0, head) +
+               (utf8 ? "\n[... " + units::format_size(omitted) +
+                           " left out of this MCP result; it keeps the head and the tail ...]\n"
+                     : std::string()) +
+               text.substr(tail_from);
+        result["truncated"][stream] = true;
+        cut = true;
+    }
+    if (!cut) return;
+    // The segments no longer fit the kept text: one per stream.
+    ordered_json order = ordered_json::array();
+    for (const char* stream : {"stdout", "stderr"})
+        if (const std::size_t n = result[stream].get_ref<const std::string&>().size(); n > 0)
+            order.push_back({stream, n});
+    result["output"] = std::move(order);
+    result["warnings"].push_back("the output was shortened to " + units::format_size(kOutputShown) +
+                                 " for the MCP message (the SDKs take at most 10 MiB)");
+}
+
+void shorten_figures(ordered_json& result) {
+    auto& figures = result["figures"];
+    std::size_t total = 0;
+    std::size_t kept = 0;
+    for (; kept < figures.size(); ++kept) {
+        total += figures[kept]["data"].get_ref<const std::string&>().size();
+        if (total > kFiguresShown) break;
+    }
+    if (kept == figures.size()) return;
+    const std::size_t dropped = figures.size() - kept;
+    figures.erase(figures.begin() + static_cast<std::ptrdiff_t>(kept), figures.end());
+    result["warnings"].push_back(std::to_string(dropped) + " figure(s) left out: an MCP result " +
+                                 "holds at most " + units::format_size(kFiguresShown) + " of PNG");
+}
+
+// A host copy the collector made (a regular file in a directory of the server's), read whole
+// when it is at most `cap` bytes.
+std::optional<std::string> read_copy(const std::string& path, std::size_t cap) {
+    const sys::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<std::uint64_t>(st.st_size) > cap)
+        return std::nullopt;
+    std::string data(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t got = 0;
+    while (got < data.size()) {
+        const ssize_t n = ::read(fd.get(), data.data() + got, data.size() - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return std::nullopt;
+        got += static_cast<std::size_t>(n);
+    }
+    return data;
+}
+
+ordered_json file_block(const ordered_json& file, std::size_t& embedded) {
+    const std::string uri_in_sandbox = "file:///tmp/work/" + file["path"].get<std::string>();
+    const auto& host_path = file["host_path"];
+    const std::uint64_t size = file["size"].get<std::uint64_t>();
+    if (!host_path.is_string()) return nullptr;  // not copied (file["skipped"] says why)
+    const std::string path = host_path.get<std::string>();
+    if (size <= kEmbedCap && embedded + size <= kEmbedTotal) {
+        if (auto data = read_copy(path, kEmbedCap)) {
+            embedded += data->size();
+            ordered_json resource = {{"uri", uri_in_sandbox}, {"mimeType", file["media_type"]}};
+            if (encoding::is_utf8(*data))
+                resource["text"] = std::move(*data);
+            else
+                resource["blob"] = encoding::base64(*data);
+            return {{"type", "resource"}, {"resource", std::move(resource)}};
+        }
+    }
+    return {{"type", "resource_link"},
+            {"uri", file_uri(path)},
+            {"name", file["path"]},
+            {"mimeType", file["media_type"]},
+            {"size", size}};
+}
+
+// run_python's inputSchema; `profile`: the profile argument's schema.
+ordered_json run_python_input(const ordered_json& profile) {
+    ordered_json file = object_schema(
+        {{"name", {{"type", "string"}, {"description", "A plain file name (no '/')"}}},
+         {"text", {{"type", "string"}, {"description", "The content, as text"}}},
+         {"base64", {{"type", "string"}, {"description", "The content, base64"}}}},
+        {"name"});
+    ordered_json run_input = object_schema(
+        {{"code",
+          {{"type", "string"},
+           {"description",
+            "Python 3 source. The value of a final expression comes back as `value`, as a "
+            "REPL shows it."}}},
+         {"session_id",
+          {{"type", "string"},
+           {"description",
+            "Run in this session (from start_session): variables, imports and the files in "
+            "/tmp/work stay for later calls. Without it the code runs in a fresh sandbox that "
+            "is discarded afterwards."}}},
+         {"timeout",
+          {{"type", "number"},
+           {"exclusiveMinimum", 0},
+           {"description",
+            "Seconds the code may run (default and most: the profile's wall-clock limit)"}}},
+         {"profile", profile},
+         {"files",
+          {{"type", "array"},
+           {"items", file},
+           {"description",
+            "Files placed in /tmp/work (the working directory) before the code "
+            "runs; in a session they stay"}}}},
+        {"code"});
+    return run_input;
+}
+
+}  // namespace
+
+ordered_json tool_list(std::span<const std::string> profiles, const ordered_json& result_schema) {
+    ordered_json profile = {{"type", "string"},
+                            {"enum", profiles},
+                            {"description", "The sandbox profile (default: " + profiles.front() +
+                                                "). Only those the operator offers."}};
+    ordered_json run_input = run_python_input(profile);
+    ordered_json id = {{"type", "string"}, {"description", "A session from start_session"}};
+    return ordered_json::array(
+        {{{"name", "run_python"},
+          {"title", "Run Python in a sandbox"},
+          {"description",
+           "Runs Python 3 in an isolated sandbox: no network unless the profile allows it, "
+           "no access to the host's files, only /tmp writable, with time, memory and output "
+           "limits. Returns the output, the value of a final expression, the exception if one "
+           "was raised, each open matplotlib figure as an image, and the files the code wrote "
+           "in its working directory /tmp/work. Use a session (start_session) to keep variables "
+           "between calls."},
+          {"inputSchema", std::move(run_input)},
+          {"outputSchema", result_schema}},
+         {{"name", "start_session"},
+          {"title", "Start a Python session"},
+          {"description",
+           "Starts a sandboxed Python interpreter that keeps its variables, imports and files "
+           "across run_python calls given its session_id, like a notebook. End it with "
+           "end_session."},
+          {"inputSchema", object_schema({{"profile", profile}}, ordered_json::array())},
+          {"outputSchema", object_schema({{"session_id", id}}, {"session_id"})}},
+         {{"name", "end_session"},
+          {"title", "End a Python session"},
+          {"description", "Ends a session and everything in it."},
+          {"inputSchema", object_schema({{"session_id", id}}, {"session_id"})},
+          {"outputSchema", object_schema({{"session_id", id}, {"ended", {{"type", "boolean"}}}},
+                                         {"session_id", "ended"})}}});
+}
+
+RunArguments parse_run_arguments(const json& arguments, std::span<const std::string> profiles) {
+    check_fields(arguments, {"code", "session_id", "timeout", "profile", "files"});
+    if (const auto timeout = arguments.find("timeout");
+        timeout != arguments.end() && !timeout->is_number())
+        throw std::invalid_argument("\"timeout\" must be a number of seconds, not " +
+                                    type_of(*timeout));
+    RunArguments run;
+    run.session_id = string_argument(arguments, "session_id");
+    run.profile = profile_argument(arguments, profiles);
+    if (run.session_id && run.profile)
+        throw std::invalid_argument("a session has its profile: give session_id or profile");
+    return run;
+}
+
+std::optional<std::string> parse_start_arguments(const json& arguments,
+                                                 std::span<const std::string> profiles) {
+    check_fields(arguments, {"profile"});
+    return profile_argument(arguments, profiles);
+}
+
+std::string parse_end_arguments(const json& arguments) {
+    check_fields(arguments, {"session_id"});
+    std::optional<std::string> id = string_argument(arguments, "session_id");
+    if (!id) throw std::invalid_argument("\"session_id\" is missing");
+    return *id;
+}
+
+ordered_json run_result(ordered_json result) {
+    shorten_output(result);
+    shorten_figures(result);
+    std::string text = interleaved(result);
+    // The final expression's value, as a REPL shows it after the output.
+    if (const auto value = result.find("value"); value != result.end() && value->is_string()) {
+        if (!text.empty() && text.back() != '\n') text += '\n';
+        text += value->get<std::string>() + "\n";
+    }
+    const auto& exception = result["exception"];
+    if (exception.is_object()) {
+        const std::string& traceback = exception["traceback"].get_ref<const std::string&>();
+        if (result["stderr"].get_ref<const std::string&>().find(traceback) == std::string::npos)
+            text += traceback;
+    }
+    const std::string status = result["status"].get<std::string>();
+    if (status != "ok" && status != "exception" && result["message"].is_string()) {
+        if (!text.empty() && text.back() != '\n') text += '\n';
+        text += result["message"].get<std::string>() + "\n";
+    }
+    ordered_json content = ordered_json::array({{{"type", "text"}, {"text", std::move(text)}}});
+    for (const auto& figure : result["figures"])
+        content.push_back({{"type", "image"}, {"data", figure["data"]}, {"mimeType", "image/png"}});
+    std::size_t embedded = 0;
+    for (const auto& file : result["files"])
+        if (ordered_json block = file_block(file, embedded); !block.is_null())
+            content.push_back(std::move(block));
+    const bool failed = status != "ok";
+    return {{"content", std::move(content)},
+            {"structuredContent", std::move(result)},
+            {"isError", failed}};
+}
+
+ordered_json tool_error(std::string_view message) {
+    return {{"content", ordered_json::array({{{"type", "text"}, {"text", message}}})},
+            {"isError", true}};
+}
+
+std::string file_uri(std::string_view path) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    std::string uri = "file://";
+    for (unsigned char c : path) {
+        if (std::isalnum(c) || c == '/' || c == '-' || c == '.' || c == '_' || c == '~') {
+            uri += static_cast<char>(c);
+        } else {
+            uri += '%';
+            uri += kHex[c >> 4];
+            uri += kHex[c & 15];
+        }
+    }
+    return uri;
+}
+
+}  // namespace pysandbox::mcp

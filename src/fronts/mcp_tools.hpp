@@ -1,0 +1,65 @@
+#pragma once
+// The MCP server's tools, apart from the server: their descriptions and schemas, the reading of
+// a call's arguments, and the turning of a cell's result into a tool result (content blocks a
+// model reads, and the result object as structuredContent). Pure functions: no sandbox here.
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/session.hpp"
+#include "plan/profile.hpp"
+
+namespace pysandbox::mcp {
+
+// A file the run made, at most this big, is embedded in the result; a bigger one is a
+// resource_link to its host copy.
+inline constexpr std::size_t kEmbedCap = 64 * 1024;
+// All embedded files of one result together; past this, links.
+inline constexpr std::size_t kEmbedTotal = 512 * 1024;
+// stdout and stderr together, as the result shows them (they appear twice: as text and in
+// structuredContent). The official SDKs drop a stdio message over 10 MiB; the run's own output
+// limit still decides its status.
+inline constexpr std::size_t kOutputShown = 2 * 1024 * 1024;
+// The figures' PNGs (base64) of one result together (also twice).
+inline constexpr std::size_t kFiguresShown = 2 * 1024 * 1024;
+
+// tools/list's tools. `profiles`: those offered, the first the default. `result_schema`: the
+// result's JSON Schema (run_python's outputSchema).
+nlohmann::ordered_json tool_list(std::span<const std::string> profiles,
+                                 const nlohmann::ordered_json& result_schema);
+
+// run_python's arguments but the cell's own (code, timeout, files: parse_cell_fields, with the
+// limits of the profile or session chosen here). Checks every name and type; the profile
+// against those offered. Throws std::invalid_argument with a message for the model.
+struct RunArguments {
+    std::optional<std::string> session_id;
+    std::optional<std::string> profile;
+};
+RunArguments parse_run_arguments(const nlohmann::json& arguments,
+                                 std::span<const std::string> profiles);
+
+// start_session's and end_session's: the profile (checked against those offered), the id.
+std::optional<std::string> parse_start_arguments(const nlohmann::json& arguments,
+                                                 std::span<const std::string> profiles);
+std::string parse_end_arguments(const nlohmann::json& arguments);
+
+// A cell's result as run_python's CallToolResult: the output as text (stdout and stderr in the
+// order they came, then the final expression's value, then the traceback if stderr does not hold
+// it, then the one-line sandbox
+// message when the sandbox stopped something), one image per figure, each file the run made
+// embedded (small) or linked (its host copy), the result as structuredContent, isError unless
+// the status is ok.
+nlohmann::ordered_json run_result(nlohmann::ordered_json result);
+
+// A refusal the model reads: one text block, isError.
+nlohmann::ordered_json tool_error(std::string_view message);
+
+// A file:// URI for a host path (RFC 8089; what is not unreserved is percent-encoded).
+std::string file_uri(std::string_view path);
+
+}  // namespace pysandbox::mcp

@@ -1,0 +1,324 @@
+#include "fronts/session.hpp"
+
+#include <grp.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <iostream>
+#include <optional>
+#include <variant>
+
+#include "engine/pool.hpp"
+#include "engine/session.hpp"
+#include "fronts/cell_request.hpp"
+#include "plan/plan.hpp"
+#include "plan/profile.hpp"
+#include "plan/units.hpp"
+#include "report/exit_codes.hpp"
+#include "report/json_text.hpp"
+#include "report/result.hpp"
+#include "sys/errors.hpp"
+#include "sys/line_io.hpp"
+#include "sys/poller.hpp"
+#include "sys/signal_fd.hpp"
+#include "sys/timer_fd.hpp"
+
+namespace pysandbox {
+namespace {
+
+void say(const std::string& line) {
+    std::cerr << "pysandbox: " << line << std::endl;
+}
+
+// A terminal user's cells, as Python's own REPL reads them: one line, or a block that a line
+// ending in ':' or '\\' or leaving a bracket open begins. A compound statement's block ends with
+// an empty line; a bracket's or a backslash's where the statement does.
+class ReplInput {
+  public:
+    // The cell, once `line` completes one.
+    std::optional<std::string> add(const std::string& line) {
+        const bool blank = line.find_first_not_of(" \t\r") == std::string::npos;
+        if (block_.empty() && blank) return std::nullopt;
+        if (!block_.empty() && blank && depth_ <= 0 && !continued_) return take();
+        block_ += line + "\n";
+        depth_ += brackets(line);
+        const std::size_t last = line.find_last_not_of(" \t\r");
+        continued_ = last != std::string::npos && line[last] == '\\';
+        if (depth_ <= 0 && last != std::string::npos && line[last] == ':') compound_ = true;
+        if (!compound_ && depth_ <= 0 && !continued_) return take();
+        return std::nullopt;
+    }
+    bool in_block() const { return !block_.empty(); }
+    void clear() { take(); }
+
+  private:
+    std::string take() {
+        std::string cell = std::move(block_);
+        block_.clear();
+        depth_ = 0;
+        continued_ = compound_ = false;
+        return cell;
+    }
+
+    // Brackets opened minus closed, outside strings and comments (one line at a time: a string
+    // over several lines is not followed).
+    static int brackets(const std::string& line) {
+        int depth = 0;
+        char quote = 0;
+        for (std::size_t i = 0; i < line.size(); ++i) {
+            const char c = line[i];
+            if (quote != 0) {
+                if (c == '\\')
+                    ++i;
+                else if (c == quote)
+                    quote = 0;
+            } else if (c == '#') {
+                break;
+            } else if (c == '\'' || c == '"') {
+                quote = c;
+            } else if (c == '(' || c == '[' || c == '{') {
+                ++depth;
+            } else if (c == ')' || c == ']' || c == '}') {
+                --depth;
+            }
+        }
+        return depth;
+    }
+
+    std::string block_;
+    int depth_ = 0;
+    bool continued_ = false;
+    bool compound_ = false;
+};
+
+class SessionFront {
+  public:
+    SessionFront(const Plan& plan, bool repl, sys::SignalFd& signals, std::size_t pool)
+        : plan_(plan),
+          repl_(repl),
+          signals_(signals),
+          pool_(plan, poller_, pool),
+          pooled_(pool > 0),
+          session_(pool_.take()),
+          input_(STDIN_FILENO, kMaxRequestLine),
+          output_(STDOUT_FILENO) {
+        using Interest = sys::Poller::Interest;
+        poller_.watch(
+            [this] {
+                return Interest{signals_.get(), POLLIN};
+            },
+            [this](short) { on_signal(); });
+        poller_.watch(
+            [this] {
+                return Interest{lifetime_.get(), POLLIN};
+            },
+            [this](short) { on_lifetime(); });
+        poller_.watch(
+            [this] {
+                return Interest{idle_.get(), POLLIN};
+            },
+            [this](short) { on_idle(); });
+        watch_lines(poller_, input_, output_, [this] { return !stopping_; });
+    }
+
+    int run() {
+        session_->start();
+        lifetime_.arm(plan_.profile.limits.lifetime);
+        touch();
+        for (;;) {
+            poller_.poll_once();
+            pool_.advance();
+            session_->advance();
+            if (const auto& failure = session_->start_failure()) {
+                say(human_summary(plan_, *failure));
+                return exit_codes::for_outcome(*failure);
+            }
+            while (auto result = session_->take_result()) {
+                const bool lost = (*result)["state"] == "lost";
+                show(std::move(*result));
+                if (lost && pooled_) take_warm_sandbox();
+            }
+            if (!stopping_) take_input();
+            if (output_.broken()) stop(exit_codes::kSignalBase + SIGPIPE, "", true);
+            if (!stopping_ && input_.exhausted() && session_->idle()) stop(0, "", false);
+            if (stopping_ && session_->idle() && !closing_) {
+                session_->close();
+                closing_ = true;
+            }
+            if (closing_ && session_->closed() && output_.flushed()) return exit_code_;
+        }
+    }
+
+  private:
+    // The state is gone anyway: the next cell runs in a sandbox the pool started ahead, not in one
+    // started when it arrives.
+    void take_warm_sandbox() {
+        std::unique_ptr<Session> next = pool_.take();
+        next->continue_after(*session_);
+        pool_.retire(std::exchange(session_, std::move(next)));
+    }
+
+    void touch() { idle_.arm(plan_.profile.limits.idle_timeout); }
+
+    void prompt() {
+        if (repl_ && !stopping_)
+            std::cerr << (repl_input_.in_block() ? "... " : ">>> ") << std::flush;
+    }
+
+    void take_input() {
+        if (!ready_) {
+            if (!session_->ready()) return;
+            ready_ = true;
+            if (repl_) {
+                std::cerr << "pysandbox session (profile " << plan_.profile.name
+                          << "); Ctrl-D ends it" << std::endl;
+                prompt();
+            }
+        }
+        while (session_->idle()) {
+            auto line = input_.next();
+            if (!line) return;
+            touch();
+            if (repl_) {
+                if (auto code = repl_input_.add(line->text)) {
+                    Cell cell;
+                    cell.code = std::move(*code);
+                    session_->run(std::move(cell));
+                    return;
+                }
+                prompt();
+                continue;
+            }
+            if (line->too_long) {
+                show_bad(BadRequest{
+                    nullptr, "the request line is over " + units::format_size(kMaxRequestLine)});
+                continue;
+            }
+            if (line->text.find_first_not_of(" \t\r") == std::string::npos) continue;
+            auto parsed = parse_cell_request(line->text, plan_.profile.limits);
+            if (auto* bad = std::get_if<BadRequest>(&parsed)) {
+                show_bad(*bad);
+                continue;
+            }
+            session_->run(std::move(std::get<Cell>(parsed)));
+            return;
+        }
+    }
+
+    void show_bad(const BadRequest& bad) { output_.write(dump_line(bad_request_json(bad)) + "\n"); }
+
+    void show(nlohmann::ordered_json result) {
+        touch();
+        if (lifetime_reached_) {
+            result["message"] = "the session's lifetime of " +
+                                units::format_duration(plan_.profile.limits.lifetime) +
+                                " was reached; the sandbox was killed";
+        }
+        if (!repl_) {
+            output_.write(dump_line(result) + "\n");
+            return;
+        }
+        // The cell's own output went to the terminal as it came; it is written before this.
+        while (session_->output_pending()) poller_.poll_once(100);
+        if (result["value"].is_string()) output_.write(result["value"].get<std::string>() + "\n");
+        while (!output_.flushed()) poller_.poll_once(100);
+        const std::string status = result["status"].get<std::string>();
+        if (status != "ok" && status != "exception" && result["message"].is_string())
+            say(result["message"].get<std::string>());
+        if (const std::size_t figures = result["figures"].size(); figures > 0)
+            say(std::to_string(figures) +
+                " figure(s) were left open; the NDJSON protocol returns them as PNG");
+        if (result["state"] == "lost")
+            say("the session's state was lost; the next cell starts afresh");
+        prompt();
+    }
+
+    void on_signal() {
+        const int sig = signals_.take();
+        if (sig == 0) return;
+        if (repl_ && sig == SIGINT && !stopping_) {
+            if (!session_->idle()) {
+                session_->interrupt();  // KeyboardInterrupt in the cell; asked again, the kill
+            } else {
+                repl_input_.clear();
+                std::cerr << "\nKeyboardInterrupt" << std::endl;
+                prompt();
+            }
+            return;
+        }
+        stop(exit_codes::kSignalBase + sig, "", true, sig);
+    }
+
+    void on_lifetime() {
+        lifetime_.acknowledge();
+        if (stopping_) return;
+        lifetime_reached_ = !session_->idle();
+        if (lifetime_reached_) session_->interrupt(true);
+        stop(0,
+             "the session's lifetime of " + units::format_duration(plan_.profile.limits.lifetime) +
+                 " was reached; it ended",
+             false);
+    }
+
+    void on_idle() {
+        idle_.acknowledge();
+        if (stopping_ || !session_->idle()) return;
+        stop(0,
+             "no request for " + units::format_duration(plan_.profile.limits.idle_timeout) +
+                 " (limits.idle_timeout); the session ended",
+             false);
+    }
+
+    // Ends the session: at once (`now`: a signal, the reader gone), else once the cell running
+    // has its result. A cell running when pysandbox got a signal is answered, killed by it
+    // (`interrupted_by`), as `run --json` answers.
+    void stop(int exit_code, const std::string& why, bool now, int interrupted_by = 0) {
+        if (stopping_) return;
+        stopping_ = true;
+        exit_code_ = exit_code;
+        if (!why.empty()) say(why);
+        if (now) {
+            session_->close(interrupted_by);
+            closing_ = true;
+        }
+    }
+
+    const Plan& plan_;
+    const bool repl_;
+    sys::SignalFd& signals_;
+    sys::Poller poller_;
+    Pool pool_;  // with --pool: sandboxes started ahead, for after a lost state
+    const bool pooled_;
+    std::unique_ptr<Session> session_;
+    LineReader input_;
+    LineWriter output_;
+    ReplInput repl_input_;
+    sys::TimerFd lifetime_;
+    sys::TimerFd idle_;
+    bool ready_ = false;
+    bool stopping_ = false;
+    bool closing_ = false;
+    bool lifetime_reached_ = false;
+    int exit_code_ = 0;
+};
+
+}  // namespace
+
+int run_session(const SessionInvocation& invocation, const std::vector<std::string>& host_env) {
+    Profile profile = load_profile(invocation.profile, profile_search_dirs());
+    const bool repl = ::isatty(STDIN_FILENO) && !invocation.ndjson;
+    Request request;
+    request.program.kind = Program::Kind::driver;
+    request.overrides = invocation.overrides;
+    request.capture_output = !repl;
+    request.verbose = invocation.verbose;
+    std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);
+    // As for `run`: signals blocked before the first clone; root's groups dropped.
+    sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    if (plan->ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
+    SessionFront front(*plan, repl, signals, invocation.pool);
+    return front.run();
+}
+
+}  // namespace pysandbox

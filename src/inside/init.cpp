@@ -1,0 +1,210 @@
+#include "inside/init.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <iterator>
+
+#include "inside/limits.hpp"
+#include "inside/seccomp_load.hpp"
+#include "sys/records.hpp"
+#include "wire/exit_status.hpp"
+#include "wire/report.hpp"
+
+namespace pysandbox::init {
+namespace {
+
+// Signals the supervisor forwards. PID 1 of a namespace only receives a signal it has a handler
+// for, so each gets an empty one; the signals stay blocked and are taken with sigwaitinfo().
+// SIGCHLD gets the same handler. The interpreter's process puts back the actions that were there.
+constexpr int kSaved[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD};
+constexpr std::size_t kSavedCount = std::size(kSaved);
+
+void on_signal(int) {}
+
+void send_report(const Report& report) noexcept {
+    while (::write(kReportFd, &report, sizeof report) < 0 && errno == EINTR) {
+    }
+}
+
+// The script's resource limits are set here, in its own process, rather than in init: init needs
+// none of them, and an address-space limit below what a sanitizer build's init has already
+// mapped made its next mmap fail. Before seccomp, which the script runs under; all but the
+// open-files limit, which waits until the listener is out (step_limit_open_files).
+int set_rlimits(ChildContext& ctx, limits::Which which) noexcept {
+    if (const Rlimit* refused = limits::set_rlimits(ctx.plan, which))
+        return step_fail(ctx, "setrlimit(%d, %llu, %llu)", refused->resource,
+                         static_cast<unsigned long long>(refused->soft),
+                         static_cast<unsigned long long>(refused->hard));
+    return 0;
+}
+
+int step_set_rlimits(ChildContext& ctx) noexcept {
+    return set_rlimits(ctx, limits::Which::all_but_open_files);
+}
+
+// After the listener is sent (limits.hpp, Which): under seccomp, which allows prlimit64.
+int step_limit_open_files(ChildContext& ctx) noexcept {
+    return set_rlimits(ctx, limits::Which::open_files);
+}
+
+// Seccomp comes last, in the interpreter's own process, so nothing the sandbox does needs an
+// exception in the filter. The listener goes to the supervisor and is closed here: the script
+// must never hold it, or it could answer its own denied calls.
+int step_load_seccomp(ChildContext& ctx) noexcept {
+    if (!ctx.plan.seccomp_listener) {
+        const int rc = seccomp::load_without_listener(ctx.plan.seccomp_program);
+        errno = -rc;
+        return rc < 0 ? step_fail(ctx, "seccomp(SECCOMP_SET_MODE_FILTER)") : 0;
+    }
+    const int listener = seccomp::load(ctx.plan.seccomp_program);
+    if (listener < 0) {
+        errno = -listener;
+        return step_fail(ctx, "seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER)");
+    }
+    Report report{};
+    report.kind = ReportKind::listener;
+    const ssize_t sent = sys::send_record(kReportFd, &report, sizeof report, listener);
+    const int error = errno;
+    ::close(listener);
+    errno = error;
+    return sent < 0 ? step_fail(ctx, "sendmsg(seccomp listener)") : 0;
+}
+
+// Returns only when execve failed.
+int step_exec_interpreter(ChildContext& ctx) noexcept {
+    const Plan& plan = ctx.plan;
+    ::execve(plan.interpreter.c_str(), const_cast<char* const*>(plan.argv_ptrs.data()),
+             const_cast<char* const*>(plan.envp_ptrs.data()));
+    return step_fail(ctx, "execve(%s)", plan.interpreter.c_str());
+}
+
+std::int64_t monotonic_ns() noexcept {
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+}
+
+// The interpreter's own process, between fork and execve: the second step table. Its first step
+// is init's fork() (run_init); the rest run in the new process.
+constexpr Step kInterpreterSteps[] = {
+    {"start the interpreter's process", nullptr},
+    {"set the script's resource limits", step_set_rlimits},
+    {"load the seccomp filter", step_load_seccomp},
+    {"limit open files", step_limit_open_files},
+    {"execute the interpreter", step_exec_interpreter},
+};
+constexpr int kInterpreterStepCount = static_cast<int>(std::size(kInterpreterSteps));
+
+// The interpreter's process, between init's fork and the execve (or, in a forked job, the return
+// to the zygote's interpreter): the actions init gave the signals it forwards are the zygote's
+// again, nothing is blocked, and its steps run up to the last, the execve, which the caller runs.
+void become_interpreter(ChildContext& ctx, int first_step,
+                        const struct sigaction (&saved)[kSavedCount]) noexcept {
+    for (std::size_t i = 0; i < kSavedCount; ++i) ::sigaction(kSaved[i], &saved[i], nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int i = 1; i < kInterpreterStepCount - 1; ++i) {
+        errno = 0;
+        if (int rc = kInterpreterSteps[i].run(ctx); rc != 0)
+            fail_step(ctx, ReportKind::setup_failed, first_step + i, -rc);
+    }
+}
+
+Report usage_report(int wait_status, std::int64_t exec_ns) noexcept {
+    Report report{};
+    report.kind = ReportKind::exited;
+    report.wait_status = wait_status;
+    report.exec_mono_ns = exec_ns;
+    rusage usage{};
+    ::getrusage(RUSAGE_CHILDREN, &usage);
+    auto micros = [](const timeval& tv) {
+        return static_cast<std::int64_t>(tv.tv_sec) * 1'000'000 + tv.tv_usec;
+    };
+    report.cpu_us = micros(usage.ru_utime) + micros(usage.ru_stime);
+    report.max_rss_kib = usage.ru_maxrss;
+    return report;
+}
+
+}  // namespace
+
+const char* interpreter_step_name(int index) noexcept {
+    if (index < 0 || index >= kInterpreterStepCount) return nullptr;
+    return kInterpreterSteps[index].name;
+}
+
+void start_interpreter(ChildContext& ctx, int first_step) noexcept {
+    struct sigaction saved[kSavedCount];
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    for (std::size_t i = 0; i < kSavedCount; ++i) ::sigaction(kSaved[i], &action, &saved[i]);
+    sigset_t all;
+    sigfillset(&all);
+    ::sigprocmask(SIG_SETMASK, &all, nullptr);
+
+    const std::int64_t exec_ns = monotonic_ns();
+    // Not dumpable, before the script exists: it (same uid) must never open /proc/1/mem or
+    // /proc/1/fd/* to reach init or its report socket. The script's process is made dumpable
+    // again: by execve, or here for a forked job.
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    const pid_t script = ::fork();
+    if (script < 0) {
+        const int error = errno;
+        step_fail(ctx, "fork() for the interpreter");
+        fail_step(ctx, ReportKind::setup_failed, first_step, error);
+    }
+    if (script == 0) {
+        if (ctx.birth == Birth::forked) ::prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+        become_interpreter(ctx, first_step, saved);
+        // What execve's close-on-exec does for a cloned sandbox: the report socket is init's
+        // alone, and a job that could write to it could forge its own verdict.
+        if (ctx.birth == Birth::forked) ::close(kReportFd);
+        return;
+    }
+
+    int script_status = 0;
+    bool script_done = false;
+    for (;;) {
+        siginfo_t info{};
+        int sig = ::sigwaitinfo(&all, &info);
+        if (sig < 0) continue;
+        if (sig != SIGCHLD) {
+            // A stopped script would only see the signal once continued: continue it.
+            if (!script_done && ::kill(script, sig) == 0) ::kill(script, SIGCONT);
+            continue;
+        }
+        int status = 0;
+        pid_t pid;
+        while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+            if (pid != script) continue;
+            script_status = status;
+            script_done = true;
+        }
+        if (!script_done) continue;
+        // The script is gone; nothing it started may outlive it.
+        ::kill(-1, SIGKILL);
+        while (::waitpid(-1, &status, 0) > 0 || errno == EINTR) {
+        }
+        send_report(usage_report(script_status, exec_ns));
+        ::_exit(0);
+    }
+}
+
+void run_init(ChildContext& ctx, int first_step) noexcept {
+    start_interpreter(ctx, first_step);
+    ::signal(SIGPIPE, SIG_DFL);  // the supervisor ignores it; exec keeps ignored signals ignored
+    constexpr int kExec = kInterpreterStepCount - 1;
+    errno = 0;
+    const int rc = kInterpreterSteps[kExec].run(ctx);
+    fail_step(ctx, rc != 0 ? ReportKind::exec_failed : ReportKind::setup_failed, first_step + kExec,
+              rc != 0 ? -rc : ENOEXEC);  // execve returns only when it failed
+}
+
+}  // namespace pysandbox::init

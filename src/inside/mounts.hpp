@@ -1,0 +1,27 @@
+#pragma once
+// The sandbox's filesystem: a tmpfs root holding read-only binds of the profile's host paths, a
+// minimal /dev, synthetic /etc files, a size-capped writable /tmp, and a fresh /proc.
+
+#include "inside/child.hpp"
+
+namespace pysandbox::mounts {
+
+int step_make_mounts_private(ChildContext& ctx) noexcept;
+int step_open_font_list(ChildContext& ctx) noexcept;
+int step_open_workdir(ChildContext& ctx) noexcept;
+int step_mount_staging_root(ChildContext& ctx) noexcept;
+int step_bind_host_paths(ChildContext& ctx) noexcept;
+int step_write_files(ChildContext& ctx) noexcept;
+int step_populate_dev(ChildContext& ctx) noexcept;
+int step_mount_shm(ChildContext& ctx) noexcept;
+int step_mount_tmp(ChildContext& ctx) noexcept;
+int step_copy_font_list(ChildContext& ctx) noexcept;
+int step_copy_inputs(ChildContext& ctx) noexcept;
+int step_mount_workdir_overlay(ChildContext& ctx) noexcept;
+int step_send_work_dir(ChildContext& ctx) noexcept;
+int step_mount_proc(ChildContext& ctx) noexcept;
+int step_pivot_root(ChildContext& ctx) noexcept;
+int step_seal_root(ChildContext& ctx) noexcept;
+int step_enter_workdir(ChildContext& ctx) noexcept;
+
+}  // namespace pysandbox::mounts

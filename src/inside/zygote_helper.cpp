@@ -1,0 +1,259 @@
+// The zygote's helper: a shared library the zygote's interpreter loads (src/python/
+// pysandbox_zygote.py) so that every job is forked, and contained, by the same steps as any
+// sandbox (child.cpp, Birth::forked), in native code, before the job's interpreter runs one more
+// line of Python. Built from the sandbox's own sources (CMakeLists.txt, pysandbox_zygote_helper)
+// and written into the zygote's sandbox by the plan.
+//
+// The zygote is single-threaded and calls in with the GIL held (ctypes.PyDLL): the fork is
+// CPython's own (PyOS_BeforeFork / PyOS_AfterFork_*) around a raw clone(2) (spawn() says why).
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "inside/child.hpp"
+#include "inside/job_spec.hpp"
+#include "sys/records.hpp"
+#include "sys/unique_fd.hpp"
+#include "wire/fds.hpp"
+#include "wire/zygote_protocol.hpp"
+
+namespace pysandbox::zygote {
+namespace {
+
+constexpr std::uint64_t kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+                                      CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
+
+using PyHook = void (*)();
+
+struct Configured {
+    std::unique_ptr<Plan> plan;
+    sys::UniqueFd font_list;  // the zygote's copy of matplotlib's font list, for every job
+    sys::UniqueFd self;       // the zygote's pidfd: a job checks it is alive
+    PyHook before_fork = nullptr;
+    PyHook after_fork_parent = nullptr;
+    PyHook after_fork_child = nullptr;
+    int error = EINVAL;  // not configured
+    std::string detail = "pysandbox_zygote_configure() was not called";
+};
+
+Configured& configured() {
+    static Configured state;
+    return state;
+}
+
+void copy_text(char* to, std::size_t size, std::string_view text) {
+    if (size == 0) return;
+    const std::size_t n = std::min(size - 1, text.size());
+    std::memcpy(to, text.data(), n);
+    to[n] = '\0';
+}
+
+int fail(int error, std::string detail) {
+    Configured& state = configured();
+    state.error = error;
+    state.detail = std::move(detail);
+    return -error;
+}
+
+// A clone copies only the calling thread: a preloaded library's thread would be missing, its
+// locks held, in every job.
+int count_threads() {
+    DIR* dir = ::opendir("/proc/self/task");
+    if (dir == nullptr) return -1;
+    int threads = 0;
+    while (const dirent* entry = ::readdir(dir))
+        if (entry->d_name[0] != '.') ++threads;
+    ::closedir(dir);
+    return threads;
+}
+
+bool write_proc_file(pid_t pid, const char* name, const char* text) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/%s", pid, name);
+    sys::UniqueFd fd(::open(path, O_WRONLY | O_CLOEXEC));
+    const std::size_t size = std::strlen(text);
+    return fd && ::write(fd.get(), text, size) == static_cast<ssize_t>(size);
+}
+
+// The job's ids are the zygote's (one id, mapped to itself): it needs no other, and may not
+// regain a group.
+bool write_id_maps(pid_t pid) {
+    char uid_map[64], gid_map[64];
+    std::snprintf(uid_map, sizeof uid_map, "%u %u 1\n", ::getuid(), ::getuid());
+    std::snprintf(gid_map, sizeof gid_map, "%u %u 1\n", ::getgid(), ::getgid());
+    return write_proc_file(pid, "setgroups", "deny") && write_proc_file(pid, "uid_map", uid_map) &&
+           write_proc_file(pid, "gid_map", gid_map);
+}
+
+struct Received {
+    SpawnRequest request;
+    int fds[sys::kMaxRecordFds];
+    std::size_t count = 0;
+    ~Received() {
+        for (std::size_t i = 0; i < count; ++i) ::close(fds[i]);
+    }
+};
+
+SpawnReply refuse(int error, const char* format, ...) __attribute__((format(printf, 2, 3)));
+SpawnReply refuse(int error, const char* format, ...) {
+    SpawnReply reply;
+    reply.error = error;
+    va_list args;
+    va_start(args, format);
+    std::vsnprintf(reply.detail, sizeof reply.detail, format, args);
+    va_end(args);
+    return reply;
+}
+
+// Forks the job. Returns in the parent (the zygote) with the reply to send and the pidfd in
+// `pidfd`; in the job, only in its interpreter's process, with `in_job` set.
+SpawnReply spawn(const Received& received, int& pidfd, bool& in_job) {
+    const Configured& state = configured();
+    const SpawnRequest& request = received.request;
+    const std::size_t wanted =
+        4 + ((request.fds & kPolicyEnd) ? 1 : 0) + ((request.fds & kControlEnd) ? 1 : 0);
+    if (request.magic != kMagic || received.count != wanted)
+        return refuse(EPROTO, "a job request with %zu descriptors, not %zu", received.count,
+                      wanted);
+    if (const int threads = count_threads(); threads != 1)
+        return refuse(EAGAIN, "the zygote runs %d threads, not 1", threads);
+    int pipe[2];
+    if (::pipe2(pipe, O_CLOEXEC) != 0) return refuse(errno, "pipe2(release)");
+    sys::UniqueFd release_read(pipe[0]), release_write(pipe[1]);
+    const int* fd = received.fds;
+    std::size_t next = 4;
+    const ChildFds ends{release_read.get(),
+                        fd[0],
+                        fd[1],
+                        fd[2],
+                        fd[3],
+                        (request.fds & kPolicyEnd) ? fd[next++] : -1,
+                        (request.fds & kControlEnd) ? fd[next++] : -1};
+
+    // clone(2), not clone3: the zygote's filter can see (and allows) clone's flags, and clone3's
+    // are behind a pointer. With CLONE_PIDFD the pidfd lands where parent_tid points.
+    state.before_fork();
+    const long pid = ::syscall(SYS_clone, kNamespaces | CLONE_PIDFD | SIGCHLD, nullptr, &pidfd,
+                               nullptr, nullptr);
+    if (pid == 0) {
+        run_forked_child(*state.plan, ends, state.font_list.get(), state.self.get());
+        // The job's descriptors are its own now (the steps closed the zygote's): these numbers
+        // may be the job's, and must not be closed on the way out.
+        release_read.release();
+        release_write.release();
+        configured().font_list.release();
+        configured().self.release();
+        state.after_fork_child();
+        in_job = true;
+        return {};
+    }
+    const int error = errno;
+    state.after_fork_parent();
+    if (pid < 0)
+        return refuse(error,
+                      "clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWNET|CLONE_NEWIPC|"
+                      "CLONE_NEWUTS|CLONE_NEWCGROUP|CLONE_PIDFD)");
+    release_read.reset();
+    SpawnReply reply;
+    reply.pid = static_cast<std::int32_t>(pid);
+    if (!write_id_maps(static_cast<pid_t>(pid))) {
+        const int map_error = errno;
+        ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+        ::close(std::exchange(pidfd, -1));
+        return refuse(map_error, "write the job's id maps: %s", std::strerror(map_error));
+    }
+    if (::write(release_write.get(), "1", 1) != 1) {
+        ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+        ::close(std::exchange(pidfd, -1));
+        return refuse(errno, "write(release pipe)");
+    }
+    return reply;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int pysandbox_zygote_configure(
+    const char* spec, std::size_t size, char* error, std::size_t error_size) {
+    Configured& state = configured();
+    auto report = [&](int rc) {
+        if (rc < 0) copy_text(error, error_size, state.detail);
+        return rc;
+    };
+    try {
+        state.plan = read_job_spec(std::string_view(spec, size));
+    } catch (const std::exception& e) {
+        return report(fail(EINVAL, std::string("read the job plan: ") + e.what()));
+    }
+    state.before_fork = reinterpret_cast<PyHook>(::dlsym(RTLD_DEFAULT, "PyOS_BeforeFork"));
+    state.after_fork_parent =
+        reinterpret_cast<PyHook>(::dlsym(RTLD_DEFAULT, "PyOS_AfterFork_Parent"));
+    state.after_fork_child =
+        reinterpret_cast<PyHook>(::dlsym(RTLD_DEFAULT, "PyOS_AfterFork_Child"));
+    if (!state.before_fork || !state.after_fork_parent || !state.after_fork_child)
+        return report(
+            fail(ENOSYS, "dlsym(PyOS_BeforeFork, PyOS_AfterFork_*): not in this process"));
+    if (const auto& list = state.plan->font_list) {
+        state.font_list.reset(::open(list->target.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+        if (!state.font_list)
+            return report(fail(errno, "open(" + list->target + "): the zygote's font list"));
+    }
+    state.self.reset(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
+    if (!state.self) return report(fail(errno, "pidfd_open(the zygote)"));
+    state.error = 0;
+    state.detail.clear();
+    return 0;
+}
+
+extern "C" __attribute__((visibility("default"))) int pysandbox_zygote_serve(int channel) {
+    const Configured& state = configured();
+    Ready ready;
+    ready.error = state.error;
+    copy_text(ready.detail, sizeof ready.detail, state.detail);
+    // With its pidfd: the supervisor tells a zygote that ended from a job killed otherwise.
+    if (sys::send_record(channel, &ready, sizeof ready, state.self.get()) < 0) return -errno;
+    if (state.error != 0) return -state.error;
+
+    for (;;) {
+        // Ended jobs are reaped between requests: a zombie holds nothing but its number, and its
+        // pidfd (the supervisor's) says it ended all the same.
+        while (::waitpid(-1, nullptr, WNOHANG) > 0) {
+        }
+        Received received;
+        const ssize_t n =
+            sys::receive_record_fds(channel, &received.request, sizeof received.request,
+                                    received.fds, sys::kMaxRecordFds, received.count);
+        if (n == 0) return 0;  // the supervisor closed the channel: no more jobs
+        if (n < 0 && errno != EMSGSIZE) return -errno;
+        int pidfd = -1;
+        bool in_job = false;
+        const SpawnReply reply = n == static_cast<ssize_t>(sizeof received.request)
+                                     ? spawn(received, pidfd, in_job)
+                                     : refuse(EPROTO, "a job request of %zd bytes", n);
+        if (in_job) {
+            // The job's interpreter: its fds are its own (the steps closed the zygote's). What
+            // this frame still names is gone: forget it rather than close a job's descriptor.
+            received.count = 0;
+            return 1;
+        }
+        const ssize_t sent = sys::send_record(channel, &reply, sizeof reply, pidfd);
+        if (pidfd >= 0) ::close(pidfd);
+        if (sent < 0) return -errno;
+    }
+}
+
+}  // namespace pysandbox::zygote

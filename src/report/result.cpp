@@ -1,0 +1,412 @@
+#include "report/result.hpp"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "embed/version.hpp"
+#include "plan/units.hpp"
+#include "report/encoding.hpp"
+#include "report/exit_codes.hpp"
+#include "report/json_text.hpp"
+#include "report/violations.hpp"
+
+namespace pysandbox {
+
+std::string_view to_string(Status status) {
+    switch (status) {
+        case Status::ok: return "ok";
+        case Status::error: return "error";
+        case Status::exception: return "exception";
+        case Status::timeout: return "timeout";
+        case Status::memory_limit: return "memory_limit";
+        case Status::cpu_limit: return "cpu_limit";
+        case Status::output_limit: return "output_limit";
+        case Status::killed: return "killed";
+        case Status::policy_violation: return "policy_violation";
+        case Status::sandbox_error: return "sandbox_error";
+    }
+    return "sandbox_error";
+}
+
+namespace {
+
+using Kind = Outcome::Kind;
+
+bool output_truncated(const Outcome& outcome) {
+    return outcome.stdout_omitted + outcome.stderr_omitted > 0;
+}
+
+// Evidence from the kernel, never the script's word: a script can send itself SIGXCPU or raise
+// MemoryError. RLIMIT_CPU sends SIGXCPU at the limit and SIGKILL a second later; the kernel counts
+// the limit in scheduler ticks and getrusage() in run time, which on a busy or virtual machine
+// differ by up to a quarter, so the measured CPU time must reach half the limit.
+bool hit_cpu_limit(const Plan& plan, const Outcome& outcome) {
+    if (outcome.kind != Kind::signaled) return false;
+    if (outcome.signal != SIGXCPU && outcome.signal != SIGKILL) return false;
+    return 2 * outcome.session_cpu_ms.value_or(outcome.cpu_ms) >=
+           plan.profile.limits.cpu_time.count();
+}
+
+// The cgroup's out-of-memory kills, or an allocation failure (MemoryError, or a crash of code
+// that does not check) while the measured peak was at least half the limit or the supervisor saw
+// an allocation the address-space limit refused (memory Python asks for and never touches, a
+// big bytearray or calloc, is not resident: the peak alone misses it).
+bool hit_memory_limit(const Plan& plan, const Outcome& outcome,
+                      const std::optional<PythonException>& exception) {
+    if (outcome.oom_kills > 0 && outcome.kind != Kind::exited) return true;
+    const bool failed =
+        (outcome.kind == Kind::exited && outcome.exit_code != 0 && exception &&
+         exception->type == "MemoryError") ||
+        (outcome.kind == Kind::signaled &&
+         (outcome.signal == SIGKILL || outcome.signal == SIGSEGV || outcome.signal == SIGABRT));
+    const std::uint64_t peak = static_cast<std::uint64_t>(outcome.max_rss_kib) * 1024;
+    return failed && (outcome.allocation_refused || 2 * peak >= plan.profile.limits.memory);
+}
+
+std::string join(const std::string& a, const std::string& b) {
+    if (a.empty() || b.empty()) return a + b;
+    return a + "\npysandbox: " + b;
+}
+
+// "the sandbox policy denied 3 system calls: bpf x2, mount", or empty.
+std::string count_summary(const std::map<std::string, std::uint64_t>& counts,
+                          const std::string& verb, const std::string& noun) {
+    if (counts.empty()) return {};
+    std::string items;
+    std::uint64_t total = 0;
+    for (const auto& [name, count] : counts) {
+        items +=
+            (items.empty() ? "" : ", ") + name + (count > 1 ? " x" + std::to_string(count) : "");
+        total += count;
+    }
+    return "the sandbox policy " + verb + " " + std::to_string(total) + " " + noun +
+           (total > 1 ? "s" : "") + ": " + items;
+}
+
+// The audit hook's blocks, by kind: "import" -> {"subprocess": 1}.
+std::map<std::string, std::map<std::string, std::uint64_t>> policy_blocks_by_kind(
+    const Outcome& outcome) {
+    std::map<std::string, std::map<std::string, std::uint64_t>> by_kind;
+    for (const auto& [key, count] : outcome.policy.blocks) by_kind[key.first][key.second] = count;
+    return by_kind;
+}
+
+std::string blocked_summary(const Outcome& outcome) {
+    auto policy = policy_blocks_by_kind(outcome);
+    return join(join(count_summary(outcome.blocked_syscalls, "denied", "system call"),
+                     count_summary(outcome.blocked_connections, "blocked", "network connection")),
+                join(count_summary(policy["import"], "blocked", "import"),
+                     count_summary(policy["call"], "blocked", "call")));
+}
+
+std::string output_summary(const Plan& plan, const Outcome& outcome) {
+    std::uint64_t omitted = outcome.stdout_omitted + outcome.stderr_omitted;
+    if (omitted == 0) return {};
+    return "output limit of " + units::format_size(plan.profile.limits.output_limit) +
+           " reached; " + std::to_string(omitted) + " bytes omitted from the middle";
+}
+
+bool hook_missing(const Plan& plan, const Outcome& outcome) {
+    const bool script_ran = outcome.kind == Kind::exited || outcome.kind == Kind::signaled;
+    return script_ran && plan.profile.policy.wants_hook() && !outcome.policy.hook_installed;
+}
+
+}  // namespace
+
+std::optional<PythonException> find_exception(const Plan& plan, const Outcome& outcome,
+                                              std::string_view script_file) {
+    // Python reports an uncaught exception with exit status 1, and only then.
+    if (!outcome.captured || outcome.kind != Kind::exited || outcome.exit_code != 1)
+        return std::nullopt;
+    return parse_python_exception(outcome.captured->stderr_text,
+                                  script_file.empty() ? plan.script_file : script_file);
+}
+
+Status classify(const Plan& plan, const Outcome& outcome,
+                const std::optional<PythonException>& exception) {
+    switch (outcome.kind) {
+        case Kind::setup_failed:
+        case Kind::exec_failed:
+        case Kind::zygote_lost: return Status::sandbox_error;
+        case Kind::policy_violation: return Status::policy_violation;
+        case Kind::timeout: return Status::timeout;
+        case Kind::interrupted:
+        case Kind::lost: return Status::killed;
+        case Kind::signaled:
+        case Kind::exited: break;
+    }
+    // The cgroup's count first, then the CPU limit's signals, then the other signs of memory.
+    if (outcome.oom_kills > 0 && outcome.kind != Kind::exited) return Status::memory_limit;
+    if (hit_cpu_limit(plan, outcome)) return Status::cpu_limit;
+    if (hit_memory_limit(plan, outcome, exception)) return Status::memory_limit;
+    if (outcome.kind == Kind::signaled) return Status::killed;
+    // The audit hook refused something and the script did not recover: that is why it failed.
+    if (!outcome.policy.blocks.empty() && outcome.exit_code != 0) return Status::policy_violation;
+    if (exception) return Status::exception;
+    if (output_truncated(outcome)) return Status::output_limit;
+    return outcome.exit_code == 0 ? Status::ok : Status::error;
+}
+
+std::string human_summary(const Plan& plan, const Outcome& outcome) {
+    const Limits& limits = plan.profile.limits;
+    const std::string hook_warning =
+        hook_missing(plan, outcome)
+            ? "the [policy] audit hook did not report itself installed (only the kernel layers "
+              "applied); does python.args disable site or PYTHONPATH?"
+            : "";
+    switch (outcome.kind) {
+        case Kind::exited:
+            return join(join(output_summary(plan, outcome), blocked_summary(outcome)),
+                        hook_warning);
+        case Kind::signaled:
+            if (hit_cpu_limit(plan, outcome))
+                return "CPU time limit of " + units::format_duration(limits.cpu_time) +
+                       " reached; the script was killed";
+            if (hit_memory_limit(plan, outcome, std::nullopt))
+                return "memory limit of " + units::format_size(limits.memory) +
+                       " reached; the script was killed";
+            return join(join(output_summary(plan, outcome), blocked_summary(outcome)),
+                        hook_warning);
+        case Kind::timeout:
+            return "wall-clock limit of " + units::format_duration(limits.wall_time) +
+                   " reached; the sandbox was killed";
+        case Kind::interrupted:
+            return "interrupted by " + signal_name(outcome.signal) + "; the sandbox was stopped";
+        case Kind::setup_failed:
+            return "sandbox setup failed at step \"" + outcome.step + "\": " + outcome.detail +
+                   ": " + std::strerror(outcome.error) + "; the script was not run";
+        case Kind::exec_failed:
+            if (outcome.error == ENOENT || outcome.error == ENOTDIR)
+                return "interpreter " + plan.interpreter +
+                       " not found inside the sandbox; is its directory in filesystem.ro?";
+            return "interpreter " + plan.interpreter + " cannot be executed (" + outcome.detail +
+                   ": " + std::strerror(outcome.error) + ")";
+        case Kind::policy_violation:
+            return "system call " + outcome.killing_syscall +
+                   " is denied by the sandbox policy; the sandbox was killed";
+        case Kind::zygote_lost:
+            return "the fork server's zygote ended, and this sandbox with it (pysandbox failed, "
+                   "not the script)";
+        case Kind::lost:
+            return "the sandbox was killed from outside" +
+                   (outcome.signal != 0 ? " (" + signal_name(outcome.signal) + ")" : "");
+    }
+    return {};
+}
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json exception_json(const std::optional<PythonException>& exception) {
+    if (!exception) return nullptr;
+    return {{"type", exception->type},
+            {"message", exception->message},
+            {"line", exception->line ? json(*exception->line) : json(nullptr)},
+            {"traceback", exception->traceback},
+            {"summary", exception->summary},
+            {"hint", exception->hint.empty() ? json(nullptr) : json(exception->hint)}};
+}
+
+// The limit a status reports as a resource violation, if any.
+const char* limit_for(Status status) {
+    switch (status) {
+        case Status::timeout: return "wall_time";
+        case Status::memory_limit: return "memory";
+        case Status::cpu_limit: return "cpu_time";
+        case Status::output_limit: return "output_limit";
+        default: return nullptr;
+    }
+}
+
+json violations_json(const Outcome& outcome, Status status) {
+    json violations = blocked_json(outcome);
+    if (const char* limit = limit_for(status))
+        violations.push_back({{"kind", "resource"},
+                              {"what", limit},
+                              {"count", 1},
+                              {"action", status == Status::output_limit ? "truncated"
+                                         : outcome.sandbox_kept         ? "interrupted"
+                                                                        : "killed"}});
+    return violations;
+}
+
+// "skipped" appears only on files --output-dir did not copy, saying why.
+json files_json(const std::vector<artifacts::Artifact>& files) {
+    json list = json::array();
+    for (const auto& file : files) {
+        json entry = {{"path", file.path},
+                      {"size", file.size},
+                      {"sha256", file.sha256 ? json(*file.sha256) : json(nullptr)},
+                      {"media_type", file.media_type},
+                      {"host_path", file.host_path ? json(*file.host_path) : json(nullptr)}};
+        if (!file.skipped.empty()) entry["skipped"] = file.skipped;
+        list.push_back(std::move(entry));
+    }
+    return list;
+}
+
+// --trace-syscalls: [{"name", "count", "verdict"}], by name; null without it.
+json syscalls_json(const Outcome& outcome) {
+    if (!outcome.traced_syscalls) return nullptr;
+    json calls = json::array();
+    for (const auto& [name, call] : *outcome.traced_syscalls)
+        calls.push_back({{"name", name}, {"count", call.count}, {"verdict", call.verdict}});
+    return calls;
+}
+
+json usage_json(const Outcome& outcome) {
+    return {{"wall_ms", outcome.wall.count()},
+            {"cpu_ms", outcome.cpu_ms},
+            {"max_rss_kib", outcome.max_rss_kib},
+            {"setup_ms", outcome.setup.count()},
+            {"collect_ms", outcome.collect.count()}};
+}
+
+// A stream as a JSON string: text as it is, anything else as base64 (encoding.hpp). `is_text`
+// when the capture already knows.
+json stream_text(std::string bytes, std::optional<bool> is_text, json& encodings,
+                 const char* name) {
+    if (is_text ? *is_text : encoding::is_text(bytes)) {
+        encodings[name] = "utf-8";
+        return json(std::move(bytes));
+    }
+    encodings[name] = "base64";
+    return encoding::base64(bytes);
+}
+
+// [["stdout", 120], ["stderr", 45], ...]: the kept bytes in the order they arrived.
+json order_json(const std::vector<OutputSegment>& order) {
+    json segments = json::array();
+    for (const auto& segment : order)
+        segments.push_back(
+            {segment.channel == OutputSegment::kStdout ? "stdout" : "stderr", segment.length});
+    return segments;
+}
+
+json limits_json(const Plan& plan) {
+    const Limits& limits = plan.profile.limits;
+    return {{"wall_time_ms", limits.wall_time.count()},
+            {"cpu_time_ms", limits.cpu_time.count()},
+            {"memory_bytes", limits.memory},
+            {"max_procs", limits.max_procs},
+            {"open_files", limits.open_files},
+            {"file_size_bytes", limits.file_size},
+            {"tmp_size_bytes", limits.tmp_size},
+            {"output_limit_bytes", limits.output_limit},
+            {"cpus", CPU_COUNT(&plan.affinity)},
+            {"network", to_string(plan.profile.network.mode)}};
+}
+
+std::string_view audit_hook_state(const Plan& plan, const Outcome& outcome) {
+    if (!plan.profile.policy.wants_hook()) return "off";
+    return outcome.policy.hook_installed ? "installed" : "not confirmed";
+}
+
+json enforcement_json(const Plan& plan, const Outcome& outcome) {
+    json degraded = json::array();
+    if (plan.landlock.abi == 0) degraded.push_back("landlock");
+    if (!plan.cgroup) degraded.push_back("cgroup");
+    if (hook_missing(plan, outcome)) degraded.push_back("audit_hook");
+    return {{"namespaces", {"user", "mount", "pid", "network", "ipc", "uts", "cgroup"}},
+            {"seccomp", plan.profile.seccomp.kill ? "kill" : "errno"},
+            {"landlock", plan.landlock.abi > 0 ? json(plan.landlock.abi) : json(false)},
+            {"no_new_privs", true},
+            {"capabilities", json::array()},
+            {"resources", plan.cgroup ? "cgroup" : "rlimit"},
+            {"audit_hook", audit_hook_state(plan, outcome)},
+            {"host_uid", plan.ids.outer_uid},
+            {"degraded", degraded}};
+}
+
+json error_json(const Plan& plan, const Outcome& outcome) {
+    const char* step = nullptr;
+    switch (outcome.kind) {
+        case Kind::setup_failed: step = outcome.step.c_str(); break;
+        case Kind::exec_failed: step = "execve"; break;
+        case Kind::zygote_lost: step = "the fork server's zygote"; break;
+        default: return nullptr;
+    }
+    return {{"message", human_summary(plan, outcome)}, {"step", step}, {"errno", outcome.error}};
+}
+
+}  // namespace
+
+json result_json(const Plan& plan, Outcome outcome, int exit_code, std::string_view script_file) {
+    const std::optional<PythonException> exception = find_exception(plan, outcome, script_file);
+    const Status status = classify(plan, outcome, exception);
+    Outcome::Captured output =
+        outcome.captured ? std::move(*outcome.captured) : Outcome::Captured{};
+    json encodings = json::object();
+    json stdout_text =
+        stream_text(std::move(output.stdout_text), output.stdout_is_text, encodings, "stdout");
+    json stderr_text =
+        stream_text(std::move(output.stderr_text), output.stderr_is_text, encodings, "stderr");
+    const std::string message = human_summary(plan, outcome);
+    const bool exited = outcome.kind == Kind::exited;
+    const bool signaled = outcome.kind == Kind::signaled || outcome.kind == Kind::interrupted ||
+                          (outcome.kind == Kind::lost && outcome.signal != 0);
+    // The streams are moved in after the object is built: nlohmann copies what an initializer
+    // list holds, and a stream may be a gigabyte.
+    json result = {
+        {"schema", kResultSchema},
+        {"version", kVersion},
+        {"status", to_string(status)},
+        {"exit_code", exited ? json(outcome.exit_code) : json(nullptr)},
+        {"signal", signaled ? json(signal_name(outcome.signal)) : json(nullptr)},
+        {"pysandbox_exit_code", exit_code},
+        {"message", message.empty() ? json(nullptr) : json(message)},
+        {"stdout", nullptr},
+        {"stderr", nullptr},
+        {"encoding", std::move(encodings)},
+        {"output", order_json(output.order)},
+        {"truncated",
+         {{"stdout", outcome.stdout_omitted > 0}, {"stderr", outcome.stderr_omitted > 0}}},
+        {"bytes", {{"stdout", outcome.stdout_bytes}, {"stderr", outcome.stderr_bytes}}},
+        {"exception", exception_json(exception)},
+        {"violations", violations_json(outcome, status)},
+        {"files", files_json(outcome.files)},
+        {"files_omitted", outcome.files_omitted},
+        {"syscalls", syscalls_json(outcome)},
+        {"usage", usage_json(outcome)},
+        {"limits", limits_json(plan)},
+        {"enforcement", enforcement_json(plan, outcome)},
+        {"profile", plan.profile.name},
+        {"error", error_json(plan, outcome)},
+        {"warnings", outcome.warnings},
+    };
+    result["stdout"] = std::move(stdout_text);
+    result["stderr"] = std::move(stderr_text);
+    return result;
+}
+
+json early_error_json(std::string_view message, std::string_view profile) {
+    return {{"schema", kResultSchema},
+            {"version", kVersion},
+            {"status", to_string(Status::sandbox_error)},
+            {"exit_code", nullptr},
+            {"signal", nullptr},
+            {"pysandbox_exit_code", exit_codes::kSandboxError},
+            {"message", message},
+            {"stdout", ""},
+            {"stderr", ""},
+            {"encoding", {{"stdout", "utf-8"}, {"stderr", "utf-8"}}},
+            {"output", json::array()},
+            {"truncated", {{"stdout", false}, {"stderr", false}}},
+            {"bytes", {{"stdout", 0}, {"stderr", 0}}},
+            {"exception", nullptr},
+            {"violations", json::array()},
+            {"files", json::array()},
+            {"files_omitted", 0},
+            {"syscalls", nullptr},
+            {"usage", nullptr},
+            {"limits", nullptr},
+            {"enforcement", nullptr},
+            {"profile", profile},
+            {"error", {{"message", message}, {"step", nullptr}, {"errno", nullptr}}},
+            {"warnings", json::array()}};
+}
+
+}  // namespace pysandbox
