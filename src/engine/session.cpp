@@ -273,7 +273,10 @@ Outcome Session::cell_outcome(const json* done, Supervised* ended) {
 // the proxy is not stopped.
 void Session::collect_cell(const LeftBehind& left, Outcome& outcome) {
     const Clock::time_point start = Clock::now();
-    Gathering how{.unchanged = &files_seen_, .stop_proxy = false, .oom_before = oom_before_};
+    Gathering how;
+    how.unchanged = &files_seen_;
+    how.stop_proxy = false;  // the sandbox may live on
+    how.oom_before = oom_before_;
     sys::UniqueFd cell_dir;
     if (left.work_dir >= 0) how.target = cell_target(cell_dir, outcome);
     artifacts::Snapshot seen = gather(plan_, left, how, outcome);
