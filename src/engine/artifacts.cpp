@@ -177,13 +177,7 @@ class Walker {
         int next = host_dir;
         if (host_dir >= 0) {
             const bool valid = is_utf8_name(name);
-            if (valid && ::mkdirat(host_dir, name.c_str(), 0755) == 0) {
-                host_sub.reset(::openat(host_dir, name.c_str(),
-                                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-                if (host_sub && options_.owner)
-                    ::fchown(host_sub.get(), *options_.owner,
-                             options_.group ? *options_.group : static_cast<gid_t>(-1));
-            }
+            if (valid) host_sub = make_host_dir(host_dir, name, options_.owner, options_.group);
             next = host_sub ? host_sub.get() : kHostDirMissing;
             if (!host_sub)
                 refusal_below_ = !valid ? "invalid_name" : errno == EEXIST ? "exists" : "error";
@@ -317,6 +311,14 @@ std::string media_type_for(std::string_view name) {
     for (const auto& [extension, type] : kTypes)
         if (lower.size() > extension.size() && lower.ends_with(extension)) return std::string(type);
     return "application/octet-stream";
+}
+
+UniqueFd make_host_dir(int parent, const std::string& name, std::optional<uid_t> owner,
+                       std::optional<gid_t> group) {
+    if (::mkdirat(parent, name.c_str(), 0755) != 0) return {};
+    UniqueFd dir(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dir && owner) ::fchown(dir.get(), *owner, group ? *group : static_cast<gid_t>(-1));
+    return dir;
 }
 
 Listing collect(int work_dir, const Options& options) {

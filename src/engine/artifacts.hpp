@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "report/artifact.hpp"
+#include "sys/unique_fd.hpp"
 
 namespace pysandbox::artifacts {
 
@@ -64,6 +65,13 @@ struct Listing {
 
 // The media type a file's extension suggests; application/octet-stream when none does.
 std::string media_type_for(std::string_view name);
+
+// Makes the host directory `name` under `parent` (a directory descriptor, or AT_FDCWD and a path)
+// and opens it, never through a link; it belongs to `owner` and `group` when given. Null, errno
+// set, when it is there already or cannot be made. Every directory artifacts are copied into (the
+// output directory, a session cell's, the walk's subdirectories) is made by this.
+sys::UniqueFd make_host_dir(int parent, const std::string& name, std::optional<uid_t> owner = {},
+                            std::optional<gid_t> group = {});
 
 // Walks the directory `work_dir` (bounded in depth, entries, bytes and time), in name order.
 Listing collect(int work_dir, const Options& options);

@@ -1,7 +1,6 @@
 #include "engine/collect.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -19,8 +18,7 @@ ArtifactTarget open_output_dir(const Plan& plan, sys::UniqueFd& made, Outcome& o
     if (!plan.output_dir) return {};
     const std::string& dir = *plan.output_dir;
     if (plan.output_dir_fd) return {plan.output_dir_fd.get(), dir};
-    if (::mkdir(dir.c_str(), 0755) == 0)
-        made.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    made = artifacts::make_host_dir(AT_FDCWD, dir);
     if (made) return {made.get(), dir};
     outcome.warnings.push_back("--output-dir: cannot create " + dir + ": " + std::strerror(errno) +
                                "; no artifact was copied");
@@ -39,20 +37,18 @@ void copy_back_workdir(const Plan& plan, int upper, Outcome& outcome) {
         outcome.warnings.push_back(std::move(problem));
 }
 
-}  // namespace
-
-artifacts::Snapshot list_artifacts(const Plan& plan, int work_dir, const ArtifactTarget& target,
-                                   const artifacts::Snapshot* unchanged, Outcome& outcome) {
+artifacts::Snapshot list_artifacts(const Plan& plan, int work_dir, const Gathering& how,
+                                   Outcome& outcome) {
     artifacts::Options options;
     for (const auto& input : plan.inputs) options.inputs.push_back(input.name);
     options.max_file_size = plan.profile.limits.artifact_size;
     options.max_total_size = plan.profile.limits.artifacts_total;
     options.deadline = Clock::now() + kCollectBudget;
-    options.unchanged = unchanged;
-    options.output_dir = target.dir;
-    options.output_dir_path = target.path;
+    options.unchanged = how.unchanged;
+    options.output_dir = how.target.dir;
+    options.output_dir_path = how.target.path;
     // Root's copies belong to the uid the script ran as, like the files it wrote.
-    if (plan.ids.privileged && target.dir >= 0) {
+    if (plan.ids.privileged && how.target.dir >= 0) {
         options.owner = plan.ids.outer_uid;
         options.group = plan.ids.outer_gid;
     }
@@ -62,19 +58,29 @@ artifacts::Snapshot list_artifacts(const Plan& plan, int work_dir, const Artifac
     return std::move(listing.seen);
 }
 
+}  // namespace
+
+artifacts::Snapshot gather(const Plan& plan, const LeftBehind& left, const Gathering& how,
+                           Outcome& outcome) {
+    artifacts::Snapshot seen;
+    if (left.work_dir >= 0) seen = list_artifacts(plan, left.work_dir, how, outcome);
+    if (left.proxy)
+        outcome.blocked_connections =
+            how.stop_proxy ? left.proxy->stop() : left.proxy->take_blocked();
+    if (left.cgroup) outcome.oom_kills = left.cgroup->oom_kills() - how.oom_before;
+    return seen;
+}
+
 Outcome collect(const Plan& plan, Supervised supervised) {
     const Clock::time_point start = Clock::now();
     Outcome& outcome = supervised.outcome;
-    if (supervised.work_dir && plan.host_workdir)
-        copy_back_workdir(plan, supervised.work_dir.get(), outcome);
-    if (supervised.work_dir) {
-        // Runs when nothing of the sandbox is left, so nothing inside changes the tree meanwhile.
-        sys::UniqueFd made;
-        const ArtifactTarget target = open_output_dir(plan, made, outcome);
-        list_artifacts(plan, supervised.work_dir.get(), target, nullptr, outcome);
-    }
-    if (supervised.proxy) outcome.blocked_connections = supervised.proxy->stop();
-    if (supervised.cgroup) outcome.oom_kills = supervised.cgroup->oom_kills();
+    const int work_dir = supervised.work_dir.get();
+    if (work_dir >= 0 && plan.host_workdir) copy_back_workdir(plan, work_dir, outcome);
+    // Runs when nothing of the sandbox is left, so nothing inside changes the tree meanwhile.
+    sys::UniqueFd made;
+    Gathering how;
+    if (work_dir >= 0) how.target = open_output_dir(plan, made, outcome);
+    gather(plan, {work_dir, supervised.proxy.get(), supervised.cgroup.get()}, how, outcome);
     outcome.collect = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
     return std::move(outcome);
 }

@@ -1,15 +1,19 @@
 #pragma once
-// After the run, once nothing of the sandbox is left: what it left behind. The artifacts under
-// /tmp/work (listed, hashed, copied out with --output-dir), the proxy's denied destinations (the
-// proxy stops here), and the cgroup's out-of-memory count (the cgroup goes away here).
+// After the run, or after a session's cell: what the sandbox left behind. The artifacts under
+// /tmp/work (listed, hashed, copied out with --output-dir), the proxy's denied destinations, and
+// the cgroup's out-of-memory count, gathered by one function (gather) for a run and a cell alike;
+// for a run, also the end of the proxy and of the cgroup, and --workdir's changes copied back.
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "engine/artifacts.hpp"
 #include "engine/sandbox.hpp"
 #include "plan/plan.hpp"
+#include "proxy/proxy.hpp"
 #include "report/outcome.hpp"
+#include "sys/cgroup.hpp"
 
 namespace pysandbox {
 
@@ -26,10 +30,29 @@ struct ArtifactTarget {
     std::string path;
 };
 
-// Lists the artifacts under `work_dir` into `outcome`, hashed and, with a target, copied, within
-// kCollectBudget. A session passes the previous listing's snapshot (`unchanged`) so that only what
-// a cell changed is listed. Returns what the walk saw.
-artifacts::Snapshot list_artifacts(const Plan& plan, int work_dir, const ArtifactTarget& target,
-                                   const artifacts::Snapshot* unchanged, Outcome& outcome);
+// What a sandbox left for collection, ended (Supervised) or still running (a session's, between
+// cells): its /tmp/work (-1 when it never sent one), its proxy and its cgroup (null when none).
+struct LeftBehind {
+    int work_dir = -1;
+    proxy::Proxy* proxy = nullptr;
+    cgroup::RunCgroup* cgroup = nullptr;
+};
+
+// How it is gathered: where the artifacts go; the listing to leave out (a session passes the
+// previous cell's snapshot, so that only what a cell changed is listed); whether the proxy stops
+// (the run is over) or only its count is taken (the sandbox lives on); the OOM kills already
+// reported (a session's earlier cells).
+struct Gathering {
+    ArtifactTarget target;
+    const artifacts::Snapshot* unchanged = nullptr;
+    bool stop_proxy = true;
+    std::uint64_t oom_before = 0;
+};
+
+// Into `outcome`: the artifacts under `left.work_dir`, hashed and, with a target, copied, within
+// kCollectBudget; the proxy's denied destinations; the cgroup's OOM kills since `oom_before`.
+// Returns what the artifact walk saw (nothing without a work dir).
+artifacts::Snapshot gather(const Plan& plan, const LeftBehind& left, const Gathering& how,
+                           Outcome& outcome);
 
 }  // namespace pysandbox

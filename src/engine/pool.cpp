@@ -1,5 +1,6 @@
 #include "engine/pool.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <exception>
 
+#include "engine/artifacts.hpp"
 #include "plan/profile.hpp"
 #include "sys/errors.hpp"
 
@@ -97,7 +99,7 @@ void Pool::refill() {
 
 std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
                                int verbose, const std::vector<std::string>& host_env, bool forked) {
-    if (overrides.output_dir && ::mkdir(overrides.output_dir->c_str(), 0755) != 0 &&
+    if (overrides.output_dir && !artifacts::make_host_dir(AT_FDCWD, *overrides.output_dir) &&
         errno != EEXIST)
         throw UsageError("--output-dir: cannot create " + *overrides.output_dir + ": " +
                          std::strerror(errno));

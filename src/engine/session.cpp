@@ -238,9 +238,7 @@ Outcome Session::cell_outcome(const json* done, Supervised* ended) {
         outcome.session_cpu_ms = total.cpu_ms;
         outcome.cpu_ms = std::max<std::int64_t>(0, total.cpu_ms - usage_before_.cpu_ms);
         outcome.max_rss_kib = total.max_rss_kib;
-        if (ended->work_dir) list_files(ended->work_dir.get(), outcome);
-        if (ended->proxy) outcome.blocked_connections = ended->proxy->take_blocked();
-        if (ended->cgroup) outcome.oom_kills = ended->cgroup->oom_kills() - oom_before_;
+        collect_cell({ended->work_dir.get(), ended->proxy.get(), ended->cgroup.get()}, outcome);
     } else {
         CutOutput cut = sandbox_->cut_output();
         outcome.captured = std::move(cut.captured);
@@ -263,51 +261,66 @@ Outcome Session::cell_outcome(const json* done, Supervised* ended) {
                 code != done->end() && code->is_number_integer() ? code->get<int>() & 0xff : 1;
         }
         outcome.sandbox_kept = true;
-        if (sandbox_->work_dir() >= 0) list_files(sandbox_->work_dir(), outcome);
-        if (proxy::Proxy* proxy = sandbox_->proxy())
-            outcome.blocked_connections = proxy->take_blocked();
-        if (cgroup::RunCgroup* cgroup = sandbox_->cgroup())
-            outcome.oom_kills = cgroup->oom_kills() - oom_before_;
+        collect_cell({sandbox_->work_dir(), sandbox_->proxy(), sandbox_->cgroup()}, outcome);
     }
     outcome.setup = cell_setup_;
     outcome.wall = duration_cast<milliseconds>(Clock::now() - cell_start_);
     return outcome;
 }
 
-// What the cell changed under /tmp/work; with --output-dir, copied to DIR/cell-N.
-void Session::list_files(int work_dir, Outcome& outcome) {
+// What the cell left (collect.hpp): what it changed under /tmp/work, with --output-dir copied to
+// DIR/cell-N; the proxy's denials and the OOM kills since the cell began. The sandbox may live on:
+// the proxy is not stopped.
+void Session::collect_cell(const LeftBehind& left, Outcome& outcome) {
     const Clock::time_point start = Clock::now();
-    ArtifactTarget target;
+    Gathering how;
+    how.unchanged = &files_seen_;
+    how.stop_proxy = false;  // the sandbox may live on
+    how.oom_before = oom_before_;
     sys::UniqueFd cell_dir;
-    const std::string numbered = "cell-" + std::to_string(cells_);
-    const std::string name = output_name_.empty() ? numbered
-                             : output_per_cell_   ? output_name_ + "-" + numbered
-                                                  : output_name_;
-    if (plan_.output_dir) {
-        target = {artifacts::kHostDirMissing, *plan_.output_dir + "/" + name};
-        if (!output_dir_ && ::mkdir(plan_.output_dir->c_str(), 0755) == 0)
-            output_dir_.reset(
-                ::open(plan_.output_dir->c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-        const int dir = plan_.output_dir_fd ? plan_.output_dir_fd.get() : output_dir_.get();
-        if (dir >= 0 && ::mkdirat(dir, name.c_str(), 0755) == 0) {
-            cell_dir.reset(
-                ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-            if (cell_dir && plan_.ids.privileged)
-                ::fchown(cell_dir.get(), plan_.ids.outer_uid, plan_.ids.outer_gid);
-        }
-        if (cell_dir)
-            target.dir = cell_dir.get();
-        else
-            outcome.warnings.push_back("--output-dir: cannot create " + target.path + ": " +
-                                       std::strerror(errno) + "; no artifact was copied");
-        files_seen_ = list_artifacts(plan_, work_dir, target, &files_seen_, outcome);
+    if (left.work_dir >= 0) how.target = cell_target(cell_dir, outcome);
+    artifacts::Snapshot seen = gather(plan_, left, how, outcome);
+    if (left.work_dir >= 0) {
+        files_seen_ = std::move(seen);
         drop_inputs(outcome, cell_dir.get());
-        if (cell_dir && outcome.files.empty()) ::unlinkat(dir, name.c_str(), AT_REMOVEDIR);
-    } else {
-        files_seen_ = list_artifacts(plan_, work_dir, target, &files_seen_, outcome);
-        drop_inputs(outcome, -1);
+        if (cell_dir && outcome.files.empty())
+            ::unlinkat(output_parent(), cell_name().c_str(), AT_REMOVEDIR);
+        outcome.collect = duration_cast<milliseconds>(Clock::now() - start);
     }
-    outcome.collect = duration_cast<milliseconds>(Clock::now() - start);
+}
+
+std::string Session::cell_name() const {
+    const std::string numbered = "cell-" + std::to_string(cells_);
+    return output_name_.empty() ? numbered
+           : output_per_cell_   ? output_name_ + "-" + numbered
+                                : output_name_;
+}
+
+// --output-dir, as the plan found it or as a cell first made it (-1 when neither).
+int Session::output_parent() const {
+    return plan_.output_dir_fd ? plan_.output_dir_fd.get() : output_dir_.get();
+}
+
+// The cell's own directory under --output-dir (`cell_dir`, made now), or nowhere without one.
+ArtifactTarget Session::cell_target(sys::UniqueFd& cell_dir, Outcome& outcome) {
+    if (!plan_.output_dir) return {};
+    const std::string name = cell_name();
+    ArtifactTarget target{artifacts::kHostDirMissing, *plan_.output_dir + "/" + name};
+    if (!output_dir_ && !plan_.output_dir_fd)
+        output_dir_ = artifacts::make_host_dir(AT_FDCWD, *plan_.output_dir);
+    if (const int parent = output_parent(); parent >= 0) {
+        if (plan_.ids.privileged)
+            cell_dir =
+                artifacts::make_host_dir(parent, name, plan_.ids.outer_uid, plan_.ids.outer_gid);
+        else
+            cell_dir = artifacts::make_host_dir(parent, name);
+    }
+    if (cell_dir)
+        target.dir = cell_dir.get();
+    else
+        outcome.warnings.push_back("--output-dir: cannot create " + target.path + ": " +
+                                   std::strerror(errno) + "; no artifact was copied");
+    return target;
 }
 
 // The request's own files, as the cell found them, are not something it made: they leave the

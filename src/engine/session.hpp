@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/artifacts.hpp"
+#include "engine/collect.hpp"
 #include "engine/sandbox.hpp"
 #include "engine/zygote.hpp"
 #include "plan/plan.hpp"
@@ -120,7 +121,10 @@ class Session {
     void on_sandbox_end();
     void finish(const nlohmann::json* done);
     Outcome cell_outcome(const nlohmann::json* done, Supervised* ended);
-    void list_files(int work_dir, Outcome& outcome);
+    void collect_cell(const LeftBehind& left, Outcome& outcome);
+    ArtifactTarget cell_target(sys::UniqueFd& cell_dir, Outcome& outcome);
+    std::string cell_name() const;
+    int output_parent() const;
     void drop_inputs(Outcome& outcome, int cell_dir) const;
     std::string cell_filename() const;
     nlohmann::ordered_json cell_result(Outcome outcome, const nlohmann::json* done);

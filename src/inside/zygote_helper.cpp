@@ -120,6 +120,29 @@ SpawnReply refuse(int error, const char* format, ...) {
     return reply;
 }
 
+// The job's pidfd, killed and closed: it was forked but cannot be released.
+void kill_job(int& pidfd) {
+    ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    ::close(std::exchange(pidfd, -1));
+}
+
+// In the zygote, once the job is forked: its id maps written, then released to set itself up.
+SpawnReply release_job(pid_t pid, int& pidfd, int release_write) {
+    SpawnReply reply;
+    reply.pid = static_cast<std::int32_t>(pid);
+    if (!write_id_maps(pid)) {
+        const int map_error = errno;
+        kill_job(pidfd);
+        return refuse(map_error, "write the job's id maps: %s", std::strerror(map_error));
+    }
+    if (::write(release_write, "1", 1) != 1) {
+        const int write_error = errno;
+        kill_job(pidfd);
+        return refuse(write_error, "write(release pipe)");
+    }
+    return reply;
+}
+
 // Forks the job. Returns in the parent (the zygote) with the reply to send and the pidfd in
 // `pidfd`; in the job, only in its interpreter's process, with `in_job` set.
 SpawnReply spawn(const Received& received, int& pidfd, bool& in_job) {
@@ -169,20 +192,7 @@ SpawnReply spawn(const Received& received, int& pidfd, bool& in_job) {
                       "clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWNET|CLONE_NEWIPC|"
                       "CLONE_NEWUTS|CLONE_NEWCGROUP|CLONE_PIDFD)");
     release_read.reset();
-    SpawnReply reply;
-    reply.pid = static_cast<std::int32_t>(pid);
-    if (!write_id_maps(static_cast<pid_t>(pid))) {
-        const int map_error = errno;
-        ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-        ::close(std::exchange(pidfd, -1));
-        return refuse(map_error, "write the job's id maps: %s", std::strerror(map_error));
-    }
-    if (::write(release_write.get(), "1", 1) != 1) {
-        ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-        ::close(std::exchange(pidfd, -1));
-        return refuse(errno, "write(release pipe)");
-    }
-    return reply;
+    return release_job(static_cast<pid_t>(pid), pidfd, release_write.get());
 }
 
 }  // namespace

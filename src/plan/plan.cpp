@@ -15,7 +15,9 @@
 
 #include "embed/python_modules.hpp"
 #include "embed/zygote_helper_blob.hpp"
+#include "plan/host_files.hpp"
 #include "plan/policy.hpp"
+#include "plan/program.hpp"
 #include "plan/seccomp.hpp"
 #include "proxy/proxy.hpp"
 #include "sys/errors.hpp"
@@ -28,7 +30,6 @@ namespace {
 
 constexpr uid_t kOverflowId = 65534;  // "nobody": what root's sandboxes run as on the host
 constexpr std::uint64_t kAllocationWatchFloor = 16ULL << 20;
-constexpr std::uintmax_t kMaxScriptBytes = 16 << 20;
 // A zygote's RLIMIT_NPROC: its jobs' user namespaces are nested in its own, whose count includes
 // theirs; each job sets its own limit.
 constexpr rlim_t kNestedProcesses = 4096;
@@ -71,107 +72,6 @@ void add_ro_paths(const Profile& profile, Plan& plan) {
                                "\" is neither a directory nor a regular file");
         }
     }
-}
-
-std::string read_script(const std::string& path) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0)
-        throw UsageError("script " + path + ": " + std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) throw UsageError("script " + path + ": is a directory");
-    if (!S_ISREG(st.st_mode)) throw UsageError("script " + path + ": not a regular file");
-    if (static_cast<std::uintmax_t>(st.st_size) > kMaxScriptBytes)
-        throw UsageError("script " + path + ": larger than 16 MiB");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw UsageError("script " + path + ": " + std::strerror(errno));
-    std::ostringstream content;
-    content << in.rdbuf();
-    return content.str();
-}
-
-std::string read_all_stdin() {
-    std::string text;
-    char buffer[65536];
-    for (;;) {
-        ssize_t n = ::read(STDIN_FILENO, buffer, sizeof buffer);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw SysError("read(stdin)", errno);
-        if (n == 0) break;
-        text.append(buffer, static_cast<std::size_t>(n));
-        if (text.size() > kMaxScriptBytes) throw UsageError("program on stdin: larger than 16 MiB");
-    }
-    return text;
-}
-
-// The script, read now, at /sandbox/NAME inside; returns that path.
-std::string add_script_file(const std::string& host_path, Plan& plan) {
-    std::string inside = std::string(kScriptDir) + "/" + fs::path(host_path).filename().string();
-    plan.program_text = {Plan::ProgramText::In::files, plan.files.size()};
-    plan.files.push_back({inside, read_script(host_path), 0444});
-    return inside;
-}
-
-// `python3 -c` code that imports one of the sandbox's modules and runs its main(). Imported, a
-// module's bytecode prepared at build time is used; named as a script, it would be compiled from
-// source in every run. The directory goes first in sys.path whatever the flags (-I, -S).
-std::string import_and_run(std::string_view module) {
-    const std::string_view dir = kSandboxPythonDir.substr(0, kSandboxPythonDir.size() - 1);
-    return "import sys; sys.path.insert(0, '" + std::string(dir) + "'); import " +
-           std::string(module) + "; " + std::string(module) + ".main()";
-}
-
-void add_program(const Program& program, Plan& plan) {
-    plan.argv.push_back(plan.interpreter);
-    for (const auto& arg : plan.profile.interpreter_args) plan.argv.push_back(arg);
-    switch (program.kind) {
-        case Program::Kind::code:
-            plan.argv.push_back("-c");
-            plan.program_text = {Plan::ProgramText::In::argv, plan.argv.size()};
-            plan.argv.push_back(program.text);
-            plan.script_label = "-c";
-            plan.script_file = "<string>";
-            break;
-        case Program::Kind::stdin_program:
-            plan.stdin_program = read_all_stdin();
-            plan.argv.push_back("-");
-            plan.script_label = "-";
-            plan.script_file = "<stdin>";
-            plan.program_text = {Plan::ProgramText::In::stdin_program, 0};
-            break;
-        case Program::Kind::script_file:
-            plan.script_file = add_script_file(program.text, plan);
-            plan.argv.push_back(plan.script_file);
-            plan.script_label = program.text;
-            break;
-        case Program::Kind::check: {
-            // The analyzer needs the standard library only: no site (nor the .pth files it runs).
-            plan.argv.push_back("-S");
-            plan.argv.push_back("-c");
-            plan.argv.push_back(import_and_run(python::kCheckModule));
-            plan.argv.push_back(add_script_file(program.text, plan));
-            plan.argv.push_back(policy::analyzer_argument(plan.profile.policy, plan.profile.name));
-            plan.script_label = program.text;
-            break;
-        }
-        case Program::Kind::zygote:
-        case Program::Kind::driver: {
-            // -c "import pysandbox_driver; ..." CONTROL_FD MODULE... (or pysandbox_zygote):
-            // imported rather than named as a script, so its prepared bytecode is used. The
-            // modules to preload stand where a script's arguments do (init's command line keeps
-            // them); a cell or a job has no arguments of its own.
-            const bool zygote = program.kind == Program::Kind::zygote;
-            plan.argv.push_back("-c");
-            plan.argv.push_back(
-                import_and_run(zygote ? python::kZygoteModule : python::kDriverModule));
-            plan.argv.push_back(std::to_string(kControlFd));
-            plan.script_args = plan.argv.size();
-            for (const auto& module : plan.profile.preload) plan.argv.push_back(module);
-            plan.script_label = zygote ? "zygote" : "session";
-            plan.script_file = zygote ? "<job>" : "<cell>";
-            return;
-        }
-    }
-    plan.script_args = plan.argv.size();
-    for (const auto& arg : program.args) plan.argv.push_back(arg);
 }
 
 // The numeric libraries size their thread pools from the machine, not from the affinity mask;
@@ -271,23 +171,6 @@ std::optional<fs::path> matplotlib_config_dir(const Plan& plan) {
     return dir;
 }
 
-// What the build left in share/pysandbox/SUBDIR: the regular files named PREFIX*SUFFIX, by name.
-std::vector<fs::path> built_files(std::string_view subdir, std::string_view prefix,
-                                  std::string_view suffix) {
-    std::vector<fs::path> found;
-    const fs::path data = installed_data_dir();
-    if (data.empty()) return found;
-    std::error_code ec;
-    for (auto it = fs::directory_iterator(data / subdir, ec); !ec && it != fs::directory_iterator();
-         it.increment(ec)) {
-        const std::string name = it->path().filename().string();
-        if (name.starts_with(prefix) && name.ends_with(suffix) && it->is_regular_file(ec))
-            found.push_back(it->path());
-    }
-    std::ranges::sort(found);
-    return found;
-}
-
 // The list the build prepared, share/pysandbox/matplotlib/fontlist-vNNN.json with NNN matplotlib's
 // FontManager version: a list for another version is not the file matplotlib looks for, so it
 // builds its own as before. The build leaves one; of several (put there by hand) the last by name.
@@ -340,114 +223,6 @@ void add_identity_files(Plan& plan) {
     plan.files.push_back({"/etc/hostname", plan.hostname + "\n", 0444});
 }
 
-// The input's host file, opened now as the caller: the sandbox reads a copy of what the caller
-// may read (root's sandboxes run as uid 65534, but root named the file).
-InputFile open_input(const InputSpec& spec) {
-    const std::string source = fs::absolute(spec.source).lexically_normal().string();
-    sys::UniqueFd fd(::open(source.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-    if (!fd) throw UsageError("--input: " + spec.source + ": " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
-        throw UsageError("--input: " + spec.source + ": not a regular file");
-    return {source, spec.name, std::move(fd)};
-}
-
-// The inputs' tmpfs holds exactly their pages (and an inode each); it is read-only once filled.
-std::string inputs_tmpfs_options(const std::vector<InputFile>& inputs, const IdMap& ids) {
-    constexpr std::uint64_t kPage = 4096;
-    std::uint64_t pages = 16;
-    for (const auto& input : inputs) {
-        struct stat st {};
-        if (::fstat(input.fd.get(), &st) == 0)
-            pages += (static_cast<std::uint64_t>(st.st_size) + kPage - 1) / kPage + 1;
-    }
-    return "size=" + std::to_string(pages * kPage) +
-           ",nr_inodes=" + std::to_string(inputs.size() + 16) +
-           ",mode=0755,uid=" + std::to_string(ids.inner_uid) +
-           ",gid=" + std::to_string(ids.inner_gid);
-}
-
-void add_inputs(const Overrides& overrides, Plan& plan) {
-    for (const auto& spec : overrides.inputs) {
-        for (const auto& earlier : plan.inputs)
-            if (earlier.name == spec.name)
-                throw UsageError("--input: two files named \"" + spec.name +
-                                 "\" in /tmp/work (give one another name: FILE=NAME)");
-        if (plan.inputs.size() == kMaxInputs)
-            throw UsageError("--input: at most " + std::to_string(kMaxInputs) + " files");
-        plan.inputs.push_back(open_input(spec));
-    }
-    if (!plan.inputs.empty())
-        plan.inputs_tmpfs_options = inputs_tmpfs_options(plan.inputs, plan.ids);
-}
-
-// Whether the sandbox's host uid may create files in `dir`: the overlay checks the script's
-// writes against the directory's own owner and mode, as a bind would.
-bool sandbox_can_write(const IdMap& ids, const struct stat& st, const std::string& dir) {
-    if (!ids.privileged) return ::access(dir.c_str(), W_OK | X_OK) == 0;
-    return (st.st_uid == ids.outer_uid && (st.st_mode & S_IWUSR)) ||
-           (st.st_mode & (S_IWOTH | S_IXOTH)) == (S_IWOTH | S_IXOTH);
-}
-
-// The script writes DIR (through the overlay) as ids.outer_uid, and pysandbox copies its
-// changes back as the caller: both must be possible, or every write of the run would fail.
-void check_host_workdir(const Overrides& overrides, Plan& plan) {
-    if (!overrides.workdir) return;
-    const std::string& given = *overrides.workdir;
-    if (!overrides.inputs.empty())
-        throw UsageError("--workdir: cannot be combined with --input (copy the files into " +
-                         given + " instead)");
-    const std::string dir = fs::absolute(given).lexically_normal().string();
-    sys::UniqueFd fd(::open(dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    struct stat st {};
-    if (!fd || ::fstat(fd.get(), &st) != 0)
-        throw UsageError("--workdir: " + given + ": " + std::strerror(errno));
-    if (!S_ISDIR(st.st_mode)) throw UsageError("--workdir: " + given + ": not a directory");
-    if (!sandbox_can_write(plan.ids, st, dir) || ::access(dir.c_str(), W_OK | X_OK) != 0)
-        throw UsageError("--workdir: " + given + ": not writable by uid " +
-                         std::to_string(plan.ids.outer_uid) + ", which the script runs as" +
-                         (plan.ids.privileged ? " (chown 65534 it, or chmod o+rwx)" : ""));
-    const std::string inner = std::to_string(plan.ids.inner_uid);
-    const std::string staging = std::string(mounts::kStagingRoot) + "/" + mounts::kWorkdirLayers;
-    HostWorkdir workdir{dir, std::move(fd), {}, {}};
-    workdir.tmpfs_options = "size=" + std::to_string(plan.profile.limits.tmp_size) +
-                            ",nr_inodes=65536,mode=0755,uid=" + inner +
-                            ",gid=" + std::to_string(plan.ids.inner_gid);
-    workdir.overlay_layers =
-        ",upperdir=" + staging + "/upper,workdir=" + staging + "/work,userxattr";
-    plan.host_workdir = std::move(workdir);
-}
-
-// Artifacts land only where the run itself made room: DIR must be empty (held open from now on)
-// or absent (made after the run, in a parent that must exist), never a directory with content a
-// copy could land in and later act from (a package, .git/hooks, a site-packages .pth).
-void check_output_dir(const Overrides& overrides, Plan& plan) {
-    if (!overrides.output_dir) return;
-    std::string dir = fs::absolute(*overrides.output_dir).lexically_normal().string();
-    if (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0) {
-        if (errno != ENOENT) throw UsageError("--output-dir: " + dir + ": " + std::strerror(errno));
-        const std::string parent = fs::path(dir).parent_path().string();
-        if (::access(parent.c_str(), W_OK | X_OK) != 0)
-            throw UsageError("--output-dir: cannot create " + dir + ": " + parent + ": " +
-                             std::strerror(errno));
-        plan.output_dir = dir;
-        return;
-    }
-    if (!S_ISDIR(st.st_mode)) throw UsageError("--output-dir: " + dir + ": not a directory");
-    if (::access(dir.c_str(), W_OK | X_OK) != 0)
-        throw UsageError("--output-dir: " + dir + ": " + std::strerror(errno));
-    std::error_code ec;
-    if (!fs::is_empty(dir, ec))
-        throw UsageError("--output-dir: " + dir +
-                         " is not empty: artifacts go only into a new or empty directory (they "
-                         "could otherwise land where a later program picks them up)");
-    plan.output_dir_fd.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!plan.output_dir_fd) throw UsageError("--output-dir: " + dir + ": " + std::strerror(errno));
-    plan.output_dir = dir;
-}
-
 // The audit hook reaches the interpreter through site and PYTHONPATH: a flag that skips either
 // would silently drop the [policy] layer, so it is refused instead.
 void check_hook_reachable(const Profile& profile) {
@@ -459,62 +234,6 @@ void check_hook_reachable(const Profile& profile) {
                              "\" keeps Python from loading the [policy] "
                              "audit hook (-I, -E and -S skip site or PYTHONPATH); remove it, or "
                              "empty policy.deny_imports and policy.deny_calls");
-}
-
-void open_incident_log(const std::optional<std::string>& flag, Plan& plan) {
-    const std::string& path = flag ? *flag : plan.profile.policy.incident_log;
-    const char* source = flag ? "--incident-log" : "policy.incident_log";
-    if (path.empty()) return;
-    // O_NOFOLLOW: a link planted where the log goes does not redirect root's appends.
-    plan.incident_log.reset(
-        ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (!plan.incident_log)
-        throw UsageError(std::string(source) + ": cannot open \"" + path +
-                         "\" for appending: " + std::strerror(errno));
-    plan.incident_log_path = path;
-}
-
-// A module of src/python/ (embedded in the binary) into the sandbox's module directory, with the
-// bytecode the build compiled from it (`compiled`: share/pysandbox/python/NAME.TAG.pyc, one per
-// interpreter the build knew; each interpreter picks its own TAG): the directory is read-only and
-// new for each run, so without it Python would compile the module on every start.
-void add_sandbox_module(std::string_view name, const std::vector<fs::path>& compiled, Plan& plan) {
-    const std::string dir(kSandboxPythonDir);
-    const auto* module = std::ranges::find(python::kModules, name, &python::Module::name);
-    plan.files.push_back({dir + std::string(name) + ".py", std::string(module->source), 0444});
-    const std::string prefix = std::string(name) + ".";
-    for (const fs::path& file : compiled) {
-        if (!file.filename().string().starts_with(prefix)) continue;
-        std::ifstream in(file, std::ios::binary);
-        std::ostringstream bytes;
-        bytes << in.rdbuf();  // in one block, not a character at a time
-        std::string bytecode = std::move(bytes).str();
-        if (in.bad() || bytecode.empty()) continue;  // a cache: Python compiles the source instead
-        plan.files.push_back(
-            {dir + "__pycache__/" + file.filename().string(), std::move(bytecode), 0444});
-    }
-}
-
-// The sandbox's own modules: sitecustomize.py (which installs the [policy] audit hook when
-// add_environment passes a policy) and the figure backend always; the analyzer for `check`; the
-// cell driver for a session. All of them are the same in every run.
-void add_sandbox_python(const Program& program, Plan& plan) {
-    const std::vector<fs::path> compiled = built_files("python", "", ".pyc");
-    add_sandbox_module(python::kSiteModule, compiled, plan);
-    add_sandbox_module(python::kFiguresModule, compiled, plan);
-    if (program.kind == Program::Kind::check)
-        add_sandbox_module(python::kCheckModule, compiled, plan);
-    if (program.kind == Program::Kind::driver)
-        add_sandbox_module(python::kDriverModule, compiled, plan);
-    if (program.kind == Program::Kind::zygote) {
-        // The zygote runs the driver in each job it forks, so it imports it once, too.
-        add_sandbox_module(python::kDriverModule, compiled, plan);
-        add_sandbox_module(python::kZygoteModule, compiled, plan);
-        const std::string dir(kSandboxPythonDir);
-        plan.files.push_back(
-            {dir + std::string(kZygoteHelperFile), std::string(zygote::helper_library()), 0444});
-        plan.files.push_back({dir + std::string(kZygoteJobSpecFile), program.text, 0444});
-    }
 }
 
 void find_cgroup(const Request& request, Plan& plan) {

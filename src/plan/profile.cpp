@@ -12,7 +12,7 @@
 
 #include <toml++/toml.h>
 
-#include "embed/version.hpp"
+#include "plan/host_files.hpp"
 #include "plan/policy.hpp"
 #include "plan/toml_prescan.hpp"
 #include "plan/units.hpp"
@@ -522,19 +522,20 @@ toml::table parse(std::string_view text, const fs::path& origin) {
 }
 
 std::string read_profile_file(const fs::path& file) {
-    std::error_code ec;
-    if (fs::is_directory(file, ec)) throw ProfileError(file.string() + ": is a directory");
-    if (!fs::is_regular_file(file, ec)) throw ProfileError(file.string() + ": not a regular file");
-    constexpr std::uintmax_t kMaxProfileBytes = 1 << 20;
-    const std::uintmax_t size = fs::file_size(file, ec);
-    if (size > kMaxProfileBytes)
-        throw ProfileError(file.string() + ": larger than 1 MiB; not a profile");
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw ProfileError(file.string() + ": " + std::strerror(errno));
-    std::string text(size, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(size));
-    text.resize(static_cast<std::size_t>(in.gcount()));
-    return text;
+    constexpr std::uint64_t kMaxProfileBytes = 1 << 20;
+    HostFile profile = read_host_file(file.string(), kMaxProfileBytes);
+    switch (profile.problem) {
+        case HostFile::Problem::none: break;
+        case HostFile::Problem::directory: throw ProfileError(file.string() + ": is a directory");
+        case HostFile::Problem::not_regular:
+            throw ProfileError(file.string() + ": not a regular file");
+        case HostFile::Problem::too_large:
+            throw ProfileError(file.string() + ": larger than 1 MiB; not a profile");
+        case HostFile::Problem::open:
+        case HostFile::Problem::read:
+            throw ProfileError(file.string() + ": " + std::strerror(profile.error));
+    }
+    return std::move(profile.data);
 }
 
 struct Chain {
@@ -600,12 +601,6 @@ std::string default_value_of(const KeySpec& key) {
     return toml_value_text(*shown.get("value"));
 }
 
-fs::path exe_dir() {
-    std::error_code ec;
-    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    return ec ? fs::path{} : exe.parent_path();
-}
-
 }  // namespace
 
 std::string_view to_string(NetMode mode) {
@@ -631,24 +626,6 @@ std::uint64_t parse_limit_size(std::string_view text, std::uint64_t minimum) {
     if (value < minimum)
         throw std::invalid_argument("at least " + units::format_size(minimum) + " is needed");
     return value;
-}
-
-fs::path installed_data_dir() {
-    fs::path dir = exe_dir();
-    return dir.empty() ? dir : (dir / kBinToDataDir).lexically_normal();
-}
-
-std::vector<fs::path> profile_search_dirs() {
-    std::vector<fs::path> dirs;
-    const char* xdg = std::getenv("XDG_CONFIG_HOME");
-    const char* home = std::getenv("HOME");
-    if (xdg != nullptr && xdg[0] == '/')
-        dirs.push_back(fs::path(xdg) / "pysandbox/profiles");
-    else if (home != nullptr && home[0] == '/')
-        dirs.push_back(fs::path(home) / ".config/pysandbox/profiles");
-    dirs.emplace_back("/etc/pysandbox/profiles");
-    if (fs::path dir = installed_data_dir(); !dir.empty()) dirs.push_back(dir / "profiles");
-    return dirs;
 }
 
 fs::path find_profile(std::string_view ref, std::span<const fs::path> search_dirs) {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "plan/install_paths.hpp"
 #include "plan/policy.hpp"
 #include "plan/seccomp.hpp"
 #include "proxy/allowlist.hpp"
@@ -77,13 +78,6 @@ struct Profile {
 // check. Throw std::invalid_argument saying what would be accepted.
 std::chrono::milliseconds parse_limit_duration(std::string_view text);  // more than 0
 std::uint64_t parse_limit_size(std::string_view text, std::uint64_t minimum = 0);
-
-// The data dir installed with the binary (profiles/, matplotlib/ beneath), found from the binary's
-// own location so that a build tree works like an install; empty when that cannot be read.
-std::filesystem::path installed_data_dir();
-
-// Where bare profile names are looked up, in order.
-std::vector<std::filesystem::path> profile_search_dirs();
 
 // Resolves a profile reference: a path when it contains '/', else NAME.toml in search_dirs (never
 // the current directory). Throws ProfileError when nothing is found.

@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "plan/seccomp_table.hpp"
+
 namespace pysandbox::seccomp {
 
 // How much of the table a profile takes: the minimal set (computation only, no sockets, no
@@ -43,22 +45,9 @@ struct Settings {
 // when it has a network (loopback, or the proxy on loopback).
 enum class Sockets { unix_only, unix_and_inet };
 
-// One row of the allowlist.
-enum class Level { minimal, standard, processes };
-struct Allowed {
-    const char* name;
-    Level level;  // the least that allows it
-    const char* reason;
-};
-std::span<const Allowed> allowlist_table();
-
 // The calls the filter allows for these settings (unconditionally or with arguments checked:
 // ioctl, prctl, clone, socket, personality), sorted.
 std::vector<std::string> allowed_calls(const Settings& settings, Sockets sockets);
-
-// The calls the filter answers ENOSYS itself, without asking the supervisor: newer calls that
-// libc tries before an older one, so it falls back as it would on an older kernel.
-std::span<const char* const> fallback_calls();
 
 // True when libseccomp knows the name on this architecture.
 bool is_known_syscall(std::string_view name);
