@@ -1,18 +1,29 @@
 """Helpers for the package's tests: results checked against the result schema, and files
 the sandbox (which runs as another host user when the tests run as root) can read."""
 
+import importlib.util
 import os
 import select
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 import pysandbox
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests"))
-import result_schema  # noqa: E402  (tests/result_schema.py, Debian's python3-jsonschema)
+
+
+def _load_result_schema():
+    """tests/support/result_schema.py (Debian's python3-jsonschema), loaded by its path: the
+    name ``support`` here is this module, not the black-box suites' package."""
+    path = REPO / "tests" / "support" / "result_schema.py"
+    spec = importlib.util.spec_from_file_location("result_schema", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+result_schema = _load_result_schema()
 
 
 def checked(result: pysandbox.Result) -> pysandbox.Result:

@@ -1,11 +1,18 @@
-"""What the documentation tests share: where things are."""
+"""What the documentation tests share: where things are (the build, the binary and the result
+schema from the test support package, tests/support)."""
 
 import os
+import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("PYSANDBOX_BUILD_DIR", REPO / "build"))
-PYSANDBOX = Path(os.environ.get("PYSANDBOX", BUILD / "bin" / "pysandbox"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the support package
+from support import env, result_schema  # noqa: E402
+from support.env import BUILD, REPO  # noqa: E402
+
+__all__ = ["BUILD", "CMAKE", "GENDOCS", "GENERATED", "PYSANDBOX", "REGENERATE", "REPO",
+           "env_with_binary_first", "result_schema"]
+
+PYSANDBOX = Path(env.PYSANDBOX)
 GENDOCS = Path(os.environ.get("PYSANDBOX_GENDOCS", BUILD / "bin" / "pysandbox-gendocs"))
 CMAKE = os.environ.get("CMAKE_COMMAND", "cmake")
 REGENERATE = "cmake --build build --target regen-docs"

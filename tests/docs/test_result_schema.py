@@ -1,17 +1,13 @@
 """schema/pysandbox.result.v1.json, the --json result's contract, is a valid JSON Schema (draft
 2020-12) that can fail: it accepts the shapes pysandbox and the front doors write, and rejects
 hand-made objects that break the contract in one place each. That every result the integration
-and attack suites see is valid is checked where they parse it (tests/result_schema.py)."""
+and attack suites see is valid is checked where they parse it (tests/support/result_schema.py)."""
 
 import copy
 import re
-import sys
 import unittest
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import result_schema  # noqa: E402
-from docs_support import REPO  # noqa: E402
+from docs_support import REPO, result_schema
 
 # A result as `pysandbox run --json -c 'print(1)'` prints it.
 OK = {

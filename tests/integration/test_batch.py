@@ -13,16 +13,10 @@ import pty
 import select
 import signal
 import subprocess
-import sys
-import time
 import unittest
-from pathlib import Path
 
 from harness import (PYSANDBOX, SandboxTestCase, command_prefix, jobs_file, marked_profile,
-                     preload_marker, script, wait_for_no_leftovers)
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import result_schema  # noqa: E402
+                     preload_marker, script, wait_for_no_leftovers, result_schema)
 
 WAIT_FOREVER = ("import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
                 "signal.sigwait({signal.SIGUSR1})")

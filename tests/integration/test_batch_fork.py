@@ -14,16 +14,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import unittest
-from pathlib import Path
 
 from harness import (PYSANDBOX, SandboxTestCase, command_prefix, jobs_file, marked_profile,
-                     preload_marker, run, wait_for_no_leftovers)
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import result_schema  # noqa: E402
+                     preload_marker, run, wait_for_no_leftovers, result_schema)
 
 
 def jsonl(*jobs) -> bytes:

@@ -1,5 +1,5 @@
 """`pysandbox session`: every line it prints is a pysandbox.result/v1 object, valid under
-schema/pysandbox.result.v1.json (harness.run checks each line, tests/result_schema.py) — a
+schema/pysandbox.result.v1.json (harness.run checks each line, tests/support/result_schema.py) — a
 cell that ran, whatever its status, and a request line it could not run (bad_request) — one
 line a request, in the order of the requests. What each line says is judged against what the
 cell did.

@@ -2,7 +2,7 @@
 // Client + StdioClientTransport (or as a bare child process for raw JSON-RPC), and look at the
 // server and its sandboxes from the host side, through /proc.
 //
-// Environment, as for tests/integration/harness.py:
+// Environment, as for tests/support/env.py:
 //   PYSANDBOX      the binary (default: <repo>/build/bin/pysandbox)
 //   PYSANDBOX_AS   root: run the server as the current user, which must be root;
 //                  nobody: run it as uid/gid 65534 through setpriv (needs root);
@@ -21,7 +21,7 @@ export const REPO = path.resolve(HERE, '..', '..');
 export const PYSANDBOX = process.env.PYSANDBOX ?? path.join(REPO, 'build', 'bin', 'pysandbox');
 export const RUN_AS = process.env.PYSANDBOX_AS ?? '';
 // A sanitizer build starts and exits several times slower: the instrumentation's cost, not the
-// precision of what is measured (harness.py's TIME_SLACK_SCALE).
+// precision of what is measured (tests/support/env.py's TIME_SLACK_SCALE).
 export const TIME_SLACK = process.env.PYSANDBOX_SANITIZED ? 4 : 1;
 
 // The protocol versions the server speaks (issue 18), oldest first.

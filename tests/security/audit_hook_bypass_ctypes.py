@@ -173,7 +173,7 @@ def test():
             for entry in entries:
                 if entry.startswith(name):
                     judge.escape(f"{prof}: {os.path.join(d, entry)} was created on the host")
-                    A._remove(os.path.join(d, entry))
+                    A.remove(os.path.join(d, entry))
         for root, state in states.items():
             after = A.tree_state(root)
             if after != state:

@@ -130,7 +130,7 @@ def test():
     ctypes.memmove(addr, host_secret.encode(), len(host_secret))
     host_file = f"/dev/shm/{host_name}"
     A.write_file(host_file, host_secret, mode=0o666)
-    A.at_cleanup(lambda: A._remove(host_file))
+    A.at_cleanup(lambda: A.remove(host_file))
     before = A.file_state(host_file)
 
     args = [key, host_key, name, host_name]
@@ -141,7 +141,7 @@ def test():
             judge.escape("run A's SysV object appeared in the host's IPC namespace")
         if os.path.exists(f"/dev/shm/{name}"):
             judge.escape(f"run A created /dev/shm/{name} on the host")
-            A._remove(f"/dev/shm/{name}")
+            A.remove(f"/dev/shm/{name}")
         b = A.Sandbox(READER, args)
         ob = b.run()
         A.check_behaved(judge, b, allowed=(0,), expect_notes=["done"])

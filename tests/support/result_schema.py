@@ -12,12 +12,13 @@ Without python3-jsonschema every caller fails, naming the package; nothing is sk
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA_FILE = REPO / "schema" / "pysandbox.result.v1.json"
 SCHEMA_ID = "pysandbox.result/v1"
 
@@ -111,3 +112,18 @@ def parse_lines(stdout: bytes | str) -> list[dict[str, Any]]:
         except SchemaError as e:
             raise SchemaError(f"line {number}: {e}") from None
     return results
+
+
+def stream(result: dict[str, Any], name: str) -> bytes:
+    """A result's ``stdout`` or ``stderr`` as bytes, decoded as its ``encoding`` says (base64,
+    or text that may carry surrogate escapes); empty when it holds none."""
+    text = result.get(name)
+    if not isinstance(text, str):
+        return b""
+    encoding = result.get("encoding")
+    if isinstance(encoding, dict) and encoding.get(name) == "base64":
+        try:
+            return base64.b64decode(text)
+        except ValueError:
+            return b""
+    return text.encode("utf-8", "surrogateescape")
