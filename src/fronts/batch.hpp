@@ -10,23 +10,11 @@
 #include <vector>
 
 #include "engine/session.hpp"
-#include "fronts/cell_request.hpp"
 #include "fronts/cli.hpp"
+#include "fronts/requests.hpp"
 #include "plan/profile.hpp"
 
 namespace pysandbox {
-
-// One line of a jobs file, read: the cell it runs and the profile (an index into those offered).
-struct Job {
-    Cell cell;
-    std::size_t profile = 0;
-};
-
-// {"id", "code" | "script", "args", "stdin", "timeout", "profile", "inputs"}. A script and the
-// inputs are host files, read now as the caller. `limits_of(i)`: the limits of offered profile i.
-std::variant<Job, BadRequest> parse_job(std::string_view line,
-                                        std::span<const std::string> profiles,
-                                        std::span<const Limits* const> limits);
 
 // Runs the jobs to their end: 0 when every job ran (whatever its status), 125 when a sandbox
 // could not be set up for one, 128 + a signal that stopped the batch. Throws what make_plan

@@ -1,6 +1,5 @@
 #include "fronts/mcp.hpp"
 
-#include <grp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -21,17 +20,14 @@
 #include "embed/version.hpp"
 #include "engine/pool.hpp"
 #include "engine/session.hpp"
-#include "fronts/cell_request.hpp"
+#include "fronts/front_loop.hpp"
 #include "fronts/mcp_tools.hpp"
+#include "fronts/requests.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "report/encoding.hpp"
 #include "report/exit_codes.hpp"
-#include "report/json_text.hpp"
 #include "sys/errors.hpp"
-#include "sys/line_io.hpp"
-#include "sys/poller.hpp"
-#include "sys/signal_fd.hpp"
 
 namespace pysandbox {
 namespace {
@@ -81,58 +77,51 @@ struct NamedSession {
 
 class Server {
   public:
-    Server(std::vector<Offer> offers, const McpInvocation& invocation, sys::SignalFd& signals)
-        : offers_(std::move(offers)),
+    Server(std::vector<Offer> offers, const McpInvocation& invocation)
+        : loop_(offers.front().plan->ids.privileged, STDIN_FILENO, kMaxMessage),
+          offers_(std::move(offers)),
           max_sessions_(invocation.max_sessions),
           max_calls_(invocation.max_calls),
           verbose_(invocation.verbose),
-          signals_(signals),
-          input_(STDIN_FILENO, kMaxMessage),
-          output_(STDOUT_FILENO),
           schema_(ordered_json::parse(kResultSchemaText)) {
         for (const Offer& offer : offers_) offered_.push_back(offer.name);
-        using Interest = sys::Poller::Interest;
-        poller_.watch(
-            [this] {
-                return Interest{signals_.get(), POLLIN};
-            },
-            [this](short) { on_signal(); });
-        watch_lines(poller_, input_, output_, [] { return true; });
+        loop_.watch_signals([this](int sig) { on_signal(sig); });
+        loop_.watch_lines([] { return true; });
         tools_ = mcp::tool_list(offered_, schema_);
     }
 
     void start_pools(std::size_t size) {
         for (Offer& offer : offers_)
-            offer.pool = std::make_unique<Pool>(*offer.plan, poller_, size);
+            offer.pool = std::make_unique<Pool>(*offer.plan, loop_.poller(), size);
     }
 
     int run() {
         for (;;) {
-            poller_.poll_once();
+            loop_.poller().poll_once();
             // After the answers of the last round went out: sandboxes that served end, new ones
             // start.
             for (Offer& offer : offers_) offer.pool->advance();
             answer_one_shots();
             answer_sessions();
-            while (!stopping_) {
-                auto line = input_.next();
+            while (!loop_.stopping()) {
+                auto line = loop_.input().next();
                 if (!line) break;
                 on_line(*line);
             }
             start_calls();
-            if (output_.broken()) stop(0);
+            if (loop_.output().broken()) stop(0);
             // Stdin closed: the calls already made are answered, then the server ends.
-            if (input_.exhausted() && waiting_.empty() && running() == 0) stop(0);
-            if (stopping_ && output_.flushed()) return exit_code_;
+            if (loop_.input().exhausted() && waiting_.empty() && running() == 0) stop(0);
+            if (loop_.stopping() && loop_.output().flushed()) return loop_.exit_code();
         }
     }
 
   private:
     void say(const std::string& line) const {
-        if (verbose_ > 0) std::cerr << "pysandbox mcp: " << line << std::endl;
+        if (verbose_ > 0) pysandbox::say(line, "pysandbox mcp");
     }
 
-    void send(const ordered_json& message) { output_.write(dump_line(message) + "\n"); }
+    void send(const ordered_json& message) { loop_.send(message); }
 
     void respond(const json& id, ordered_json result) {
         send({{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}});
@@ -151,7 +140,7 @@ class Server {
             respond_error(nullptr, {kInvalidRequest, "the message is over the server's limit"});
             return;
         }
-        if (line.text.find_first_not_of(" \t\r") == std::string::npos) return;
+        if (is_blank(line.text)) return;
         const json message = json::parse(line.text, nullptr, false);
         if (message.is_discarded()) {
             respond_error(nullptr, {kParseError, "the message is not valid JSON"});
@@ -416,33 +405,26 @@ class Server {
 
     // ------------------------------------------------------------------ the end
 
-    void on_signal() {
-        if (const int sig = signals_.take(); sig != 0) {
-            say("signal " + std::to_string(sig) + ": stopping");
-            stop(exit_codes::kSignalBase + sig);
-        }
+    void on_signal(int sig) {
+        say("signal " + std::to_string(sig) + ": stopping");
+        stop(exit_codes::kSignalBase + sig);
     }
 
     // Everything ends now: the sandboxes are killed and reaped; what was written is flushed.
     void stop(int exit_code) {
-        if (stopping_) return;
-        stopping_ = true;
-        exit_code_ = exit_code;
+        if (!loop_.stop(exit_code)) return;
         waiting_.clear();
         one_shots_.clear();
         sessions_.clear();
         for (Offer& offer : offers_) offer.pool->close();
     }
 
+    FrontLoop loop_;  // first: the signals are blocked before the first sandbox is cloned
     std::vector<Offer> offers_;
     std::vector<std::string> offered_;
     const std::size_t max_sessions_;
     const std::size_t max_calls_;
     const int verbose_;
-    sys::SignalFd& signals_;
-    sys::Poller poller_;
-    LineReader input_;
-    LineWriter output_;
     const ordered_json schema_;
     ordered_json tools_;
     std::string protocol_{kLatestProtocol};
@@ -450,8 +432,6 @@ class Server {
     std::vector<OneShot> one_shots_;
     std::map<std::string, NamedSession> sessions_;
     std::size_t one_shot_count_ = 0;
-    bool stopping_ = false;
-    int exit_code_ = 0;
 };
 
 // Where the files calls make are kept when no --output-dir was given: a directory of the
@@ -488,10 +468,7 @@ int run_mcp(const McpInvocation& invocation, const std::vector<std::string>& hos
     }
     std::vector<Offer> offers =
         plan_offers(options.profiles, options.overrides, options.verbose, host_env);
-    // As for `run`: signals blocked before the first clone; root's groups dropped.
-    sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP};
-    if (offers.front().plan->ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
-    Server server(std::move(offers), options, signals);
+    Server server(std::move(offers), options);
     server.start_pools(options.pool);
     return server.run();
 }

@@ -19,47 +19,6 @@ namespace {
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 
-std::string type_of(const json& value) {
-    return value.is_number() ? "number" : value.type_name();
-}
-
-std::string offered_list(std::span<const std::string> profiles) {
-    std::string list;
-    for (const std::string& name : profiles) list += (list.empty() ? "" : ", ") + name;
-    return list;
-}
-
-void check_fields(const json& arguments, std::initializer_list<std::string_view> fields) {
-    if (!arguments.is_object())
-        throw std::invalid_argument("the arguments must be an object, not " + type_of(arguments));
-    for (const auto& [key, _] : arguments.items()) {
-        if (std::ranges::find(fields, key) != fields.end()) continue;
-        std::string known;
-        for (std::string_view field : fields)
-            known += (known.empty() ? "" : ", ") + std::string(field);
-        throw std::invalid_argument("unknown argument \"" + key + "\" (arguments: " + known + ")");
-    }
-}
-
-std::optional<std::string> string_argument(const json& arguments, const char* name) {
-    const auto it = arguments.find(name);
-    if (it == arguments.end() || it->is_null()) return std::nullopt;
-    if (!it->is_string())
-        throw std::invalid_argument(std::string("\"") + name + "\" must be a string, not " +
-                                    type_of(*it));
-    return it->get<std::string>();
-}
-
-std::optional<std::string> profile_argument(const json& arguments,
-                                            std::span<const std::string> profiles) {
-    std::optional<std::string> profile = string_argument(arguments, "profile");
-    if (profile && std::ranges::find(profiles, *profile) == profiles.end())
-        throw std::invalid_argument(
-            "profile \"" + *profile +
-            "\" is not offered by this server (offered: " + offered_list(profiles) + ")");
-    return profile;
-}
-
 ordered_json object_schema(ordered_json properties, ordered_json required) {
     return {{"type", "object"},
             {"properties", std::move(properties)},
@@ -277,33 +236,6 @@ ordered_json tool_list(std::span<const std::string> profiles, const ordered_json
           {"inputSchema", object_schema({{"session_id", id}}, {"session_id"})},
           {"outputSchema", object_schema({{"session_id", id}, {"ended", {{"type", "boolean"}}}},
                                          {"session_id", "ended"})}}});
-}
-
-RunArguments parse_run_arguments(const json& arguments, std::span<const std::string> profiles) {
-    check_fields(arguments, {"code", "session_id", "timeout", "profile", "files"});
-    if (const auto timeout = arguments.find("timeout");
-        timeout != arguments.end() && !timeout->is_number())
-        throw std::invalid_argument("\"timeout\" must be a number of seconds, not " +
-                                    type_of(*timeout));
-    RunArguments run;
-    run.session_id = string_argument(arguments, "session_id");
-    run.profile = profile_argument(arguments, profiles);
-    if (run.session_id && run.profile)
-        throw std::invalid_argument("a session has its profile: give session_id or profile");
-    return run;
-}
-
-std::optional<std::string> parse_start_arguments(const json& arguments,
-                                                 std::span<const std::string> profiles) {
-    check_fields(arguments, {"profile"});
-    return profile_argument(arguments, profiles);
-}
-
-std::string parse_end_arguments(const json& arguments) {
-    check_fields(arguments, {"session_id"});
-    std::optional<std::string> id = string_argument(arguments, "session_id");
-    if (!id) throw std::invalid_argument("\"session_id\" is missing");
-    return *id;
 }
 
 ordered_json run_result(ordered_json result) {

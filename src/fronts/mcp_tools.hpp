@@ -1,7 +1,8 @@
 #pragma once
-// The MCP server's tools, apart from the server: their descriptions and schemas, the reading of
-// a call's arguments, and the turning of a cell's result into a tool result (content blocks a
-// model reads, and the result object as structuredContent). Pure functions: no sandbox here.
+// The MCP server's tools, apart from the server: their descriptions and schemas (the reading of
+// a call's arguments is in requests.hpp), and the turning of a cell's result into a tool result
+// (content blocks a model reads, and the result object as structuredContent). Pure functions: no
+// sandbox here.
 
 #include <cstddef>
 #include <optional>
@@ -11,8 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/session.hpp"
-#include "plan/profile.hpp"
+#include "fronts/requests.hpp"
 
 namespace pysandbox::mcp {
 
@@ -32,21 +32,6 @@ inline constexpr std::size_t kFiguresShown = 2 * 1024 * 1024;
 // result's JSON Schema (run_python's outputSchema).
 nlohmann::ordered_json tool_list(std::span<const std::string> profiles,
                                  const nlohmann::ordered_json& result_schema);
-
-// run_python's arguments but the cell's own (code, timeout, files: parse_cell_fields, with the
-// limits of the profile or session chosen here). Checks every name and type; the profile
-// against those offered. Throws std::invalid_argument with a message for the model.
-struct RunArguments {
-    std::optional<std::string> session_id;
-    std::optional<std::string> profile;
-};
-RunArguments parse_run_arguments(const nlohmann::json& arguments,
-                                 std::span<const std::string> profiles);
-
-// start_session's and end_session's: the profile (checked against those offered), the id.
-std::optional<std::string> parse_start_arguments(const nlohmann::json& arguments,
-                                                 std::span<const std::string> profiles);
-std::string parse_end_arguments(const nlohmann::json& arguments);
 
 // A cell's result as run_python's CallToolResult: the output as text (stdout and stderr in the
 // order they came, then the final expression's value, then the traceback if stderr does not hold

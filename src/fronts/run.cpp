@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "engine/execute.hpp"
+#include "fronts/front_loop.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "plan/units.hpp"
@@ -17,10 +18,6 @@
 
 namespace pysandbox {
 namespace {
-
-void say(const std::string& line) {
-    std::cerr << "pysandbox: " << line << std::endl;
-}
 
 void describe_plan(const Plan& plan) {
     const Limits& limits = plan.profile.limits;

@@ -1,6 +1,5 @@
 #include "fronts/session.hpp"
 
-#include <grp.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,25 +10,17 @@
 
 #include "engine/pool.hpp"
 #include "engine/session.hpp"
-#include "fronts/cell_request.hpp"
+#include "fronts/front_loop.hpp"
+#include "fronts/requests.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "plan/units.hpp"
 #include "report/exit_codes.hpp"
-#include "report/json_text.hpp"
 #include "report/result.hpp"
-#include "sys/errors.hpp"
-#include "sys/line_io.hpp"
-#include "sys/poller.hpp"
-#include "sys/signal_fd.hpp"
 #include "sys/timer_fd.hpp"
 
 namespace pysandbox {
 namespace {
-
-void say(const std::string& line) {
-    std::cerr << "pysandbox: " << line << std::endl;
-}
 
 // A terminal user's cells, as Python's own REPL reads them: one line, or a block that a line
 // ending in ':' or '\\' or leaving a bracket open begins. A compound statement's block ends with
@@ -38,7 +29,7 @@ class ReplInput {
   public:
     // The cell, once `line` completes one.
     std::optional<std::string> add(const std::string& line) {
-        const bool blank = line.find_first_not_of(" \t\r") == std::string::npos;
+        const bool blank = is_blank(line);
         if (block_.empty() && blank) return std::nullopt;
         if (!block_.empty() && blank && depth_ <= 0 && !continued_) return take();
         block_ += line + "\n";
@@ -94,32 +85,26 @@ class ReplInput {
 
 class SessionFront {
   public:
-    SessionFront(const Plan& plan, bool repl, sys::SignalFd& signals, std::size_t pool)
+    SessionFront(const Plan& plan, bool repl, std::size_t pool)
         : plan_(plan),
           repl_(repl),
-          signals_(signals),
-          pool_(plan, poller_, pool),
+          loop_(plan.ids.privileged, STDIN_FILENO, kMaxRequestLine),
+          pool_(plan, loop_.poller(), pool),
           pooled_(pool > 0),
-          session_(pool_.take()),
-          input_(STDIN_FILENO, kMaxRequestLine),
-          output_(STDOUT_FILENO) {
+          session_(pool_.take()) {
         using Interest = sys::Poller::Interest;
-        poller_.watch(
-            [this] {
-                return Interest{signals_.get(), POLLIN};
-            },
-            [this](short) { on_signal(); });
-        poller_.watch(
+        loop_.watch_signals([this](int sig) { on_signal(sig); });
+        loop_.poller().watch(
             [this] {
                 return Interest{lifetime_.get(), POLLIN};
             },
             [this](short) { on_lifetime(); });
-        poller_.watch(
+        loop_.poller().watch(
             [this] {
                 return Interest{idle_.get(), POLLIN};
             },
             [this](short) { on_idle(); });
-        watch_lines(poller_, input_, output_, [this] { return !stopping_; });
+        loop_.watch_lines([this] { return !loop_.stopping(); });
     }
 
     int run() {
@@ -127,7 +112,7 @@ class SessionFront {
         lifetime_.arm(plan_.profile.limits.lifetime);
         touch();
         for (;;) {
-            poller_.poll_once();
+            loop_.poller().poll_once();
             pool_.advance();
             session_->advance();
             if (const auto& failure = session_->start_failure()) {
@@ -139,14 +124,16 @@ class SessionFront {
                 show(std::move(*result));
                 if (lost && pooled_) take_warm_sandbox();
             }
-            if (!stopping_) take_input();
-            if (output_.broken()) stop(exit_codes::kSignalBase + SIGPIPE, "", true);
-            if (!stopping_ && input_.exhausted() && session_->idle()) stop(0, "", false);
-            if (stopping_ && session_->idle() && !closing_) {
+            if (!loop_.stopping()) take_input();
+            if (loop_.output().broken()) stop(exit_codes::kSignalBase + SIGPIPE, "", true);
+            if (!loop_.stopping() && loop_.input().exhausted() && session_->idle())
+                stop(0, "", false);
+            if (loop_.stopping() && session_->idle() && !closing_) {
                 session_->close();
                 closing_ = true;
             }
-            if (closing_ && session_->closed() && output_.flushed()) return exit_code_;
+            if (closing_ && session_->closed() && loop_.output().flushed())
+                return loop_.exit_code();
         }
     }
 
@@ -162,7 +149,7 @@ class SessionFront {
     void touch() { idle_.arm(plan_.profile.limits.idle_timeout); }
 
     void prompt() {
-        if (repl_ && !stopping_)
+        if (repl_ && !loop_.stopping())
             std::cerr << (repl_input_.in_block() ? "... " : ">>> ") << std::flush;
     }
 
@@ -177,7 +164,7 @@ class SessionFront {
             }
         }
         while (session_->idle()) {
-            auto line = input_.next();
+            auto line = loop_.input().next();
             if (!line) return;
             touch();
             if (repl_) {
@@ -195,7 +182,7 @@ class SessionFront {
                     nullptr, "the request line is over " + units::format_size(kMaxRequestLine)});
                 continue;
             }
-            if (line->text.find_first_not_of(" \t\r") == std::string::npos) continue;
+            if (is_blank(line->text)) continue;
             auto parsed = parse_cell_request(line->text, plan_.profile.limits);
             if (auto* bad = std::get_if<BadRequest>(&parsed)) {
                 show_bad(*bad);
@@ -206,7 +193,7 @@ class SessionFront {
         }
     }
 
-    void show_bad(const BadRequest& bad) { output_.write(dump_line(bad_request_json(bad)) + "\n"); }
+    void show_bad(const BadRequest& bad) { loop_.send(bad_request_json(bad)); }
 
     void show(nlohmann::ordered_json result) {
         touch();
@@ -216,13 +203,14 @@ class SessionFront {
                                 " was reached; the sandbox was killed";
         }
         if (!repl_) {
-            output_.write(dump_line(result) + "\n");
+            loop_.send(result);
             return;
         }
         // The cell's own output went to the terminal as it came; it is written before this.
-        while (session_->output_pending()) poller_.poll_once(100);
-        if (result["value"].is_string()) output_.write(result["value"].get<std::string>() + "\n");
-        while (!output_.flushed()) poller_.poll_once(100);
+        while (session_->output_pending()) loop_.poller().poll_once(100);
+        if (result["value"].is_string())
+            loop_.output().write(result["value"].get<std::string>() + "\n");
+        loop_.flush(100);
         const std::string status = result["status"].get<std::string>();
         if (status != "ok" && status != "exception" && result["message"].is_string())
             say(result["message"].get<std::string>());
@@ -234,10 +222,8 @@ class SessionFront {
         prompt();
     }
 
-    void on_signal() {
-        const int sig = signals_.take();
-        if (sig == 0) return;
-        if (repl_ && sig == SIGINT && !stopping_) {
+    void on_signal(int sig) {
+        if (repl_ && sig == SIGINT && !loop_.stopping()) {
             if (!session_->idle()) {
                 session_->interrupt();  // KeyboardInterrupt in the cell; asked again, the kill
             } else {
@@ -252,7 +238,7 @@ class SessionFront {
 
     void on_lifetime() {
         lifetime_.acknowledge();
-        if (stopping_) return;
+        if (loop_.stopping()) return;
         lifetime_reached_ = !session_->idle();
         if (lifetime_reached_) session_->interrupt(true);
         stop(0,
@@ -263,7 +249,7 @@ class SessionFront {
 
     void on_idle() {
         idle_.acknowledge();
-        if (stopping_ || !session_->idle()) return;
+        if (loop_.stopping() || !session_->idle()) return;
         stop(0,
              "no request for " + units::format_duration(plan_.profile.limits.idle_timeout) +
                  " (limits.idle_timeout); the session ended",
@@ -274,9 +260,7 @@ class SessionFront {
     // has its result. A cell running when pysandbox got a signal is answered, killed by it
     // (`interrupted_by`), as `run --json` answers.
     void stop(int exit_code, const std::string& why, bool now, int interrupted_by = 0) {
-        if (stopping_) return;
-        stopping_ = true;
-        exit_code_ = exit_code;
+        if (!loop_.stop(exit_code)) return;
         if (!why.empty()) say(why);
         if (now) {
             session_->close(interrupted_by);
@@ -286,21 +270,16 @@ class SessionFront {
 
     const Plan& plan_;
     const bool repl_;
-    sys::SignalFd& signals_;
-    sys::Poller poller_;
-    Pool pool_;  // with --pool: sandboxes started ahead, for after a lost state
+    FrontLoop loop_;  // first: the signals are blocked before the first sandbox is cloned
+    Pool pool_;       // with --pool: sandboxes started ahead, for after a lost state
     const bool pooled_;
     std::unique_ptr<Session> session_;
-    LineReader input_;
-    LineWriter output_;
     ReplInput repl_input_;
     sys::TimerFd lifetime_;
     sys::TimerFd idle_;
     bool ready_ = false;
-    bool stopping_ = false;
     bool closing_ = false;
     bool lifetime_reached_ = false;
-    int exit_code_ = 0;
 };
 
 }  // namespace
@@ -314,10 +293,7 @@ int run_session(const SessionInvocation& invocation, const std::vector<std::stri
     request.capture_output = !repl;
     request.verbose = invocation.verbose;
     std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);
-    // As for `run`: signals blocked before the first clone; root's groups dropped.
-    sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-    if (plan->ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
-    SessionFront front(*plan, repl, signals, invocation.pool);
+    SessionFront front(*plan, repl, invocation.pool);
     return front.run();
 }
 

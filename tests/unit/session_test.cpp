@@ -11,7 +11,7 @@
 #include <doctest/doctest.h>
 
 #include "engine/control_channel.hpp"
-#include "fronts/cell_request.hpp"
+#include "fronts/requests.hpp"
 #include "plan/units.hpp"
 #include "report/encoding.hpp"
 
