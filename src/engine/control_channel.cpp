@@ -17,9 +17,6 @@ namespace pysandbox {
 namespace {
 
 constexpr int kRecordsPerRead = 64;
-constexpr std::size_t kHeader = 9;  // the flag and eight hex digits numbering the record
-constexpr char kMore = '+';
-constexpr char kLast = '.';
 
 // A first pass over a message, allocating nothing but the lexer's text: it stops at the first
 // value past kMaxControlValues or kMaxControlDepth, before a tree of them is built.
@@ -80,13 +77,14 @@ ControlChannel::ControlChannel() {
 
 void ControlChannel::send(const nlohmann::json& message) {
     const std::string text = dump_line(nlohmann::ordered_json(message));
-    const std::size_t payload = kControlRecord - kHeader;
+    const std::size_t payload = kControlRecord - kControlHeader;
     const std::size_t count = std::max<std::size_t>(1, (text.size() + payload - 1) / payload);
     for (std::size_t index = 0; index < count; ++index) {
         char header[32];
-        std::snprintf(header, sizeof header, "%c%08x", index + 1 == count ? kLast : kMore,
-                      static_cast<unsigned>(index));
-        std::string record(header, kHeader);
+        std::snprintf(header, sizeof header, "%c%0*x",
+                      index + 1 == count ? kControlLast : kControlMore,
+                      static_cast<int>(kControlIndexDigits), static_cast<unsigned>(index));
+        std::string record(header, kControlHeader);
         record.append(text, index * payload, payload);
         outbox_.push_back(std::move(record));
     }
@@ -135,9 +133,9 @@ void ControlChannel::on_readable() {
 // is skipped); a message begun anew (record 0) replaces an unfinished one.
 void ControlChannel::add_record(const char* data, std::size_t size) {
     std::uint32_t index = 0;
-    const char flag = size >= kHeader ? data[0] : '\0';
-    const auto parsed = std::from_chars(data + 1, data + std::min(size, kHeader), index, 16);
-    if ((flag != kMore && flag != kLast) || parsed.ptr != data + kHeader) {
+    const char flag = size >= kControlHeader ? data[0] : '\0';
+    const auto parsed = std::from_chars(data + 1, data + std::min(size, kControlHeader), index, 16);
+    if ((flag != kControlMore && flag != kControlLast) || parsed.ptr != data + kControlHeader) {
         lose_message();
         return;
     }
@@ -147,17 +145,17 @@ void ControlChannel::add_record(const char* data, std::size_t size) {
         if (expected_ > 0) lose_message();
         discarding_ = false;
     } else if (discarding_) {
-        discarding_ = flag == kMore;
+        discarding_ = flag == kControlMore;
         return;
     }
-    if (index != expected_ || partial_.size() + (size - kHeader) > kMaxControlMessage) {
+    if (index != expected_ || partial_.size() + (size - kControlHeader) > kMaxControlMessage) {
         lose_message();
-        discarding_ = flag == kMore;
+        discarding_ = flag == kControlMore;
         return;
     }
-    partial_.append(data + kHeader, size - kHeader);
+    partial_.append(data + kControlHeader, size - kControlHeader);
     ++expected_;
-    if (flag == kMore) return;
+    if (flag == kControlMore) return;
     nlohmann::json message = parse_message(partial_);
     if (message.is_object())
         inbox_.push_back(std::move(message));

@@ -146,18 +146,22 @@ void add_program(const Program& program, Plan& plan) {
 
 // The sandbox's own modules: sitecustomize.py (which installs the [policy] audit hook when
 // add_environment passes a policy) and the figure backend always; the analyzer for `check`; the
-// cell driver for a session. All of them are the same in every run.
+// cell driver for a session, with the wire's constants it reads (pysandbox_wire). All of them are
+// the same in every run.
 void add_sandbox_python(const Program& program, Plan& plan) {
     const std::vector<fs::path> compiled = built_files("python", "", ".pyc");
     add_sandbox_module(python::kSiteModule, compiled, plan);
     add_sandbox_module(python::kFiguresModule, compiled, plan);
     if (program.kind == Program::Kind::check)
         add_sandbox_module(python::kCheckModule, compiled, plan);
-    if (program.kind == Program::Kind::driver)
+    if (program.kind == Program::Kind::driver) {
         add_sandbox_module(python::kDriverModule, compiled, plan);
+        add_sandbox_module(python::kWireModule, compiled, plan);
+    }
     if (program.kind == Program::Kind::zygote) {
         // The zygote runs the driver in each job it forks, so it imports it once, too.
         add_sandbox_module(python::kDriverModule, compiled, plan);
+        add_sandbox_module(python::kWireModule, compiled, plan);
         add_sandbox_module(python::kZygoteModule, compiled, plan);
         const std::string dir(kSandboxPythonDir);
         plan.files.push_back(

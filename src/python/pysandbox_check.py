@@ -11,9 +11,16 @@ import ast
 import json
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # for mypy alone (the annotations that name typing's types are strings)
+    from typing import Any
+
+    Finding = dict[str, Any]  # {"line", "col", "rule", "name", "message"}
+    Located = ast.stmt | ast.expr  # a node with a line and a column
+
 PROFILE = ""
-DENY_IMPORTS = ()
-DENY_FUNCTIONS = {}
+DENY_IMPORTS: tuple[str, ...] = ()
+DENY_FUNCTIONS: dict[str, str] = {}
 
 IMPORTERS = {"__import__", "builtins.__import__", "importlib.import_module",
              "importlib.__import__"}
@@ -23,37 +30,37 @@ MAX_NAME = 120  # characters of a name kept in a finding: the answer must fit th
 MAX_NESTED_SOURCE = 3  # exec("exec('...')"): how deep constant strings are read as code
 
 
-def shorten(name):
+def shorten(name: str) -> str:
     return name if len(name) <= MAX_NAME else name[:MAX_NAME] + "..."
 
 
-def denied_module(name):
+def denied_module(name: str) -> bool:
     return any(name == d or name.startswith(d + ".") for d in DENY_IMPORTS)
 
 
 class Analyzer(ast.NodeVisitor):
-    def __init__(self):
-        self.aliases = {}  # local name -> the dotted name it stands for
-        self.star_modules = []  # from M import *
-        self.findings = []
-        self.imported = set()  # top-level modules the script imports
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}  # local name -> the dotted name it stands for
+        self.star_modules: list[str] = []  # from M import *
+        self.findings: list[Finding] = []
+        self.imported: set[str] = set()  # top-level modules the script imports
         self.total = 0
         self.nesting = 0
 
-    def add(self, node, rule, name, message):
+    def add(self, node: "Located", rule: str, name: str, message: str) -> None:
         self.total += 1
         if len(self.findings) >= 2 * MAX_FINDINGS:
             return  # the visit is in source order but for exec strings: enough to sort
         self.findings.append({"line": node.lineno, "col": node.col_offset + 1, "rule": rule,
                               "name": name, "message": message})
 
-    def check_import(self, node, name):
+    def check_import(self, node: "Located", name: "str | None") -> None:
         if name and denied_module(name):
             name = shorten(name)
             self.add(node, "denied-import", name,
                      "import of %s is denied (policy.deny_imports in profile %s)" % (name, PROFILE))
 
-    def visit_Import(self, node):
+    def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             self.check_import(node, alias.name)
             self.imported.add(alias.name.split(".")[0])
@@ -63,7 +70,7 @@ class Analyzer(ast.NodeVisitor):
                 top = alias.name.split(".")[0]
                 self.aliases[top] = top
 
-    def visit_ImportFrom(self, node):
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level or not node.module:
             return
         self.check_import(node, node.module)
@@ -78,12 +85,12 @@ class Analyzer(ast.NodeVisitor):
             self.aliases[alias.asname or alias.name] = full
             self.check_function(node, full)
 
-    def constant_string(self, node):
+    def constant_string(self, node: ast.expr) -> "str | None":
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             return node.value
         return None
 
-    def resolve(self, node):
+    def resolve(self, node: ast.expr) -> "str | None":
         """The dotted name an expression stands for, seeing through aliases, or None."""
         if isinstance(node, ast.Name):
             if node.id in self.aliases:
@@ -112,7 +119,7 @@ class Analyzer(ast.NodeVisitor):
                 return base + "." + attr if base and attr else None
         return None
 
-    def namespace_of(self, node):
+    def namespace_of(self, node: ast.expr) -> "str | None":
         """The module whose namespace `node` is: vars(os), os.__dict__."""
         if isinstance(node, ast.Attribute) and node.attr == "__dict__":
             return self.resolve(node.value)
@@ -121,7 +128,7 @@ class Analyzer(ast.NodeVisitor):
             return self.resolve(node.args[0])
         return None
 
-    def denied_function(self, name):
+    def denied_function(self, name: str) -> "str | None":
         """The denied function `name` reaches: itself, or for a name rooted in an imported
         module, a denied module.function at its end (os.path.os.system is os.system)."""
         if name in DENY_FUNCTIONS:
@@ -134,14 +141,15 @@ class Analyzer(ast.NodeVisitor):
                     return tail
         return None
 
-    def check_function(self, node, name):
-        name = self.denied_function(name)
-        if name:  # known names only: short
-            rule = DENY_FUNCTIONS[name]
-            self.add(node, "denied-call", name,
-                     "%s is denied (%s in policy.deny_calls of profile %s)" % (name, rule, PROFILE))
+    def check_function(self, node: "Located", name: str) -> None:
+        denied = self.denied_function(name)
+        if denied:  # known names only: short
+            rule = DENY_FUNCTIONS[denied]
+            self.add(node, "denied-call", denied,
+                     "%s is denied (%s in policy.deny_calls of profile %s)" % (denied, rule,
+                                                                              PROFILE))
 
-    def visit_Call(self, node):
+    def visit_Call(self, node: ast.Call) -> None:
         func = self.resolve(node.func)
         if func in IMPORTERS and node.args:
             self.check_import(node, self.constant_string(node.args[0]))
@@ -151,7 +159,7 @@ class Analyzer(ast.NodeVisitor):
             self.check_function(node, func)
         self.generic_visit(node)
 
-    def check_source(self, node, source):
+    def check_source(self, node: ast.Call, source: "str | None") -> None:
         """Code in a constant string, as exec and eval will run it: found at the call's line."""
         if source is None or self.nesting >= MAX_NESTED_SOURCE:
             return
@@ -166,7 +174,7 @@ class Analyzer(ast.NodeVisitor):
         self.visit(tree)
         self.nesting -= 1
 
-    def visit_Assign(self, node):
+    def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
         name = self.resolve(node.value)
         for target in node.targets:
@@ -174,7 +182,7 @@ class Analyzer(ast.NodeVisitor):
                 self.aliases[target.id] = name
 
 
-def main():
+def main() -> None:
     global PROFILE, DENY_IMPORTS, DENY_FUNCTIONS
     policy = json.loads(sys.argv[2])
     PROFILE = policy["profile"]

@@ -8,9 +8,11 @@ final expression statement is reported (its repr), an uncaught exception is prin
 Python prints it (without this file's frames), matplotlib figures left open are returned as PNG.
 
 The channel (control_channel.hpp) is a SOCK_SEQPACKET socket: a message is one JSON object,
-split into records of at most 64 KiB; each record is a flag byte ("+" more follows, "." the last),
-eight hex digits numbering it within its message, and the text. The numbers let a record be sent
-again after a KeyboardInterrupt without being taken twice.
+split into records of at most CONTROL_RECORD bytes (64 KiB); each record is a flag byte
+(CONTROL_MORE "+" more follows, CONTROL_LAST "." the last), CONTROL_INDEX_DIGITS hex digits
+numbering it within its message, and the text. The numbers let a record be sent again after a
+KeyboardInterrupt without being taken twice. These constants, and the limits below, come from
+pysandbox_wire, which the build writes from the ones pysandbox is compiled with (wire/fds.hpp).
 
 This file shares its process with the script, so everything it says is the script's word; the
 supervisor keeps time, limits and the session's framing itself, and checks each cell's token.
@@ -23,23 +25,36 @@ pysandbox embeds this file and writes it into the sandbox's module directory for
 # C accelerator json is built on (_json), signals go through _signal (signal's own core), `_ast`
 # stands in for `ast` (no enum, no contextlib), and linecache gets the cells' source once
 # something imports it (_LinecacheSources). base64, traceback and __future__ are imported where
-# they are needed, which most cells are not. io, os and sys are loaded before site runs.
+# they are needed, which most cells are not. io, os and sys are loaded before site runs. The
+# types are for mypy alone: typing is imported only when it checks (TYPE_CHECKING), and the
+# annotations that name typing's types are strings.
 import _ast as ast
 import _signal as signal
 import io
 import os
 import sys
 
+from pysandbox_wire import (CONTROL_HEADER, CONTROL_INDEX_DIGITS, CONTROL_LAST, CONTROL_MORE,
+                            CONTROL_RECORD, MAX_CELL_FIGURE_BYTES, MAX_CELL_FIGURES,
+                            MAX_CELL_VALUE)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import CodeType, FrameType, ModuleType, TracebackType
+    from typing import Any, Callable, Iterator
+
+    from matplotlib.figure import Figure
+
 try:
     import _json
 except ImportError:  # an interpreter without the accelerator: json itself, at its full price
-    _json = None
+    _json = None  # type: ignore[assignment]
 
-RECORD = 64 * 1024
-HEADER = 9  # flag byte and eight hex digits
-MAX_VALUE = 64 * 1024  # characters of a repr
-MAX_FIGURES = 32
-MAX_FIGURE_BYTES = 16 * 1024 * 1024  # all of a cell's PNGs together
+RECORD = CONTROL_RECORD
+HEADER = CONTROL_HEADER  # flag byte and the hex digits numbering the record
+MAX_VALUE = MAX_CELL_VALUE  # characters of a repr
+MAX_FIGURES = MAX_CELL_FIGURES
+MAX_FIGURE_BYTES = MAX_CELL_FIGURE_BYTES  # all of a cell's PNGs together
 DRIVER_FILE = __file__
 
 
@@ -53,12 +68,14 @@ class _JsonContext:
     parse_int = int
 
     @staticmethod
-    def parse_constant(name):
+    def parse_constant(name: str) -> "Any":
         raise ValueError("not JSON: " + name)
 
 
+_scan: "Callable[[str, int], tuple[Any, int]]"
+_quote: "Callable[[str], str]"
 if _json is not None:
-    _scan = _json.make_scanner(_JsonContext())
+    _scan = _json.make_scanner(_JsonContext())  # type: ignore[arg-type]
     _quote = _json.encode_basestring_ascii
 else:
     import json
@@ -67,7 +84,7 @@ else:
     _quote = json.encoder.encode_basestring_ascii
 
 
-def _loads(text):
+def _loads(text: str) -> "Any":
     """One JSON value, the whole of `text` (the supervisor writes it compactly)."""
     try:
         value, end = _scan(text, 0)
@@ -78,7 +95,7 @@ def _loads(text):
     return value
 
 
-def _dumps(value):
+def _dumps(value: object) -> str:
     """Compact JSON in ASCII, for what this file sends: dicts, lists, strings, integers, None and
     booleans."""
     if isinstance(value, str):
@@ -104,25 +121,27 @@ class _LinecacheSources:
     A cell that goes around it (its own finder, a new sys.meta_path) gets its linecache filled
     when the next cell starts (adopt)."""
 
-    def __init__(self):
-        self.sources = {}  # filename: the cell's code, kept for the session, as linecache keeps it
-        self.linecache = None
+    def __init__(self) -> None:
+        # filename: the cell's code, kept for the session, as linecache keeps it
+        self.sources: dict[str, str] = {}
+        self.linecache: "ModuleType | None" = None
 
-    def add(self, filename, code):
+    def add(self, filename: str, code: str) -> None:
         self.sources[filename] = code
         if self.linecache is not None:
             self._fill(filename, code)
 
-    def _fill(self, filename, code):
+    def _fill(self, filename: str, code: str) -> None:
+        assert self.linecache is not None
         self.linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
 
-    def adopt(self):
+    def adopt(self) -> None:
         """A linecache imported some other way than through find_spec."""
         linecache = sys.modules.get("linecache")
         if linecache is not None and linecache is not self.linecache:
             self.loaded(linecache)
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: "Any" = None, target: "Any" = None) -> "Any":
         if name != "linecache":
             return None
         for finder in sys.meta_path:  # the spec the import system would find without this one
@@ -135,7 +154,7 @@ class _LinecacheSources:
                 return spec
         return None
 
-    def loaded(self, module):
+    def loaded(self, module: "ModuleType") -> None:
         """linecache ran (a spec found is not yet an import: importlib.util.find_spec)."""
         try:
             sys.meta_path.remove(self)
@@ -149,42 +168,44 @@ class _LinecacheSources:
 class _ThenFill:
     """linecache's own loader, and then _LinecacheSources.loaded."""
 
-    def __init__(self, loader, sources):
+    def __init__(self, loader: "Any", sources: _LinecacheSources) -> None:
         self._loader = loader
         self._sources = sources
 
-    def create_module(self, spec):
+    def create_module(self, spec: "Any") -> "Any":
         return self._loader.create_module(spec)
 
-    def exec_module(self, module):
+    def exec_module(self, module: "ModuleType") -> None:
         self._loader.exec_module(module)
         self._sources.loaded(module)
 
-    def __getattr__(self, name):  # get_source and the rest, for whoever asks the module's loader
+    # get_source and the rest, for whoever asks the module's loader
+    def __getattr__(self, name: str) -> "Any":
         return getattr(self._loader, name)
 
 
 class _Channel:
-    def __init__(self, fd):
+    def __init__(self, fd: int) -> None:
         self.fd = fd
 
-    def send(self, message):
+    def send(self, message: "dict[str, Any]") -> None:
         data = _dumps(message).encode("ascii")
         step = RECORD - HEADER
         count = max(1, (len(data) + step - 1) // step)
         index = 0
         while index < count:
-            flag = b"." if index == count - 1 else b"+"
-            record = flag + b"%08x" % index + data[index * step:(index + 1) * step]
+            flag = CONTROL_LAST if index == count - 1 else CONTROL_MORE
+            record = (flag + b"%0*x" % (CONTROL_INDEX_DIGITS, index) +
+                      data[index * step:(index + 1) * step])
             try:
                 os.write(self.fd, record)
                 index += 1
             except KeyboardInterrupt:
                 continue  # a late interrupt: the record goes again; the supervisor drops copies
 
-    def receive(self):
+    def receive(self) -> "dict[str, Any] | None":
         """The next message, or None when the supervisor is gone."""
-        parts = []
+        parts: list[bytes] = []
         expected = 0
         while True:
             try:
@@ -202,11 +223,12 @@ class _Channel:
                     continue
             parts.append(record[HEADER:])
             expected += 1
-            if flag == b".":
-                return _loads(b"".join(parts).decode("utf-8"))
+            if flag == CONTROL_LAST:
+                message: "dict[str, Any]" = _loads(b"".join(parts).decode("utf-8"))
+                return message
 
 
-def _ignore_interrupt(signum, frame):
+def _ignore_interrupt(signum: int, frame: "FrameType | None") -> None:
     """SIGINT while no cell runs: a cell's timeout that came after the cell was done."""
 
 
@@ -214,14 +236,14 @@ class _Interrupts:
     """The cell's SIGINT handler while a cell runs (by default Python's: KeyboardInterrupt, so
     a timeout ends a plain loop), and one that ignores it while this file's own code runs."""
 
-    def __init__(self):
-        self.cell_handler = signal.default_int_handler
+    def __init__(self) -> None:
+        self.cell_handler: "Any" = signal.default_int_handler
         signal.signal(signal.SIGINT, _ignore_interrupt)
 
-    def enter_cell(self):
+    def enter_cell(self) -> None:
         signal.signal(signal.SIGINT, self.cell_handler)
 
-    def leave_cell(self):
+    def leave_cell(self) -> None:
         # A handler the cell installed (SIG_IGN, its own) is kept for the next cell. Any step may
         # be interrupted while the cell's handler is in place: each is safe to repeat.
         while True:
@@ -236,12 +258,12 @@ class _Interrupts:
 
 
 class _Figures:
-    def __init__(self):
-        self.pngs = []
+    def __init__(self) -> None:
+        self.pngs: list[str] = []
         self.size = 0
         self.omitted = 0
 
-    def keep(self, figure):
+    def keep(self, figure: "Figure") -> None:
         """Renders one figure now (plt.show() during a cell, and every figure left open)."""
         if len(self.pngs) >= MAX_FIGURES:
             self.omitted += 1
@@ -257,7 +279,7 @@ class _Figures:
 
         self.pngs.append(base64.b64encode(data).decode("ascii"))
 
-    def collect_open(self):
+    def collect_open(self) -> None:
         pyplot = sys.modules.get("matplotlib.pyplot")
         if pyplot is None:
             return
@@ -270,10 +292,10 @@ class _Figures:
         pyplot.close("all")
 
 
-_current_figures = None
+_current_figures: "_Figures | None" = None
 
 
-def keep_figure(figure):
+def keep_figure(figure: "Figure") -> bool:
     """Called by pysandbox_figures.show() while a cell runs."""
     if _current_figures is None:
         return False
@@ -281,13 +303,13 @@ def keep_figure(figure):
     return True
 
 
-def _without_driver_frames(tb):
+def _without_driver_frames(tb: "TracebackType | None") -> "TracebackType | None":
     while tb is not None and tb.tb_frame.f_code.co_filename == DRIVER_FILE:
         tb = tb.tb_next
     return tb
 
 
-def _print_exception(error):
+def _print_exception(error: BaseException) -> None:
     """As the interpreter prints an uncaught exception: through sys.excepthook, where the
     [policy] hook leaves its own frames out, as it does for `run`."""
     error.__traceback__ = _without_driver_frames(error.__traceback__)
@@ -299,7 +321,7 @@ def _print_exception(error):
         traceback.print_exception(type(error), error, error.__traceback__)
 
 
-def _flush():
+def _flush() -> None:
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
@@ -307,7 +329,7 @@ def _flush():
             pass
 
 
-def _capped_repr(value):
+def _capped_repr(value: object) -> str:
     text = repr(value)
     if len(text) > MAX_VALUE:
         omitted = len(text) - MAX_VALUE
@@ -316,24 +338,24 @@ def _capped_repr(value):
 
 
 class _Session:
-    def __init__(self, channel):
+    def __init__(self, channel: _Channel) -> None:
         self.channel = channel
         self.sources = _LinecacheSources()
         # Until linecache runs; one a preloaded module imported is adopted by the first cell.
         sys.meta_path.insert(0, self.sources)
         self.interrupts = _Interrupts()
         self.namespace = self._fresh_main()
-        self.flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-        self.loop = None
+        self.flags: int = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        self.loop: "Any" = None
 
     @staticmethod
-    def _fresh_main():
+    def _fresh_main() -> "dict[str, Any]":
         module = type(sys)("__main__")
         module.__dict__["__builtins__"] = __builtins__
         sys.modules["__main__"] = module
         return module.__dict__
 
-    def _compile(self, code, filename):
+    def _compile(self, code: str, filename: str) -> "tuple[CodeType, CodeType | None]":
         """The cell's body and, when it ends in an expression statement, that expression."""
         self.sources.adopt()
         self.sources.add(filename, code)
@@ -349,7 +371,7 @@ class _Session:
             expression = compile(last, filename, "eval", self.flags, dont_inherit=True)
         return body, expression
 
-    def _run(self, code):
+    def _run(self, code: "CodeType") -> "Any":
         result = eval(code, self.namespace)
         if code.co_flags & 0x80:  # CO_COROUTINE: top-level await
             if self.loop is None:
@@ -358,9 +380,10 @@ class _Session:
             result = self.loop.run_until_complete(result)
         return result
 
-    def cell(self, message):
+    def cell(self, message: "dict[str, Any]") -> None:
         global _current_figures
-        done = {"kind": "done", "token": message.get("token"), "outcome": "ok", "value": None}
+        done: "dict[str, Any]" = {"kind": "done", "token": message.get("token"), "outcome": "ok",
+                                  "value": None}
         filename = message.get("filename") or "<cell-%d>" % int(message.get("cell", 0))
         if "argv" in message:
             sys.argv = list(message["argv"])
@@ -411,7 +434,7 @@ class _Session:
 _FUTURE_FLAGS = 0x1FE0000
 
 
-def _future_flags(code):
+def _future_flags(code: "CodeType") -> "Iterator[int]":
     if not code.co_flags & _FUTURE_FLAGS:
         return
     import __future__
@@ -421,7 +444,7 @@ def _future_flags(code):
             yield flag
 
 
-def _write_files(files):
+def _write_files(files: "list[dict[str, Any]]") -> "str | None":
     """The request's files, into the working directory before the cell runs."""
     if files:
         import base64
@@ -435,8 +458,8 @@ def _write_files(files):
     return None
 
 
-def _preload(modules):
-    failed = {}
+def _preload(modules: "list[str]") -> "dict[str, str]":
+    failed: dict[str, str] = {}
     for name in modules:
         try:
             __import__(name)
@@ -445,7 +468,7 @@ def _preload(modules):
     return failed
 
 
-def main():
+def main() -> None:
     channel = _Channel(int(sys.argv[1]))
     try:
         os.set_inheritable(channel.fd, False)  # programs a cell starts must not hold it
@@ -459,7 +482,7 @@ def main():
     # the cell wrote them.
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(line_buffering=True)
+            stream.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
         except (AttributeError, ValueError):
             pass
     session = _Session(channel)

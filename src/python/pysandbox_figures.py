@@ -11,17 +11,20 @@ from matplotlib._pylab_helpers import Gcf
 from matplotlib.backends.backend_agg import FigureCanvasAgg as FigureCanvas  # noqa: F401
 from matplotlib.backends.backend_agg import FigureManager  # noqa: F401
 
+# What matplotlib looks up in a backend module.
+__all__ = ["FigureCanvas", "FigureManager", "show"]
+
 _WORK = os.environ.get("PYSANDBOX_WORK_DIR") or os.getcwd()
 
 
-def _next_path():
+def _next_path() -> str:
     n = 1
     while os.path.exists(os.path.join(_WORK, "figure-%d.png" % n)):
         n += 1
     return os.path.join(_WORK, "figure-%d.png" % n)
 
 
-def show(*args, **kwargs):
+def show(*args: object, **kwargs: object) -> None:
     driver = sys.modules.get("pysandbox_driver")
     for manager in Gcf.get_all_fig_managers():
         figure = manager.canvas.figure

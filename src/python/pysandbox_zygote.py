@@ -15,12 +15,15 @@ import ctypes
 import os
 import sys
 
-_DIR = os.path.dirname(os.path.abspath(__file__))
-HELPER = os.path.join(_DIR, "pysandbox_zygote_helper.so")
-JOB_PLAN = os.path.join(_DIR, "zygote_job.json")
+from pysandbox_wire import (POLICY_VARIABLE, SANDBOX_PYTHON_DIR, ZYGOTE_DETAIL_SIZE,
+                            ZYGOTE_HELPER_FILE, ZYGOTE_JOB_SPEC_FILE)
+
+# What the plan writes next to this module (plan.cpp).
+HELPER = os.path.join(SANDBOX_PYTHON_DIR, ZYGOTE_HELPER_FILE)
+JOB_PLAN = os.path.join(SANDBOX_PYTHON_DIR, ZYGOTE_JOB_SPEC_FILE)
 
 
-def _preload(modules):
+def _preload(modules: list[str]) -> None:
     for name in modules:
         try:
             __import__(name)
@@ -28,7 +31,7 @@ def _preload(modules):
             pass
 
 
-def _become_job(environment, modules):
+def _become_job(environment: list[str], modules: list[str]) -> None:
     """The forked sandbox's interpreter: its environment and arguments are the job plan's, as a
     cloned sandbox's interpreter would have them, then the cell driver takes over."""
     os.environ.clear()
@@ -43,7 +46,7 @@ def _become_job(environment, modules):
             numpy.random.seed()
         except Exception:
             pass
-    if "PYSANDBOX_POLICY" in os.environ:
+    if POLICY_VARIABLE in os.environ:
         # The [policy] hook, in the job only (an audit hook cannot be removed): sitecustomize
         # installs it when its variable is set, as at a cloned interpreter's start.
         import importlib
@@ -54,7 +57,7 @@ def _become_job(environment, modules):
     pysandbox_driver.main()
 
 
-def main():
+def main() -> None:
     channel = int(sys.argv[1])
     modules = sys.argv[2:]
     os.set_inheritable(channel, False)
@@ -63,7 +66,7 @@ def main():
     import json
     environment = json.loads(spec)["env"]
     _preload(modules)
-    import pysandbox_driver  # noqa: F401 (every job runs it)
+    __import__("pysandbox_driver")  # every job runs it
     import gc
     gc.collect()
     gc.freeze()  # fewer copy-on-write faults in the jobs
@@ -74,7 +77,7 @@ def main():
     helper.pysandbox_zygote_configure.argtypes = [ctypes.c_char_p, ctypes.c_size_t,
                                                   ctypes.c_char_p, ctypes.c_size_t]
     helper.pysandbox_zygote_serve.argtypes = [ctypes.c_int]
-    error = ctypes.create_string_buffer(256)
+    error = ctypes.create_string_buffer(ZYGOTE_DETAIL_SIZE)  # as much as Ready says
     helper.pysandbox_zygote_configure(spec, len(spec), error, len(error))
     # serve() says Ready (or why not) on the channel itself.
     if helper.pysandbox_zygote_serve(channel) == 1:

@@ -8,12 +8,14 @@ script's word, not the sandbox's.
 
 The same file in every run, so the build compiles it once like the other modules, and the hook
 lives here rather than in a module of its own: Python imports sitecustomize anyway, and a second
-import would cost every run a sixth of a millisecond. The policy comes as data: pysandbox sets
-PYSANDBOX_POLICY (plan.cpp, policy.cpp) to one JSON array of literals (the profile's name, lists
-of strings, an object of strings, the channel's descriptor, this directory), and it is removed
-from the environment here, before the script runs, so nothing the script starts inherits it. JSON
-of this shape is a Python literal; it is evaluated with no names at all, so only literals can come
-out of it.
+import would cost every run a sixth of a millisecond; for that reason too the variable's name is
+written here rather than read from pysandbox_wire, as the other modules read the wire's constants
+(the unit tests hold it to plan/policy.hpp's kPolicyVariable). The policy comes as data: pysandbox
+sets PYSANDBOX_POLICY (plan.cpp, policy.cpp) to one JSON array of literals (the profile's name,
+lists of strings, an object of strings, the channel's descriptor, this directory), and it is
+removed from the environment here, before the script runs, so nothing the script starts inherits
+it. JSON of this shape is a Python literal; it is evaluated with no names at all, so only literals
+can come out of it.
 
 Nothing is kept at module level: the rules live, immutable, in the closure of the hook, and
 _install is deleted once it ran, so importing sitecustomize gives the script nothing to edit. (A
@@ -22,19 +24,25 @@ the kernel layers are for.)
 """
 
 
-def _install(profile, deny_imports, deny_calls, events, channel, own_files):
+def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
+             events: dict[str, str], channel: int, own_files: str) -> None:
     import os
     import sys
+
+    TYPE_CHECKING = False
+    if TYPE_CHECKING:  # for mypy alone: nothing more is imported at a start
+        from types import FrameType, TracebackType
+        from typing import Any
 
     # Everything the hook calls is bound here, once: a script that patches os, sys or builtins
     # afterwards (os.write = ..., builtins cleared) changes nothing the hook uses.
     write, realpath, fsdecode, getframe = os.write, os.path.realpath, os.fsdecode, sys._getframe
     permission_error, os_error, is_instance, any_of = PermissionError, OSError, isinstance, any
     integer, text, new_set, identity, backwards, type_of = int, str, set, id, reversed, type
-    deny_imports = tuple(deny_imports)
-    deny_calls = tuple(deny_calls)
-    events = tuple(events.items())
-    event_names = frozenset(event for event, _ in events)
+    denied_imports = tuple(deny_imports)
+    denied_calls = tuple(deny_calls)
+    rules = tuple(events.items())
+    event_names = frozenset(event for event, _ in rules)
     try:
         os.set_inheritable(channel, False)  # programs the script starts must not hold it
     except OSError:
@@ -43,26 +51,26 @@ def _install(profile, deny_imports, deny_calls, events, channel, own_files):
     harmless_writes = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
     library_prefixes = (os.path.dirname(os.__file__) + "/", own_files, "<frozen ")
 
-    def record(kind, what):
+    def record(kind: str, what: str) -> None:
         if channel >= 0:
             try:
                 write(channel, ("%s\t%s" % (kind, what[:200])).encode("utf-8", "replace"))
             except os_error:
                 pass  # the supervisor is gone, or the script closed the channel
 
-    def block(kind, what, key, listed):
+    def block(kind: str, what: str, key: str, listed: "tuple[str, ...]") -> None:
         record(kind, what)
         # EPERM, as the kernel layer underneath would say: code that checks errno behaves alike.
         raise permission_error(
             1, "pysandbox: the sandbox policy blocks %s (policy.%s in profile %s: %s); "
             "everything not listed there is allowed" % (what, key, profile, ", ".join(listed)))
 
-    def from_a_package():
+    def from_a_package() -> bool:
         """Whether the code that asked is an installed package's own (matplotlib running fc-list,
         platform asked by pandas running uname): the nearest frame outside the standard library
         is in a read-only */-packages/ directory. Those calls are left to the kernel layers; the
         hook explains the script's own calls, direct or through the standard library."""
-        frame = getframe(2)
+        frame: "FrameType | None" = getframe(2)
         while frame is not None:
             name = frame.f_code.co_filename
             if not name.startswith(library_prefixes) or "-packages/" in name:
@@ -70,7 +78,7 @@ def _install(profile, deny_imports, deny_calls, events, channel, own_files):
             frame = frame.f_back
         return False
 
-    def writes_outside_tmp(args):
+    def writes_outside_tmp(args: "tuple[Any, ...]") -> bool:
         path, mode, flags = args[0], args[1], args[2]
         if path is None or is_instance(path, integer):
             return False  # an fd already open
@@ -81,41 +89,42 @@ def _install(profile, deny_imports, deny_calls, events, channel, own_files):
         path = realpath(fsdecode(path))
         return not (path == "/tmp" or path.startswith("/tmp/") or path in harmless_writes)
 
-    def rule_for(event):
-        for name, rule in events:
+    def rule_for(event: str) -> str:
+        for name, rule in rules:
             if name == event:
                 return rule
         return event
 
-    def hook(event, args):
-        if event == "import" and deny_imports:
+    def hook(event: str, args: "tuple[Any, ...]") -> None:
+        if event == "import" and denied_imports:
             name = args[0]
-            for denied in deny_imports:
+            for denied in denied_imports:
                 if name == denied or name.startswith(denied + "."):
                     if not from_a_package():
-                        block("import", name, "deny_imports", deny_imports)
+                        block("import", name, "deny_imports", denied_imports)
         elif event in event_names:
             if event == "open" and not writes_outside_tmp(args):
                 return
             if from_a_package():
                 return
-            block("call", rule_for(event), "deny_calls", deny_calls)
+            block("call", rule_for(event), "deny_calls", denied_calls)
 
-    def without_own_frames(tb):
+    def without_own_frames(tb: "TracebackType | None") -> "TracebackType | None":
         """The traceback minus this file's frames, so it ends at the script's line."""
-        kept = []
+        kept: "list[TracebackType]" = []
         while tb is not None:
             if not tb.tb_frame.f_code.co_filename.startswith(own_files):
                 kept.append(tb)
             tb = tb.tb_next
-        rebuilt = None
+        rebuilt: "TracebackType | None" = None
         for entry in backwards(kept):
             rebuilt = type_of(entry)(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
         return rebuilt
 
-    def excepthook(kind, value, tb, default=sys.excepthook):
-        seen = new_set()
-        exception = value
+    def excepthook(kind: "type[BaseException]", value: BaseException,
+                   tb: "TracebackType | None", default: "Any" = sys.excepthook) -> None:
+        seen: "set[int]" = new_set()
+        exception: "BaseException | None" = value
         while exception is not None and identity(exception) not in seen:  # chained ones too
             seen.add(identity(exception))
             exception.__traceback__ = without_own_frames(exception.__traceback__)

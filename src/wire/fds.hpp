@@ -19,8 +19,25 @@ inline constexpr int kControlFd = 5;
 // its text split into records of at most kControlRecord bytes. Below the default socket buffer
 // (net.core.wmem_default, 208 KiB), which bounds one record.
 inline constexpr std::size_t kControlRecord = 64 * 1024;
-// The driver's largest message: a cell's figures (at most 16 MiB of PNG, in base64) and its value
-// (pysandbox_driver.py: MAX_FIGURE_BYTES, MAX_VALUE).
+// Each record starts with a flag, kControlMore (more follows) or kControlLast (the message's last
+// record), and kControlIndexDigits hex digits numbering it within its message (a record sent
+// again after an interrupt is taken once); the text follows.
+inline constexpr char kControlMore = '+';
+inline constexpr char kControlLast = '.';
+inline constexpr std::size_t kControlIndexDigits = 8;
+inline constexpr std::size_t kControlHeader = 1 + kControlIndexDigits;
+
+// What the cell driver reports of a cell at most: its figures (how many, and their PNG bytes all
+// together, before base64) and the characters of its value's repr.
+inline constexpr std::size_t kMaxCellFigures = 32;
+inline constexpr std::size_t kMaxCellFigureBytes = 16 * 1024 * 1024;
+inline constexpr std::size_t kMaxCellValue = 64 * 1024;
+// The driver's largest message: a cell's figures in base64 (padded, each) and its value, every
+// character of it escaped in the worst case (outside the BMP: two JSON escapes, 12 bytes), with a
+// record's worth of room for the rest.
 inline constexpr std::size_t kMaxControlMessage = 32 * 1024 * 1024;
+static_assert(kMaxCellFigureBytes / 3 * 4 + 4 * kMaxCellFigures + 12 * kMaxCellValue +
+                  kControlRecord <=
+              kMaxControlMessage);
 
 }  // namespace pysandbox
