@@ -70,7 +70,7 @@ class RunWatch {
 Supervised watch_run(const Plan& plan) {
     // Block the forwarded signals before clone so none is lost between clone and the loop; the
     // child's init unblocks what it needs.
-    sys::SignalFd signals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    sys::SignalFd signals{sys::kStopSignals};
     // Root's supplementary groups (0 among them) must not follow the script, and nothing inside
     // can drop them once setgroups is denied: drop them here, before clone.
     if (plan.ids.privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");

@@ -20,9 +20,7 @@ bool is_blank(std::string_view line) {
 }
 
 FrontLoop::FrontLoop(bool privileged, int input_fd, std::size_t max_line)
-    : signals_{SIGINT, SIGTERM, SIGHUP, SIGQUIT},
-      input_(input_fd, max_line),
-      output_(STDOUT_FILENO) {
+    : signals_{sys::kStopSignals}, input_(input_fd, max_line), output_(STDOUT_FILENO) {
     if (privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");
 }
 

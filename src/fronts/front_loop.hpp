@@ -25,10 +25,10 @@ bool is_blank(std::string_view line);
 
 class FrontLoop {
   public:
-    // Blocks SIGINT, SIGTERM, SIGHUP and SIGQUIT, the signals `run` forwards to its script
-    // (engine/run_watch.cpp), before the first sandbox is cloned so that none is lost; each ends
-    // the front as watch_signals says. Root's supplementary groups (0 among them) must not follow
-    // the sandboxes, and nothing inside can drop them once setgroups is denied: dropped here.
+    // Blocks sys::kStopSignals, the signals `run` forwards to its script, before the first sandbox
+    // is cloned so that none is lost; each ends the front as watch_signals says. Root's
+    // supplementary groups (0 among them) must not follow the sandboxes, and nothing inside can
+    // drop them once setgroups is denied: dropped here.
     FrontLoop(bool privileged, int input_fd, std::size_t max_line);
     FrontLoop(const FrontLoop&) = delete;
     FrontLoop& operator=(const FrontLoop&) = delete;

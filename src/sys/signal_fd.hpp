@@ -9,6 +9,10 @@
 
 namespace pysandbox::sys {
 
+// The signals that end pysandbox's work in every front: `run` passes them on to its script
+// (engine/run_watch.cpp), the fronts that hold many sandboxes end them all (fronts/front_loop.hpp).
+inline constexpr std::initializer_list<int> kStopSignals{SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
 // Blocks the given signals and delivers them through a descriptor; restores the mask on
 // destruction.
 class SignalFd {
