@@ -145,7 +145,8 @@ TEST_SUITE("job spec") {
         const std::string text = write_job_spec(*job_plan());
         // A field added to the writer must be added to the comparisons above, and to this list.
         std::set<std::string> keys;
-        for (const auto& [key, value] : json::parse(text).items()) keys.insert(key);
+        const json spec = json::parse(text);
+        for (const auto& [key, value] : spec.items()) keys.insert(key);
         CHECK(keys == std::set<std::string>{"version", "workdir", "tmp", "shm", "inputs_tmpfs",
                                             "proc_masked", "proc_readonly", "hostname", "network",
                                             "font_list", "rlimits", "affinity", "allowed_cpus",
