@@ -258,6 +258,10 @@ const char* child_step_name(int index) noexcept {
     return "start the sandbox";
 }
 
+unsigned child_step_births(int index) noexcept {
+    return index >= 0 && index < kStepCount ? kSteps[index].births : 0;
+}
+
 namespace {
 
 void run_steps(ChildContext& ctx) noexcept {

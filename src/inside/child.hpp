@@ -68,6 +68,10 @@ int step_fail(ChildContext& ctx, const char* format, ...) noexcept
 // interpreter's own (init.cpp).
 const char* child_step_name(int index) noexcept;
 
+// The births (Birth bits) that run the child's step `index`, 0 past the child's last step: for
+// the tests of the table's order and of the steps a forked job skips.
+unsigned child_step_births(int index) noexcept;
+
 // Runs the step table, then becomes the sandbox's init. Never returns.
 [[noreturn]] void run_child(const Plan& plan, const ChildFds& fds) noexcept;
 

@@ -42,10 +42,11 @@
 //       message says to write the character as \uXXXX.
 //       Tests: "guard [line-ending]: ..." and "toml++ 3.3 defect [line-ending]: ...".
 //
-// The tests are in tests/unit/toml_prescan_test.cpp (`unit_tests -tc='*[escape]*'` runs one
+// The tests are in tests/unit/plan/toml_prescan_test.cpp (`unit_tests -tc='*[escape]*'` runs one
 // part's): "guard [part]: ..." fail when the guard is removed, "toml++ 3.3 defect [part]: toml++
-// alone reaches __builtin_unreachable()" run toml++ unguarded (tests/unit/toml_defect_probe.cpp)
-// and fail once the installed toml++ no longer has the defect.
+// alone reaches __builtin_unreachable()" run toml++ unguarded
+// (tests/unit/plan/toml_defect_probe.cpp) and fail once the installed toml++ no longer has the
+// defect.
 //
 // Delete this guard when Debian's toml++ has upstream commit 1e8829b (a release after 3.4.0)
 // and the "toml++ 3.3 defect" tests fail: one root cause, so the three parts go together.

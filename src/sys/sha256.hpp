@@ -1,6 +1,6 @@
 #pragma once
 // SHA-256 of the artifacts and scripts, through OpenSSL's libcrypto (Debian's libssl-dev; linked
-// statically like libseccomp and libcap). tests/unit/sha256_test.cpp checks the NIST vectors.
+// statically like libseccomp and libcap). tests/unit/sys/sha256_test.cpp checks the NIST vectors.
 
 #include <memory>
 #include <string>

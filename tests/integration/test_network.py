@@ -5,7 +5,7 @@ and 127.0.0.3 are distinct "hosts") and judges from their logs of accepted conne
 requests, not from what the script prints. Name resolution happens in the proxy, on the host:
 names in these tests are ones the host resolves (localhost) or that it cannot (then the proxy
 answers 502, which proves the allowlist let the request through; 403 would mean it did not).
-Matching of real wildcard subdomains is covered by tests/unit/proxy_test.cpp.
+Matching of real wildcard subdomains is covered by tests/unit/proxy/proxy_test.cpp.
 
 HTTPS is verified against certificates made for the run with the openssl command: a TLS server
 on 127.0.0.1 whose certificate a test CA signed (the script trusts that CA, given with --input)

@@ -1,4 +1,4 @@
-// toml++ with no guard in front of it, for tests/unit/toml_prescan_test.cpp: parses standard
+// toml++ with no guard in front of it, for tests/unit/plan/toml_prescan_test.cpp: parses standard
 // input with toml::parse and exits 0 (parsed) or 1 (toml::parse_error, printed on stdout).
 //
 // tests/CMakeLists.txt builds it with -fsanitize=unreachable -fsanitize-undefined-trap-on-error
