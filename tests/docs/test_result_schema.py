@@ -154,12 +154,12 @@ class ResultSchemaTest(unittest.TestCase):
         result_schema.validator()  # check_schema raises SchemaError where it is not
 
     def test_the_statuses_are_the_ones_the_code_writes(self):
-        code = (REPO / "src/report/result.cpp").read_text()
+        code = (REPO / "src/report/status.cpp").read_text()
         to_string = re.search(r"string_view to_string\(Status status\) \{\n(.*?)\n\}", code,
                               re.DOTALL)
-        self.assertIsNotNone(to_string, "src/report/result.cpp's to_string(Status) not found")
+        self.assertIsNotNone(to_string, "src/report/status.cpp's to_string(Status) not found")
         written = set(re.findall(r'case Status::\w+: return "(\w+)";', to_string[1]))
-        self.assertGreaterEqual(len(written), 10, "src/report/result.cpp's to_string(Status) not found")
+        self.assertGreaterEqual(len(written), 10, "src/report/status.cpp's to_string(Status) not found")
         enum = result_schema.load_schema()["$defs"]["status"]["enum"]
         self.assertEqual(len(enum), len(set(enum)))
         self.assertEqual(set(enum), written | {"bad_request"})
