@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <stdexcept>
 
+#include "plan/host_files.hpp"
 #include "plan/units.hpp"
 #include "report/encoding.hpp"
 #include "sys/unique_fd.hpp"
@@ -126,20 +127,9 @@ void shorten_figures(ordered_json& result) {
 // A host copy the collector made (a regular file in a directory of the server's), read whole
 // when it is at most `cap` bytes.
 std::optional<std::string> read_copy(const std::string& path, std::size_t cap) {
-    const sys::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    struct stat st {};
-    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-        static_cast<std::uint64_t>(st.st_size) > cap)
-        return std::nullopt;
-    std::string data(static_cast<std::size_t>(st.st_size), '\0');
-    std::size_t got = 0;
-    while (got < data.size()) {
-        const ssize_t n = ::read(fd.get(), data.data() + got, data.size() - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return std::nullopt;
-        got += static_cast<std::size_t>(n);
-    }
-    return data;
+    HostFile file = read_host_file(path, cap, O_NOFOLLOW);
+    if (file.problem != HostFile::Problem::none) return std::nullopt;
+    return std::move(file.data);
 }
 
 ordered_json file_block(const ordered_json& file, std::size_t& embedded) {

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "embed/version.hpp"
+#include "plan/host_files.hpp"
 #include "plan/request.hpp"
 #include "plan/units.hpp"
 #include "report/encoding.hpp"
@@ -39,25 +40,22 @@ std::string offered_list(std::span<const std::string> profiles) {
 }
 
 // A host file named by a job, read now as the caller, at most `cap` bytes.
-std::string read_host_file(const std::string& what, const std::string& path, std::uint64_t cap) {
-    const sys::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-    if (!fd) throw std::invalid_argument(what + " \"" + path + "\": " + std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
-        throw std::invalid_argument(what + " \"" + path + "\" is not a regular file");
-    if (static_cast<std::uint64_t>(st.st_size) > cap)
-        throw std::invalid_argument(what + " \"" + path + "\" is over " + units::format_size(cap));
-    std::string data(static_cast<std::size_t>(st.st_size), '\0');
-    std::size_t got = 0;
-    while (got < data.size()) {
-        const ssize_t n = ::read(fd.get(), data.data() + got, data.size() - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) throw std::invalid_argument(what + " \"" + path + "\": " + std::strerror(errno));
-        if (n == 0) break;
-        got += static_cast<std::size_t>(n);
+std::string read_job_file(const std::string& what, const std::string& path, std::uint64_t cap) {
+    HostFile file = read_host_file(path, cap);
+    using Problem = HostFile::Problem;
+    switch (file.problem) {
+        case Problem::none: return std::move(file.data);
+        case Problem::open:
+        case Problem::read:
+            throw std::invalid_argument(what + " \"" + path + "\": " + std::strerror(file.error));
+        case Problem::directory:
+        case Problem::not_regular:
+            throw std::invalid_argument(what + " \"" + path + "\" is not a regular file");
+        case Problem::too_large:
+            throw std::invalid_argument(what + " \"" + path + "\" is over " +
+                                        units::format_size(cap));
     }
-    data.resize(got);
-    return data;
+    return {};
 }
 
 std::vector<std::string> string_list(const json& value, const std::string& what) {
@@ -87,7 +85,7 @@ std::vector<CellFile> read_inputs(const json& inputs, std::uint64_t max_bytes) {
         }
         if (std::ranges::any_of(files, [&](const CellFile& f) { return f.name == spec.name; }))
             throw std::invalid_argument("inputs: the name \"" + spec.name + "\" is given twice");
-        std::string data = read_host_file("input", spec.source, max_bytes - total);
+        std::string data = read_job_file("input", spec.source, max_bytes - total);
         total += data.size();
         files.push_back({spec.name, std::move(data)});
     }
@@ -128,7 +126,7 @@ Job parse_job_fields(const json& request, std::span<const std::string> profiles,
         if (!script->is_string())
             throw std::invalid_argument("\"script\" must be a string, not " + type_of(*script));
         const std::string path = script->get<std::string>();
-        job.cell.code = read_host_file("script", path, kMaxRequestLine);
+        job.cell.code = read_job_file("script", path, kMaxRequestLine);
         argv0 = std::filesystem::path(path).filename().string();
         job.cell.filename = argv0;
     }
