@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fronts/batch.hpp"
-#include "fronts/cell_request.hpp"
 #include "fronts/mcp_tools.hpp"
+#include "fronts/requests.hpp"
 
 namespace {
 
