@@ -118,7 +118,7 @@ AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-group
 # time bounds of the tests are multiplied by this (as tests/integration/harness.py does).
 TIME_SLACK_SCALE = 4.0 if os.environ.get("PYSANDBOX_SANITIZED") else 1.0
 
-# Exit codes (DESIGN.md).
+# Exit codes (README.md, "Exit codes").
 TIMEOUT = 124
 SANDBOX_ERROR = 125
 
