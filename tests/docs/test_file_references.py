@@ -37,7 +37,7 @@ EXTENSIONS = ["cpp", "hpp", "c", "h", "py", "md", "in", "json", "toml", "js", "p
 # A file name: optional directories, a name, an extension from the list; not the tail of an
 # absolute path, a home-relative one, a variable's or a longer dotted name (os.path.join).
 NAME = re.compile(
-    r"(?<![\w./~$*{}-])"
+    r"(?<![\w./~$*{}<>-])"
     r"((?:[\w.+-]+/)*[\w+-]+(?:\.[\w+-]+)*\.(?:" + "|".join(EXTENSIONS) + r"))"
     r"(?![\w/*{-]|\.\w)")
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+")
@@ -65,6 +65,7 @@ EXTERNAL = {
 # Files another branch of the same change adds; an entry goes once that branch is merged.
 PENDING = {
     "tests/unit/inside/job_spec_test.cpp": "the job_spec round trip, written beside this test",
+    "CMakePresets.json": "the presets (ctest --preset quick), written beside this test",
 }
 
 # A placeholder stands for any name: NAME.toml, PROFILE.toml, NAME_fuzz.cpp, fontlist-vNNN.json.
@@ -77,6 +78,8 @@ def answered(name: str, where: str, paths: set[str], basenames: set[str]) -> boo
     if name in EXTERNAL or name in PENDING:
         return True
     if PLACEHOLDER.search(name) and not name.endswith(".md"):
+        return True
+    if name.startswith("build/"):  # what the build writes (build/compile_commands.json)
         return True
     if name.startswith("../"):  # relative to the file that names it
         return posixpath.normpath(posixpath.join(posixpath.dirname(where), name)) in paths
