@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What DESIGN.md's layers cost at start-up, next to what the rest of pysandbox costs.
+"""What pysandbox's security layers cost at start-up, next to what the rest of pysandbox costs.
 
 pysandbox built with bench/layers.patch runs hello.py twice per round: as is, and with every
 layer switched off (PYSANDBOX_ABLATE names the steps to skip, and the profile has no [policy]);

@@ -120,6 +120,7 @@ std::int64_t field_number(std::string_view text, std::size_t index) {
 
 }  // namespace
 
+// The sandbox's channels: pipes, and the report socketpair (report_channel).
 struct Sandbox::Pipes {
     sys::Pipe release = sys::Pipe::create();
     sys::Pipe report = report_channel();

@@ -141,10 +141,10 @@ int step_new_session(ChildContext& ctx) noexcept {
     return 0;
 }
 
-// Only stdin, stdout, stderr (the supervisor's pipes), the report pipe and the two channels stay
-// open: whatever the caller leaked into pysandbox does not reach the script. The policy channel
-// (a profile with a [policy]: the audit hook writes to it) and the cell driver's channel are the
-// only ones the interpreter inherits.
+// Only stdin, stdout, stderr (the supervisor's pipes), the report socket and the two channels
+// stay open: whatever the caller leaked into pysandbox does not reach the script. The policy
+// channel (a profile with a [policy]: the audit hook writes to it) and the cell driver's channel
+// are the only ones the interpreter inherits.
 int step_close_fds(ChildContext& ctx) noexcept {
     const ChildFds& fds = ctx.fds;
     if (::dup2(fds.stdin_read, STDIN_FILENO) < 0 || ::dup2(fds.stdout_write, STDOUT_FILENO) < 0 ||
@@ -159,7 +159,7 @@ int step_close_fds(ChildContext& ctx) noexcept {
     if (report < 0 || (fds.policy_write >= 0 && policy < 0) || (fds.control >= 0 && control < 0))
         return step_fail(ctx, "fcntl(F_DUPFD_CLOEXEC, %d)", kAbove);
     if (::dup3(report, kReportFd, O_CLOEXEC) < 0)
-        return step_fail(ctx, "dup3(report pipe -> %d)", kReportFd);
+        return step_fail(ctx, "dup3(report socket -> %d)", kReportFd);
     if (policy >= 0 && ::dup2(policy, kPolicyFd) < 0)
         return step_fail(ctx, "dup2(policy channel -> %d)", kPolicyFd);
     if (control >= 0 && ::dup2(control, kControlFd) < 0)
@@ -176,7 +176,7 @@ int step_close_fds(ChildContext& ctx) noexcept {
 constexpr unsigned kCloned = static_cast<unsigned>(Birth::cloned);
 constexpr unsigned kForked = static_cast<unsigned>(Birth::forked);
 
-// The order is DESIGN.md's. Every step below a line needs what the steps above it set up. A job a
+// The order matters: every step below a line needs what the steps above it set up. A job a
 // zygote forks (Birth::forked) runs every step but those marked kCloned: its zygote's root, /dev
 // and files are already in place, and its ids are its zygote's.
 constexpr Step kSteps[] = {

@@ -34,7 +34,7 @@ enum class Birth : unsigned { cloned = 1, forked = 2 };
 struct ChildContext {
     const Plan& plan;
     ChildFds fds;
-    int report_fd;  // where the report pipe is now (kReportFd once the other fds are closed)
+    int report_fd;  // where the report socket is now (kReportFd once the other fds are closed)
     Birth birth = Birth::cloned;
     char detail[256] = {};
     // plan.font_list's source, opened before the staging root hides the host's /tmp (where a

@@ -3,8 +3,8 @@
 // runs read (child.cpp, Birth::forked; init.cpp), and only those, as JSON text. The supervisor
 // writes it once per zygote into the zygote's sandbox; the helper reads it back into a Plan
 // before the zygote serves its first job. Whatever the job steps read that is not here keeps the
-// Plan's default, so a step that starts reading a new field must add it here (job_spec_test.cpp
-// compares the fields both ways).
+// Plan's default, so a step that starts reading a new field must add it here
+// (tests/unit/inside/job_spec_test.cpp compares the fields both ways).
 
 #include <memory>
 #include <string>

@@ -376,13 +376,13 @@ void add_kernel_layers(Plan& plan) {
 }
 
 // A sandbox that nests others (Program::Kind::zygote) is set up as any other but where a nested
-// job's own setup would fail (docs/forkserver-probe.md, Blockers): its /proc has nothing mounted
-// over it (a user namespace may mount procfs only where a fully visible one exists; each job
-// masks its own), it has no Landlock (a Landlock-restricted task cannot mount), its seccomp filter
-// is the nesting one without a listener, and its limits bound the zygote, not a job: no CPU-time
-// limit (it lives across jobs), room for the jobs' processes, every CPU, and pysandbox's open-files
-// limit: a job hands its seccomp listener over before it sets its own (limits.hpp, Which), with
-// the limit it inherits from the zygote, which a sibling's descriptors in flight must not reach.
+// job's own setup would fail: its /proc has nothing mounted over it (a user namespace may mount
+// procfs only where a fully visible one exists; each job masks its own), it has no Landlock (a
+// Landlock-restricted task cannot mount), its seccomp filter is the nesting one without a listener,
+// and its limits bound the zygote, not a job: no CPU-time limit (it lives across jobs), room for
+// the jobs' processes, every CPU, and pysandbox's open-files limit: a job hands its seccomp
+// listener over before it sets its own (limits.hpp, Which), with the limit it inherits from the
+// zygote, which a sibling's descriptors in flight must not reach.
 void relax_for_nesting(Plan& plan) {
     plan.proc_masked.clear();
     plan.proc_readonly.clear();

@@ -1,6 +1,7 @@
 #pragma once
-// What the inside tells the supervisor, over one close-on-exec pipe: fixed-size records, each
-// written with one write() (smaller than PIPE_BUF, so never interleaved).
+// What the inside tells the supervisor, over one close-on-exec socket (a SOCK_SEQPACKET
+// socketpair, so a record can carry a descriptor): fixed-size records, each written with one
+// write() and read as one whole message, never split or interleaved.
 
 #include <climits>
 #include <cstdint>

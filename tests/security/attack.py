@@ -132,7 +132,7 @@ __all__ = [
 
 RUN_AS = env.RUN_AS or "root"
 
-# Exit codes (DESIGN.md).
+# Exit codes (README.md, "Exit codes").
 TIMEOUT = 124
 SANDBOX_ERROR = 125
 

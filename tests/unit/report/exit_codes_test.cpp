@@ -1,4 +1,4 @@
-// The exit status contract (DESIGN.md "Exit codes") and the one line a person is told.
+// The exit status contract (README.md, "Exit codes") and the one line a person is told.
 
 #include <doctest/doctest.h>
 
