@@ -22,7 +22,7 @@ using json = nlohmann::json;
 
 TEST_SUITE("cell requests") {
     // Internal: a suite's namespace is named by a per-file counter, which another file's suite
-    // may share (batch_test.cpp has a problem() too).
+    // may share (the batch jobs' suite below has a problem() too).
     namespace {
     Limits limits;
 
