@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "report/encoding.hpp"
+#include "sys/dir_names.hpp"
 #include "sys/sha256.hpp"
 #include "sys/unique_fd.hpp"
 
@@ -33,25 +34,6 @@ struct Budget {
     std::size_t entries = 0;
     std::uint64_t bytes_read = 0;
 };
-
-// A fresh open file description (not a dup: that would share the read position).
-std::vector<std::string> sorted_names(int dir) {
-    std::vector<std::string> names;
-    int fd = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return names;
-    DIR* stream = ::fdopendir(fd);
-    if (stream == nullptr) {
-        ::close(fd);
-        return names;
-    }
-    while (const dirent* entry = ::readdir(stream)) {
-        std::string_view name = entry->d_name;
-        if (name != "." && name != "..") names.emplace_back(name);
-    }
-    ::closedir(stream);
-    std::sort(names.begin(), names.end());
-    return names;
-}
 
 // The host side of one copy. The data goes into an unnamed O_TMPFILE in the output directory and
 // gets its name only once complete, through linkat (which never replaces a name): a pysandbox
@@ -150,7 +132,7 @@ class Walker {
     explicit Walker(const Options& options) : options_(options) {}
 
     void directory(int dir, int host_dir, const std::string& prefix, int depth) {
-        for (const std::string& name : sorted_names(dir)) {
+        for (const std::string& name : sys::sorted_names(dir)) {
             if (++budget_.entries > kMaxEntries) return;
             if (depth == 0 && std::ranges::find(options_.inputs, name) != options_.inputs.end())
                 continue;

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "sys/dir_names.hpp"
 #include "sys/unique_fd.hpp"
 
 namespace pysandbox::workdir {
@@ -24,21 +25,6 @@ using sys::UniqueFd;
 constexpr int kMaxDepth = 32;
 constexpr std::size_t kMaxEntries = 100'000;
 constexpr mode_t kPlainBits = 0777;  // no set-uid, set-gid or sticky bit reaches the host
-
-std::vector<std::string> sorted_names(int dir) {
-    std::vector<std::string> names;
-    UniqueFd fd(::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!fd) return names;
-    DIR* stream = ::fdopendir(fd.release());
-    if (stream == nullptr) return names;
-    while (const dirent* entry = ::readdir(stream)) {
-        std::string_view name = entry->d_name;
-        if (name != "." && name != "..") names.emplace_back(name);
-    }
-    ::closedir(stream);
-    std::sort(names.begin(), names.end());
-    return names;
-}
 
 UniqueFd open_dir(int parent, const std::string& name) {
     return UniqueFd(
@@ -65,7 +51,7 @@ class Applier {
     explicit Applier(const Options& options) : options_(options) {}
 
     void directory(int upper, int host, const std::string& prefix, int depth) {
-        for (const std::string& name : sorted_names(upper)) {
+        for (const std::string& name : sys::sorted_names(upper)) {
             if (++entries_ > kMaxEntries) return fail(prefix + name, E2BIG);
             struct stat st {};
             if (::fstatat(upper, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
@@ -97,7 +83,7 @@ class Applier {
         if (::unlinkat(dir, name.c_str(), 0) == 0 || errno == ENOENT) return;
         if (errno != EISDIR || depth >= kMaxDepth) return fail(path, errno);
         if (UniqueFd sub = open_dir(dir, name))
-            for (const std::string& inner : sorted_names(sub.get()))
+            for (const std::string& inner : sys::sorted_names(sub.get()))
                 remove(sub.get(), inner, path + "/" + inner, depth + 1);
         if (::unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) fail(path, errno);
     }
