@@ -208,6 +208,9 @@ constexpr Step kSteps[] = {
     {"mount the workdir overlay", mounts::step_mount_workdir_overlay},
     {"hand /tmp/work to the supervisor", mounts::step_send_work_dir},
     {"mount /proc", mounts::step_mount_proc},
+    // In the /proc just mounted, before /proc/sys is made read-only.
+    {"bound the host user's kernel counts", limits::step_bound_user_counts},
+    {"mask /proc", mounts::step_mask_proc},
     {"pivot into the new root", mounts::step_pivot_root, kCloned},
     {"seal the root read-only", mounts::step_seal_root, kCloned},
     {"enter the work directory", mounts::step_enter_workdir},

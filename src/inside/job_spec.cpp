@@ -48,6 +48,9 @@ std::string write_job_spec(const Plan& plan) {
         limits.push_back({limit.resource, static_cast<std::uint64_t>(limit.soft),
                           static_cast<std::uint64_t>(limit.hard)});
     spec["rlimits"] = std::move(limits);
+    json counts = json::array();
+    for (const UserCount& count : plan.user_counts) counts.push_back({count.name, count.max});
+    spec["user_counts"] = std::move(counts);
     spec["affinity"] = cpus(plan.affinity);
     spec["allowed_cpus"] = cpus(plan.allowed_cpus);
     json rules = json::array();
@@ -87,6 +90,9 @@ std::unique_ptr<Plan> read_job_spec(std::string_view text) {
     for (const json& limit : spec.at("rlimits"))
         plan->rlimits.push_back(
             Rlimit{limit.at(0).get<int>(), limit.at(1).get<rlim_t>(), limit.at(2).get<rlim_t>()});
+    for (const json& count : spec.at("user_counts"))
+        plan->user_counts.push_back(
+            UserCount{count.at(0).get<std::string>(), count.at(1).get<std::uint64_t>()});
     plan->affinity = cpus(spec.at("affinity"));
     plan->allowed_cpus = cpus(spec.at("allowed_cpus"));
     const json& ruleset = spec.at("landlock");

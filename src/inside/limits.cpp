@@ -1,7 +1,14 @@
 #include "inside/limits.hpp"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "inside/mounts.hpp"
 
 namespace pysandbox::limits {
 
@@ -33,6 +40,30 @@ int step_set_affinity(ChildContext& ctx) noexcept {
     }
     if (::sched_setaffinity(0, sizeof cpus, &cpus) != 0)
         return step_fail(ctx, "sched_setaffinity(%d CPUs)", wanted);
+    return 0;
+}
+
+// A count absent from this kernel (an older one) is skipped: there is nothing of it to take.
+int step_bound_user_counts(ChildContext& ctx) noexcept {
+    for (const UserCount& count : ctx.plan.user_counts) {
+        char path[PATH_MAX];
+        std::snprintf(path, sizeof path, "%s/proc/sys/user/%s", mounts::staging_root(ctx),
+                      count.name.c_str());
+        const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) continue;
+        if (fd < 0) return step_fail(ctx, "open(%s)", path);
+        char text[24];
+        const int length =
+            std::snprintf(text, sizeof text, "%llu\n", static_cast<unsigned long long>(count.max));
+        const bool written = ::write(fd, text, static_cast<std::size_t>(length)) == length;
+        const int error = errno;
+        ::close(fd);
+        if (!written) {
+            errno = error;
+            return step_fail(ctx, "write(%s, %llu)", path,
+                             static_cast<unsigned long long>(count.max));
+        }
+    }
     return 0;
 }
 

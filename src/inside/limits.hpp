@@ -16,5 +16,8 @@ enum class Which { all_but_open_files, open_files };
 // execve); returns the one the kernel refused (errno says why), or nullptr.
 const Rlimit* set_rlimits(const Plan& plan, Which which) noexcept;
 int step_set_affinity(ChildContext& ctx) noexcept;
+// Writes the plan's user_counts into the sandbox's user namespace (/proc/sys/user): each bounds
+// what the sandbox can take from a count the kernel keeps for the host user across namespaces.
+int step_bound_user_counts(ChildContext& ctx) noexcept;
 
 }  // namespace pysandbox::limits

@@ -20,22 +20,21 @@
 #include "wire/sandbox_paths.hpp"
 
 namespace pysandbox::mounts {
-namespace {
 
-// Where the sandbox's root is while it is built: the staging root for a cloned sandbox, the
-// zygote's (the job's own) root for a forked one.
-const char* root_of(const ChildContext& ctx) noexcept {
+const char* staging_root(const ChildContext& ctx) noexcept {
     return ctx.birth == Birth::cloned ? kStagingRoot : "";
 }
+
+namespace {
 
 // A path beneath the root being built, without allocating.
 struct StagedPath {
     char text[PATH_MAX];
     StagedPath(const ChildContext& ctx, const char* inside) noexcept {
-        std::snprintf(text, sizeof text, "%s%s", root_of(ctx), inside);
+        std::snprintf(text, sizeof text, "%s%s", staging_root(ctx), inside);
     }
     StagedPath(const ChildContext& ctx, const char* inside_dir, const char* name) noexcept {
-        std::snprintf(text, sizeof text, "%s%s/%s", root_of(ctx), inside_dir, name);
+        std::snprintf(text, sizeof text, "%s%s/%s", staging_root(ctx), inside_dir, name);
     }
     const char* c_str() const noexcept { return text; }
 };
@@ -342,6 +341,10 @@ int step_mount_proc(ChildContext& ctx) noexcept {
     if (make_dirs(proc.c_str(), 0555) != 0) return step_fail(ctx, "mkdir(%s)", proc.c_str());
     if (::mount("proc", proc.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
         return step_fail(ctx, "mount(proc -> %s)", proc.c_str());
+    return 0;
+}
+
+int step_mask_proc(ChildContext& ctx) noexcept {
     StagedPath null(ctx, "/dev/null");
     for (const auto& entry : ctx.plan.proc_masked) {
         StagedPath path(ctx, entry.c_str());

@@ -6,6 +6,10 @@
 
 namespace pysandbox::mounts {
 
+// Where the sandbox's root is while it is built: the staging root for a cloned sandbox, the
+// zygote's (the job's own) root for a forked one.
+const char* staging_root(const ChildContext& ctx) noexcept;
+
 int step_make_mounts_private(ChildContext& ctx) noexcept;
 int step_open_font_list(ChildContext& ctx) noexcept;
 int step_open_workdir(ChildContext& ctx) noexcept;
@@ -20,6 +24,7 @@ int step_copy_inputs(ChildContext& ctx) noexcept;
 int step_mount_workdir_overlay(ChildContext& ctx) noexcept;
 int step_send_work_dir(ChildContext& ctx) noexcept;
 int step_mount_proc(ChildContext& ctx) noexcept;
+int step_mask_proc(ChildContext& ctx) noexcept;
 int step_pivot_root(ChildContext& ctx) noexcept;
 int step_seal_root(ChildContext& ctx) noexcept;
 int step_enter_workdir(ChildContext& ctx) noexcept;

@@ -251,6 +251,11 @@ void find_cgroup(const Request& request, Plan& plan) {
 
 void add_rlimits(const Limits& limits, Plan& plan) {
     auto cpu_seconds = static_cast<rlim_t>(std::ceil(limits.cpu_time.count() / 1000.0));
+    // A sandbox cannot raise a hard limit: where the caller's is lower, the caller's is the bound.
+    rlimit caller{};
+    rlim_t pending_signals = limits.pending_signals;
+    if (::getrlimit(RLIMIT_SIGPENDING, &caller) == 0)
+        pending_signals = std::min<rlim_t>(pending_signals, caller.rlim_max);
     // With a memory cgroup, memory.max counts what is really used; an address-space limit on top
     // would only break runtimes that reserve more than they touch.
     if (!plan.cgroup) {
@@ -268,7 +273,23 @@ void add_rlimits(const Limits& limits, Plan& plan) {
             {RLIMIT_CORE, 0, 0},
             {RLIMIT_MEMLOCK, 0, 0},
             {RLIMIT_MSGQUEUE, 0, 0},
+            {RLIMIT_SIGPENDING, pending_signals, pending_signals},
         });
+}
+
+// The counts the kernel keeps for the host user across namespaces (UserCount). The namespace
+// counts are 0: seccomp already refuses creating namespaces, this is the second wall. Keys and
+// key bytes are counted per host user too, but the key calls are not among those a sandbox's
+// filter allows (seccomp_table.cpp); POSIX message queues and locked memory are rlimits above.
+void add_user_counts(const Limits& limits, Plan& plan) {
+    plan.user_counts = {
+        {"max_inotify_instances", limits.inotify_instances},
+        {"max_inotify_watches", limits.inotify_watches},
+        {"max_fanotify_groups", 0},
+        {"max_fanotify_marks", 0},
+    };
+    for (const char* kind : {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup", "time"})
+        plan.user_counts.push_back({std::string("max_") + kind + "_namespaces", 0});
 }
 
 }  // namespace
@@ -362,6 +383,7 @@ std::vector<sock_filter> seccomp_program(const seccomp::Recipe& recipe) {
 // What the kernel enforces: rlimits (or the cgroup), the seccomp filter, Landlock's rules.
 void add_kernel_layers(Plan& plan) {
     add_rlimits(plan.profile.limits, plan);
+    add_user_counts(plan.profile.limits, plan);
     const bool memory_cgroup = plan.cgroup.has_value();
     plan.seccomp_program = seccomp_program(seccomp_recipe(plan.profile, memory_cgroup));
     if (plan.trace_syscalls) {
@@ -401,6 +423,10 @@ void relax_for_nesting(Plan& plan) {
     }
     std::erase_if(plan.rlimits,
                   [](const Rlimit& limit) { return limit.resource == RLIMIT_NOFILE; });
+    // Its jobs' namespaces are nested in its own: the namespace counts bound each job instead
+    // (job_spec.hpp carries them), the others bound the zygote and its jobs together.
+    std::erase_if(plan.user_counts,
+                  [](const UserCount& count) { return count.name.ends_with("_namespaces"); });
     // Each job picks its CPUs where it starts (limits.cpp): a zygote pinned to one would start,
     // and so pin, every job there.
     plan.affinity = plan.allowed_cpus;

@@ -85,6 +85,14 @@ struct Rlimit {
     rlim_t hard;
 };
 
+// A count the kernel keeps per host user across user namespaces (/proc/sys/user/NAME): every
+// process of that user, in a sandbox or not, charges the same count, up to the host's maximum.
+// Written in the sandbox's own user namespace, `max` bounds what the sandbox can take of it.
+struct UserCount {
+    std::string name;  // under /proc/sys/user, e.g. "max_inotify_instances"
+    std::uint64_t max;
+};
+
 struct IdMap {
     uid_t inner_uid = 1000;
     gid_t inner_gid = 1000;
@@ -149,6 +157,7 @@ struct Plan {
     std::optional<cgroup::Delegation> cgroup;
     std::string cgroup_unavailable;
     std::vector<Rlimit> rlimits;
+    std::vector<UserCount> user_counts;
     cpu_set_t affinity{};  // the first limits.cpus of the CPUs pysandbox may use
     // All the CPUs pysandbox may use: the child pins itself to CPU_COUNT(affinity) of them,
     // beginning with the one it runs on (limits.cpp).

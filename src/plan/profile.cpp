@@ -253,6 +253,18 @@ void add_limit_keys(std::vector<KeySpec>& keys) {
                              at<&Profile::limits, &Limits::cpus>));
     keys.push_back(count_key("limits.open_files", "Open file descriptors per process.",
                              at<&Profile::limits, &Limits::open_files>));
+    keys.push_back(count_key("limits.pending_signals",
+                             "Signals queued to the sandbox's processes (RLIMIT_SIGPENDING): they "
+                             "count against the host user's limit too.",
+                             at<&Profile::limits, &Limits::pending_signals>));
+    keys.push_back(count_key("limits.inotify_instances",
+                             "inotify instances of the sandbox, taken from the host user's "
+                             "(fs.inotify.max_user_instances).",
+                             at<&Profile::limits, &Limits::inotify_instances>));
+    keys.push_back(count_key("limits.inotify_watches",
+                             "inotify watches of the sandbox, taken from the host user's "
+                             "(fs.inotify.max_user_watches).",
+                             at<&Profile::limits, &Limits::inotify_watches>));
     keys.push_back(size_key("limits.file_size", "Largest file the script may write.",
                             at<&Profile::limits, &Limits::file_size>));
     keys.push_back(size_key("limits.tmp_size",

@@ -49,6 +49,11 @@ struct Limits {
     // A session ends when no request came for idle_timeout, and after lifetime whatever comes.
     std::chrono::milliseconds idle_timeout{std::chrono::minutes(10)};
     std::chrono::milliseconds lifetime{std::chrono::hours(1)};
+    // What one sandbox may take of counts the kernel keeps for the host user as a whole (every
+    // process of that user shares them): queued signals, inotify instances and watches.
+    std::uint64_t pending_signals = 64;
+    std::uint64_t inotify_instances = 8;
+    std::uint64_t inotify_watches = 1024;
 };
 
 struct Network {

@@ -83,7 +83,8 @@ const std::vector<std::string> kMounts = {"mount the staging root",
                                           "copy matplotlib's font list",
                                           "copy the input files",
                                           "mount the workdir overlay",
-                                          "mount /proc"};
+                                          "mount /proc",
+                                          "mask /proc"};
 
 }  // namespace
 
@@ -130,6 +131,13 @@ TEST_SUITE("step tables") {
                                      "mount the workdir overlay"});
         check_order({"copy the input files", "mount the workdir overlay"},
                     {"hand /tmp/work to the supervisor"});
+    }
+
+    TEST_CASE("the user's counts are bounded in the fresh /proc, before /proc/sys is read-only") {
+        check_order({"mount /proc"}, {"bound the host user's kernel counts"});
+        check_order({"bound the host user's kernel counts"}, {"mask /proc"});
+        // Writing /proc/sys/user needs CAP_SYS_RESOURCE in the namespace.
+        check_order({"bound the host user's kernel counts"}, {"drop capabilities"});
     }
 
     TEST_CASE("pivot after every mount, then the root is sealed and the work dir entered") {
@@ -195,6 +203,8 @@ TEST_SUITE("step tables") {
                                  "mount the workdir overlay",
                                  "hand /tmp/work to the supervisor",
                                  "mount /proc",
+                                 "bound the host user's kernel counts",
+                                 "mask /proc",
                                  "enter the work directory",
                                  "set the hostname",
                                  "configure the network",

@@ -38,6 +38,7 @@ std::unique_ptr<Plan> job_plan() {
     plan->profile.network.mode = NetMode::proxy;
     plan->font_list = FontList{"/build/share/fontlist-v390.json", "/tmp/mpl/fontlist-v390.json"};
     plan->rlimits = {{RLIMIT_NOFILE, 64, 128}, {RLIMIT_AS, RLIM_INFINITY, RLIM_INFINITY}};
+    plan->user_counts = {{"max_inotify_instances", 8}, {"max_user_namespaces", 0}};
     CPU_SET(1, &plan->affinity);
     CPU_SET(3, &plan->affinity);
     for (int cpu : {0, 1, 2, 3, CPU_SETSIZE - 1}) CPU_SET(cpu, &plan->allowed_cpus);
@@ -86,6 +87,7 @@ TEST_SUITE("job spec") {
         CHECK(plan->profile.network.mode != defaults.profile.network.mode);
         CHECK(defaults.font_list == std::nullopt);
         CHECK(plan->rlimits.size() != defaults.rlimits.size());
+        CHECK(plan->user_counts.size() != defaults.user_counts.size());
         CHECK(cpus(plan->affinity) != cpus(defaults.affinity));
         CHECK(cpus(plan->allowed_cpus) != cpus(defaults.allowed_cpus));
         CHECK(plan->landlock.abi != defaults.landlock.abi);
@@ -119,6 +121,12 @@ TEST_SUITE("job spec") {
             CHECK(back->rlimits[i].soft == plan->rlimits[i].soft);
             CHECK(back->rlimits[i].hard == plan->rlimits[i].hard);
         }
+        REQUIRE(back->user_counts.size() == plan->user_counts.size());
+        for (std::size_t i = 0; i < plan->user_counts.size(); ++i) {
+            CAPTURE(i);
+            CHECK(back->user_counts[i].name == plan->user_counts[i].name);
+            CHECK(back->user_counts[i].max == plan->user_counts[i].max);
+        }
         CHECK(cpus(back->affinity) == cpus(plan->affinity));
         CHECK(cpus(back->allowed_cpus) == cpus(plan->allowed_cpus));
         CHECK(back->landlock.abi == plan->landlock.abi);
@@ -149,8 +157,9 @@ TEST_SUITE("job spec") {
         for (const auto& [key, value] : spec.items()) keys.insert(key);
         CHECK(keys == std::set<std::string>{"version", "workdir", "tmp", "shm", "inputs_tmpfs",
                                             "proc_masked", "proc_readonly", "hostname", "network",
-                                            "font_list", "rlimits", "affinity", "allowed_cpus",
-                                            "landlock", "seccomp", "seccomp_listener", "env"});
+                                            "font_list", "rlimits", "user_counts", "affinity",
+                                            "allowed_cpus", "landlock", "seccomp",
+                                            "seccomp_listener", "env"});
         CHECK(write_job_spec(*read_job_spec(text)) == text);
     }
 
@@ -186,6 +195,9 @@ TEST_SUITE("job spec") {
         CHECK_THROWS_AS(read_job_spec(edited(ptr("/allowed_cpus"), json{CPU_SETSIZE})),
                         std::runtime_error);
         CHECK_THROWS_AS(read_job_spec(edited(ptr("/rlimits/0"), json{7, 1})), std::exception);
+        CHECK_THROWS_AS(read_job_spec(edited(ptr("/user_counts/0"), json{"max_user_namespaces"})),
+                        std::exception);
+        CHECK_THROWS_AS(read_job_spec(edited(ptr("/user_counts/0"), json{1, 2})), std::exception);
         CHECK_THROWS_AS(read_job_spec(edited(ptr("/landlock/rules/0"), json{"/usr"})),
                         std::exception);
         CHECK_THROWS_AS(read_job_spec(edited(ptr("/seccomp"), json::array())), std::runtime_error);
