@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -25,9 +26,11 @@
 #include "fronts/requests.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
+#include "plan/units.hpp"
 #include "report/encoding.hpp"
 #include "report/exit_codes.hpp"
 #include "sys/errors.hpp"
+#include "sys/timer_fd.hpp"
 
 namespace pysandbox {
 namespace {
@@ -68,12 +71,22 @@ struct OneShot {
     std::unique_ptr<Session> session;
 };
 
+using Clock = std::chrono::steady_clock;
+
 struct NamedSession {
     Offer* offer = nullptr;
     std::unique_ptr<Session> session;
     std::optional<Call> running;  // its cell, or cancelled: its result is not answered
     bool cancelled = false;
+    Clock::time_point started;
+    Clock::time_point last_call;  // or started: where limits.idle_timeout counts from
+    // Why the session ends, once it does (end_session, its lifetime): it takes no more calls,
+    // and goes once its running cell, killed, is answered.
+    std::string ending;
 };
+
+// Why sessions ended, for the calls that still name them: the last kRememberedEnds.
+constexpr std::size_t kRememberedEnds = 256;
 
 class Server {
   public:
@@ -87,6 +100,16 @@ class Server {
         for (const Offer& offer : offers_) offered_.push_back(offer.name);
         loop_.watch_signals([this](int sig) { on_signal(sig); });
         loop_.watch_lines([] { return true; });
+        loop_.poller().watch(
+            [this] {
+                return sys::Poller::Interest{session_clock_.get(), POLLIN};
+            },
+            [this](short) {
+                session_clock_.acknowledge();
+                armed_for_.reset();
+                end_expired_sessions();
+            },
+            this);
         tools_ = mcp::tool_list(offered_, schema_);
     }
 
@@ -109,6 +132,7 @@ class Server {
                 on_line(*line);
             }
             start_calls();
+            arm_session_clock();
             if (loop_.output().broken()) stop(0);
             // Stdin closed: the calls already made are answered, then the server ends.
             if (loop_.input().exhausted() && waiting_.empty() && running() == 0) stop(0);
@@ -262,10 +286,15 @@ class Server {
 
     NamedSession& session_named(const std::string& session_id) {
         const auto it = sessions_.find(session_id);
-        if (it == sessions_.end())
-            throw std::invalid_argument("no session \"" + session_id +
-                                        "\" (it ended, or was never started: start_session)");
-        return it->second;
+        if (it != sessions_.end() && it->second.ending.empty()) return it->second;
+        if (it != sessions_.end())
+            throw std::invalid_argument("session \"" + session_id +
+                                        "\" ended: " + it->second.ending);
+        const auto ended = std::ranges::find(ended_, session_id, &EndedSession::id);
+        if (ended != ended_.end())
+            throw std::invalid_argument("session \"" + session_id + "\" ended: " + ended->why);
+        throw std::invalid_argument("no session \"" + session_id +
+                                    "\" (it ended, or was never started: start_session)");
     }
 
     void run_python(const json& id, const json& arguments) {
@@ -281,6 +310,7 @@ class Server {
         call.cell = parse_cell_fields(arguments, call.offer->plan->profile.limits);
         call.cell.id = id;
         if (in_flight(id)) throw RpcError{kInvalidRequest, "a request with this id is running"};
+        if (!call.session_id.empty()) sessions_.at(call.session_id).last_call = Clock::now();
         waiting_.push_back(std::move(call));
     }
 
@@ -293,6 +323,7 @@ class Server {
         std::string session_id = encoding::random_hex(12);
         NamedSession& named = sessions_[session_id];
         named.offer = &offer;
+        named.started = named.last_call = Clock::now();
         named.session = offer.pool->take();
         named.session->name_output("session-" + session_id, true);
         say("session " + session_id + " started (" + offer.name + ")");
@@ -304,19 +335,84 @@ class Server {
     void end_session(const json& id, const json& arguments) {
         const std::string session_id = mcp::parse_end_arguments(arguments);
         session_named(session_id);
-        // Calls still waiting for it are answered: the session they named is gone.
-        std::erase_if(waiting_, [&](const Call& call) {
-            if (call.session_id != session_id) return false;
-            respond(call.id,
-                    mcp::tool_error("session \"" + session_id + "\" ended before this call ran"));
-            return true;
-        });
-        sessions_.erase(session_id);  // its sandbox is killed and reaped now
-        say("session " + session_id + " ended");
+        end_named_session(session_id, "end_session ended it");
         respond(id,
                 {{"content", ordered_json::array({{{"type", "text"},
                                                    {"text", "session " + session_id + " ended"}}})},
                  {"structuredContent", {{"session_id", session_id}, {"ended", true}}}});
+    }
+
+    // Ends a session for `why`. Calls still waiting for it are answered: the session they named
+    // is gone. A cell still running is killed, and its call answered with what the kill left
+    // (answer_sessions); the session goes then. Otherwise its sandbox is killed and reaped now.
+    void end_named_session(const std::string& session_id, const std::string& why) {
+        std::erase_if(waiting_, [&](const Call& call) {
+            if (call.session_id != session_id) return false;
+            respond(call.id, mcp::tool_error("session \"" + session_id +
+                                             "\" ended before this "
+                                             "call ran: " +
+                                             why));
+            return true;
+        });
+        NamedSession& named = sessions_.at(session_id);
+        remember_end(session_id, why);
+        say("session " + session_id + " ended: " + why);
+        if (named.running) {
+            named.ending = why;
+            named.session->interrupt(true);
+        } else {
+            sessions_.erase(session_id);
+        }
+    }
+
+    void remember_end(const std::string& session_id, const std::string& why) {
+        if (ended_.size() == kRememberedEnds) ended_.pop_front();
+        ended_.push_back({session_id, why});
+    }
+
+    // limits.lifetime and limits.idle_timeout, as `pysandbox session` keeps them: a session ends
+    // that long after it started, a running cell killed; or after that long without a call.
+    Clock::time_point session_deadline(const NamedSession& named) const {
+        const Limits& limits = named.offer->plan->profile.limits;
+        Clock::time_point deadline = named.started + limits.lifetime;
+        if (!named.running) deadline = std::min(deadline, named.last_call + limits.idle_timeout);
+        return deadline;
+    }
+
+    void end_expired_sessions() {
+        const Clock::time_point now = Clock::now();
+        std::vector<std::pair<std::string, std::string>> expired;
+        for (const auto& [session_id, named] : sessions_) {
+            if (!named.ending.empty() || session_deadline(named) > now) continue;
+            const Limits& limits = named.offer->plan->profile.limits;
+            const bool lived = named.started + limits.lifetime <= now;
+            expired.emplace_back(
+                session_id, lived ? "its lifetime of " + units::format_duration(limits.lifetime) +
+                                        " (limits.lifetime) was over"
+                                  : "no call for " + units::format_duration(limits.idle_timeout) +
+                                        " (limits.idle_timeout)");
+        }
+        for (const auto& [session_id, why] : expired) {
+            const bool waited_on = std::ranges::any_of(
+                waiting_, [&](const Call& call) { return call.session_id == session_id; });
+            if (!waited_on || why.starts_with("its lifetime")) end_named_session(session_id, why);
+        }
+    }
+
+    // The clock is armed for the earliest session deadline, when that changed.
+    void arm_session_clock() {
+        std::optional<Clock::time_point> earliest;
+        for (const auto& [session_id, named] : sessions_)
+            if (named.ending.empty()) {
+                const Clock::time_point deadline = session_deadline(named);
+                if (!earliest || deadline < *earliest) earliest = deadline;
+            }
+        if (earliest == armed_for_) return;
+        armed_for_ = earliest;
+        if (earliest)
+            session_clock_.arm(*earliest - Clock::now());
+        else
+            session_clock_.disarm();
     }
 
     bool in_flight(const json& id) const {
@@ -396,17 +492,31 @@ class Server {
             named.session->advance();
             auto result = named.session->take_result();
             if (!result) continue;
-            if (named.running && !named.cancelled)
+            if (named.running && !named.cancelled) {
+                if (!named.ending.empty())
+                    (*result)["message"] = "the session ended while this call ran (" +
+                                           named.ending + "): the cell was killed";
                 respond(named.running->id, mcp::run_result(std::move(*result)));
+            }
             named.running.reset();
             named.cancelled = false;
         }
+        std::erase_if(sessions_, [](const auto& entry) {
+            return !entry.second.ending.empty() && !entry.second.running;
+        });
     }
 
     // ------------------------------------------------------------------ the end
 
+    // The calls in flight are answered before the server goes: none is left without one.
     void on_signal(int sig) {
         say("signal " + std::to_string(sig) + ": stopping");
+        const std::string why =
+            "the server stopped (signal " + std::to_string(sig) + ") before this call finished";
+        for (const Call& call : waiting_) respond(call.id, mcp::tool_error(why));
+        for (const OneShot& one : one_shots_) respond(one.call.id, mcp::tool_error(why));
+        for (const auto& [session_id, named] : sessions_)
+            if (named.running && !named.cancelled) respond(named.running->id, mcp::tool_error(why));
         stop(exit_codes::kSignalBase + sig);
     }
 
@@ -431,6 +541,13 @@ class Server {
     std::deque<Call> waiting_;
     std::vector<OneShot> one_shots_;
     std::map<std::string, NamedSession> sessions_;
+    struct EndedSession {
+        std::string id;
+        std::string why;
+    };
+    std::deque<EndedSession> ended_;
+    sys::TimerFd session_clock_;
+    std::optional<Clock::time_point> armed_for_;
     std::size_t one_shot_count_ = 0;
 };
 
