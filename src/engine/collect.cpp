@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -43,7 +44,7 @@ artifacts::Snapshot list_artifacts(const Plan& plan, int work_dir, const Gatheri
     for (const auto& input : plan.inputs) options.inputs.push_back(input.name);
     options.max_file_size = plan.profile.limits.artifact_size;
     options.max_total_size = plan.profile.limits.artifacts_total;
-    options.deadline = Clock::now() + kCollectBudget;
+    options.deadline = how.deadline.value_or(Clock::now() + kCollectBudget);
     options.unchanged = how.unchanged;
     options.output_dir = how.target.dir;
     options.output_dir_path = how.target.path;
@@ -79,6 +80,7 @@ Outcome collect(const Plan& plan, Supervised supervised) {
     // Runs when nothing of the sandbox is left, so nothing inside changes the tree meanwhile.
     sys::UniqueFd made;
     Gathering how;
+    how.deadline = std::min(start, supervised.ended) + kCollectBudget;
     if (work_dir >= 0) how.target = open_output_dir(plan, made, outcome);
     gather(plan, {work_dir, supervised.proxy.get(), supervised.cgroup.get()}, how, outcome);
     outcome.collect = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);

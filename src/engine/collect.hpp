@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "engine/artifacts.hpp"
@@ -21,7 +22,7 @@ namespace pysandbox {
 Outcome collect(const Plan& plan, Supervised supervised);
 
 // What collection may add to a run's (or a session cell's) wall time: hashing and copying stop
-// here (man page).
+// this long after the script's time ended (man page), however late collection began.
 inline constexpr std::chrono::seconds kCollectBudget{1};
 
 // Where artifacts are copied: an open host directory and its path, or nowhere.
@@ -47,6 +48,8 @@ struct Gathering {
     const artifacts::Snapshot* unchanged = nullptr;
     bool stop_proxy = true;
     std::uint64_t oom_before = 0;
+    // When hashing and copying stop; by default kCollectBudget from now.
+    std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 // Into `outcome`: the artifacts under `left.work_dir`, hashed and, with a target, copied, within

@@ -36,14 +36,20 @@ class RunWatch {
             [this](short) { on_signal(); });
     }
 
-    void arm(std::chrono::milliseconds wall_time) { deadline_.arm(wall_time); }
+    void arm(std::chrono::milliseconds wall_time) {
+        due_ = std::chrono::steady_clock::now() + wall_time;
+        deadline_.arm(wall_time);
+    }
     Ending ending() const { return ending_; }
 
   private:
     void on_deadline() {
         deadline_.acknowledge();
         if (!sandbox_.running()) return;
-        if (!ending_.interrupted_by) ending_.timed_out = true;
+        if (!ending_.interrupted_by) {
+            ending_.timed_out = true;
+            ending_.due = due_;
+        }
         sandbox_.kill();
     }
 
@@ -62,6 +68,7 @@ class RunWatch {
     Sandbox& sandbox_;
     sys::SignalFd& signals_;
     sys::TimerFd deadline_;
+    std::chrono::steady_clock::time_point due_;  // of the wall-clock limit, as armed
     Ending ending_;
 };
 

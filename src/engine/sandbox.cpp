@@ -502,6 +502,7 @@ Supervised Sandbox::take(Ending ending) {
     supervised.proxy = std::move(proxy_);
     supervised.cgroup = std::move(cgroup_);
     supervised.start_realtime_ns = start_realtime_ns_;
+    supervised.ended = ending.due.value_or(Clock::now());
     return supervised;
 }
 

@@ -38,12 +38,18 @@ struct Supervised {
     std::unique_ptr<proxy::Proxy> proxy;        // network mode "proxy", once it was opened
     std::unique_ptr<cgroup::RunCgroup> cgroup;  // when memory and processes had one
     std::int64_t start_realtime_ns = 0;         // CLOCK_REALTIME before the sandbox started
+    // When the script's time ended: its deadline when it timed out (Ending::due), else when
+    // pysandbox saw the sandbox end.
+    std::chrono::steady_clock::time_point ended;
 };
 
 // Why the owner ended the sandbox, when it did.
 struct Ending {
     bool timed_out = false;  // a deadline passed (the run's, a cell's)
     int interrupted_by = 0;  // the signal pysandbox got and passed on
+    // When that deadline was due: however late a busy machine let pysandbox act on it, the
+    // script's time ended then, and collection's budget counts from there (collect.hpp).
+    std::optional<std::chrono::steady_clock::time_point> due;
 };
 
 // A cell's output, cut from the streams: the bytes when they were captured, and the counts.

@@ -208,7 +208,9 @@ void Session::finish(const json* done) {
 void Session::on_sandbox_end() {
     timer_.disarm();
     const bool in_cell = phase_ == Phase::running || phase_ == Phase::interrupting;
-    Supervised ended = sandbox_->take(Ending{timed_out_ && in_cell, interrupted_by_});
+    Supervised ended = sandbox_->take(Ending{.timed_out = timed_out_ && in_cell,
+                                             .interrupted_by = interrupted_by_,
+                                             .due = std::nullopt});
     interrupted_by_ = 0;
     if (in_cell || (phase_ == Phase::starting && cell_)) {
         Outcome outcome = cell_outcome(nullptr, &ended);
