@@ -80,7 +80,7 @@ Outcome collect(const Plan& plan, Supervised supervised) {
     // Runs when nothing of the sandbox is left, so nothing inside changes the tree meanwhile.
     sys::UniqueFd made;
     Gathering how;
-    how.deadline = std::min(start, supervised.ended) + kCollectBudget;
+    how.deadline = std::min(start, supervised.ended.value_or(start)) + kCollectBudget;
     if (work_dir >= 0) how.target = open_output_dir(plan, made, outcome);
     gather(plan, {work_dir, supervised.proxy.get(), supervised.cgroup.get()}, how, outcome);
     outcome.collect = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);

@@ -39,8 +39,8 @@ struct Supervised {
     std::unique_ptr<cgroup::RunCgroup> cgroup;  // when memory and processes had one
     std::int64_t start_realtime_ns = 0;         // CLOCK_REALTIME before the sandbox started
     // When the script's time ended: its deadline when it timed out (Ending::due), else when
-    // pysandbox saw the sandbox end.
-    std::chrono::steady_clock::time_point ended;
+    // pysandbox saw the sandbox end; none when it was not taken from a running sandbox.
+    std::optional<std::chrono::steady_clock::time_point> ended;
 };
 
 // Why the owner ended the sandbox, when it did.
