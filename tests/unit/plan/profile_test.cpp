@@ -137,10 +137,11 @@ TEST_SUITE("profile") {
         CHECK(load_error(file) ==
               file.string() +
                   ":4:3: limits.wal_time: unknown key ([limits] accepts: artifact_size, "
-                  "artifacts_total, cpu_time, cpus, file_size, idle_timeout, lifetime, max_procs, "
+                  "artifacts_total, cpu_time, cpus, file_size, idle_timeout, inotify_instances, "
+                  "inotify_watches, lifetime, max_procs, "
                   "memory, "
                   "open_files, "
-                  "output_limit, tmp_size, wall_time)");
+                  "output_limit, pending_signals, tmp_size, wall_time)");
     }
 
     TEST_CASE("a wrong type points at the value") {
@@ -187,10 +188,11 @@ TEST_SUITE("profile") {
                 .starts_with("inline.toml:1:1: limits.wall_time: expected a string, found table"));
         CHECK(text_error("[limits.extra]\nx = 1\n") ==
               "inline.toml:1:9: limits.extra: unknown key ([limits] accepts: artifact_size, "
-              "artifacts_total, cpu_time, cpus, file_size, idle_timeout, lifetime, max_procs, "
+              "artifacts_total, cpu_time, cpus, file_size, idle_timeout, inotify_instances, "
+              "inotify_watches, lifetime, max_procs, "
               "memory, "
               "open_files, "
-              "output_limit, tmp_size, wall_time)");
+              "output_limit, pending_signals, tmp_size, wall_time)");
     }
 
     // Regression: a table-valued key was checked as a whole, so the error pointed at the
