@@ -75,7 +75,7 @@ def low_limit() -> None:
 
 
 def host_can_queue() -> str:
-    uid = A.expected_host_uid()
+    uid = A.env.expected_host_uid()
     prefix = [] if uid == os.geteuid() else [
         "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
     done = subprocess.run(prefix + ["/usr/bin/python3", "-c", CHECK], capture_output=True,
