@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -24,6 +23,7 @@
 #include "fronts/front_loop.hpp"
 #include "fronts/mcp_tools.hpp"
 #include "fronts/requests.hpp"
+#include "fronts/scratch_dir.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "plan/units.hpp"
@@ -551,28 +551,6 @@ class Server {
     std::size_t one_shot_count_ = 0;
 };
 
-// Where the files calls make are kept when no --output-dir was given: a directory of the
-// server's own, removed when it exits.
-class ScratchDir {
-  public:
-    ScratchDir() {
-        const char* tmp = std::getenv("TMPDIR");
-        std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/pysandbox-mcp-XXXXXX";
-        if (::mkdtemp(pattern.data()) == nullptr) throw SysError("mkdtemp(" + pattern + ")", errno);
-        path_ = pattern;
-    }
-    ScratchDir(const ScratchDir&) = delete;
-    ScratchDir& operator=(const ScratchDir&) = delete;
-    ~ScratchDir() {
-        std::error_code ignored;
-        std::filesystem::remove_all(path_, ignored);
-    }
-    const std::string& path() const { return path_; }
-
-  private:
-    std::string path_;
-};
-
 }  // namespace
 
 int run_mcp(const McpInvocation& invocation, const std::vector<std::string>& host_env) {
@@ -580,8 +558,8 @@ int run_mcp(const McpInvocation& invocation, const std::vector<std::string>& hos
     if (options.max_calls == 0) options.max_calls = online_cpus();
     std::optional<ScratchDir> scratch;
     if (!options.overrides.output_dir) {
-        scratch.emplace();
-        options.overrides.output_dir = scratch->path();
+        scratch.emplace("mcp");
+        options.overrides.output_dir = scratch->files();
     }
     std::vector<Offer> offers =
         plan_offers(options.profiles, options.overrides, options.verbose, host_env);
