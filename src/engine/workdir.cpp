@@ -105,26 +105,43 @@ class Applier {
         directory(from.get(), to.get(), prefix + name + "/", depth + 1);
     }
 
+    // The copy is written into an unnamed O_TMPFILE and named only once complete (a temporary
+    // name, then renamed over `name`): a pysandbox killed while copying leaves nothing in the
+    // host directory. Without O_TMPFILE the temporary name is made at once.
     void file(int upper, int host, const std::string& name, const struct stat& st,
               const std::string& path) {
         UniqueFd in(::openat(upper, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
         if (!in) return fail(path, errno);
         const std::string temp = temp_name();
-        UniqueFd out(::openat(host, temp.c_str(),
-                              O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+        bool named = false;
+        UniqueFd out(::openat(host, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600));
+        if (!out) {
+            named = true;
+            out.reset(::openat(host, temp.c_str(),
+                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+        }
         if (!out) return fail(path, errno);
-        const int error = copy_sparse(in.get(), out.get(), st.st_size);
+        int error = copy_sparse(in.get(), out.get(), st.st_size);
         if (error == 0) {
             give_away(out.get());
             ::fchmod(out.get(), st.st_mode & kPlainBits);
+            if (!named) {
+                const std::string self = "/proc/self/fd/" + std::to_string(out.get());
+                named =
+                    ::linkat(AT_FDCWD, self.c_str(), host, temp.c_str(), AT_SYMLINK_FOLLOW) == 0;
+                if (!named) error = errno;
+            }
+        }
+        if (error == 0) {
             if (::renameat(host, temp.c_str(), host, name.c_str()) == 0) return;
             if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST) {
                 remove(host, name, path, 0);  // a directory gave way to a file
                 if (::renameat(host, temp.c_str(), host, name.c_str()) == 0) return;
             }
+            error = errno;
         }
-        fail(path, error != 0 ? error : errno);
-        ::unlinkat(host, temp.c_str(), 0);
+        fail(path, error);
+        if (named) ::unlinkat(host, temp.c_str(), 0);
     }
 
     // The data of `in`, holes kept as holes: a sparse file costs what it holds, not its size.
