@@ -21,13 +21,16 @@ SLEEP = "import time\ntime.sleep(60)"
 
 
 class Server:
+    """A server on stdio, initialized at the newest protocol: there, arguments a tool cannot take
+    (a session that ended among them) are the tool's error (isError), as a model reads them."""
+
     def __init__(self, *options: str, marker: str):
         profile = marked_profile(marker, extra='[limits]\nwall_time = "60s"')
         self.proc = subprocess.Popen(
             command_prefix() + [PYSANDBOX, "mcp", "-p", str(profile), *options],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.next_id = 0
-        self.send("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+        self.send("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                  "clientInfo": {"name": "test", "version": "1"}})
         self.read()
         self.notify("notifications/initialized")
@@ -64,8 +67,7 @@ class Server:
 
     def close(self) -> tuple[int, bytes]:
         try:
-            self.proc.stdin.close()
-            rest, err = self.proc.communicate(timeout=30)
+            rest, err = self.proc.communicate(timeout=30)  # closes stdin: the client is done
         finally:
             if self.proc.poll() is None:
                 self.proc.kill()
