@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstdio>
 #include <string_view>
+#include <utility>
 
 #include "report/json_text.hpp"
 #include "sys/errors.hpp"
@@ -18,43 +19,10 @@ namespace {
 
 constexpr int kRecordsPerRead = 64;
 
-// A first pass over a message, allocating nothing but the lexer's text: it stops at the first
-// value past kMaxControlValues or kMaxControlDepth, before a tree of them is built.
-class ShapeCheck {
-  public:
-    using json = nlohmann::json;
-    bool null() { return value(); }
-    bool boolean(bool) { return value(); }
-    bool number_integer(json::number_integer_t) { return value(); }
-    bool number_unsigned(json::number_unsigned_t) { return value(); }
-    bool number_float(json::number_float_t, const json::string_t&) { return value(); }
-    bool string(json::string_t&) { return value(); }
-    bool binary(json::binary_t&) { return value(); }
-    bool start_object(std::size_t) { return open(); }
-    bool key(json::string_t&) { return value(); }
-    bool end_object() { return close(); }
-    bool start_array(std::size_t) { return open(); }
-    bool end_array() { return close(); }
-    bool parse_error(std::size_t, const std::string&, const json::exception&) { return false; }
-
-  private:
-    bool value() { return ++values_ <= kMaxControlValues; }
-    bool open() { return value() && ++depth_ <= kMaxControlDepth; }
-    bool close() {
-        --depth_;
-        return true;
-    }
-
-    std::size_t values_ = 0;
-    std::size_t depth_ = 0;
-};
-
 // The message is a JSON object within the bounds, parsed; else null.
-nlohmann::json parse_message(const std::string& text) {
-    ShapeCheck shape;
-    if (!nlohmann::json::sax_parse(text, &shape)) return nullptr;
-    nlohmann::json message = nlohmann::json::parse(text, nullptr, false);
-    return message.is_object() ? message : nullptr;
+nlohmann::json parse_message(std::string_view text) {
+    BoundedJson parsed = parse_bounded(text, {kMaxControlDepth, kMaxControlValues});
+    return parsed.value.is_object() ? std::move(parsed.value) : nullptr;
 }
 
 }  // namespace

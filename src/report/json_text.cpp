@@ -1,5 +1,8 @@
 #include "report/json_text.hpp"
 
+#include <string>
+#include <utility>
+
 #include "report/encoding.hpp"
 #include "sys/text_scan.hpp"
 
@@ -166,7 +169,76 @@ class Writer {
     const std::size_t piece_;
 };
 
+// The first pass of parse_bounded: it allocates nothing but the lexer's text, and stops at the
+// first value past either bound, before a tree of them is built.
+class ShapeCheck {
+  public:
+    using json = nlohmann::json;
+    using Problem = BoundedJson::Problem;
+    explicit ShapeCheck(JsonBounds bounds) : bounds_(bounds) {}
+
+    bool null() { return value(); }
+    bool boolean(bool) { return value(); }
+    bool number_integer(json::number_integer_t) { return value(); }
+    bool number_unsigned(json::number_unsigned_t) { return value(); }
+    bool number_float(json::number_float_t, const json::string_t&) { return value(); }
+    bool string(json::string_t&) { return value(); }
+    bool binary(json::binary_t&) { return value(); }
+    bool start_object(std::size_t) { return open(); }
+    bool key(json::string_t&) { return value(); }
+    bool end_object() { return close(); }
+    bool start_array(std::size_t) { return open(); }
+    bool end_array() { return close(); }
+    bool parse_error(std::size_t, const std::string&, const json::exception&) {
+        problem_ = Problem::invalid;
+        return false;
+    }
+
+    Problem problem() const { return problem_; }
+
+  private:
+    bool value() {
+        if (++values_ <= bounds_.values) return true;
+        problem_ = Problem::too_many;
+        return false;
+    }
+    bool open() {
+        if (!value()) return false;
+        if (++depth_ <= bounds_.depth) return true;
+        problem_ = Problem::too_deep;
+        return false;
+    }
+    bool close() {
+        --depth_;
+        return true;
+    }
+
+    JsonBounds bounds_;
+    Problem problem_ = Problem::none;
+    std::size_t values_ = 0;
+    std::size_t depth_ = 0;
+};
+
 }  // namespace
+
+BoundedJson parse_bounded(std::string_view text, JsonBounds bounds) {
+    using Problem = BoundedJson::Problem;
+    ShapeCheck shape(bounds);
+    const bool whole = nlohmann::json::sax_parse(text, &shape);
+    switch (whole ? Problem::none : shape.problem()) {
+        case Problem::none: break;
+        case Problem::invalid: return {nullptr, Problem::invalid, "is not valid JSON"};
+        case Problem::too_deep:
+            return {nullptr, Problem::too_deep,
+                    "is nested deeper than " + std::to_string(bounds.depth) + " levels"};
+        case Problem::too_many:
+            return {nullptr, Problem::too_many,
+                    "holds more than " + std::to_string(bounds.values) + " values"};
+    }
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    if (value.is_discarded()) return {nullptr, Problem::invalid, "is not valid JSON"};
+    return {std::move(value), Problem::none, {}};
+}
 
 void dump_line_pieces(const json& value, const std::function<void(std::string_view)>& emit,
                       std::size_t piece) {
