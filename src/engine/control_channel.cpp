@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -43,19 +44,33 @@ ControlChannel::ControlChannel() {
               "setsockopt(control channel, SO_PASSCRED)");
 }
 
+// The text is cut into records as it is written, never held whole: a cell's code and files are
+// in the records once, not also in the whole text and in a copy of the message to write it from.
 void ControlChannel::send(const nlohmann::json& message) {
-    const std::string text = dump_line(nlohmann::ordered_json(message));
-    const std::size_t payload = kControlRecord - kControlHeader;
-    const std::size_t count = std::max<std::size_t>(1, (text.size() + payload - 1) / payload);
-    for (std::size_t index = 0; index < count; ++index) {
+    constexpr std::size_t kPayload = kControlRecord - kControlHeader;
+    std::uint32_t index = 0;
+    const auto add_record = [this, &index](char flag, std::string_view text) {
         char header[32];
-        std::snprintf(header, sizeof header, "%c%0*x",
-                      index + 1 == count ? kControlLast : kControlMore,
-                      static_cast<int>(kControlIndexDigits), static_cast<unsigned>(index));
-        std::string record(header, kControlHeader);
-        record.append(text, index * payload, payload);
+        std::snprintf(header, sizeof header, "%c%0*x", flag, static_cast<int>(kControlIndexDigits),
+                      static_cast<unsigned>(index++));
+        std::string record;
+        record.reserve(kControlHeader + text.size());
+        record.append(header, kControlHeader).append(text);
         outbox_.push_back(std::move(record));
-    }
+    };
+    std::string rest;  // written, not yet in a record
+    dump_line_pieces(
+        message,
+        [&](std::string_view piece) {
+            rest.append(piece);
+            std::size_t taken = 0;
+            // The last record is the one left when the text ends: never empty, flagged last.
+            for (; rest.size() - taken > kPayload; taken += kPayload)
+                add_record(kControlMore, std::string_view(rest).substr(taken, kPayload));
+            rest.erase(0, taken);
+        },
+        kPayload);
+    add_record(kControlLast, rest);
 }
 
 void ControlChannel::on_writable() {

@@ -107,9 +107,11 @@ class Writer {
     Writer(std::string& out, const std::function<void(std::string_view)>* emit, std::size_t piece)
         : out_(out), emit_(emit), piece_(emit != nullptr ? piece : std::string::npos) {}
 
-    void value(const json& v) {
+    // Json: nlohmann::ordered_json or nlohmann::json (whose objects come out in key order).
+    template <class Json>
+    void value(const Json& v) {
         switch (v.type()) {
-            case json::value_t::object: {
+            case Json::value_t::object: {
                 out_ += '{';
                 bool first = true;
                 for (const auto& [key, member] : v.items()) {
@@ -122,10 +124,10 @@ class Writer {
                 out_ += '}';
                 break;
             }
-            case json::value_t::array: {
+            case Json::value_t::array: {
                 out_ += '[';
                 bool first = true;
-                for (const json& element : v) {
+                for (const Json& element : v) {
                     if (!first) out_ += ',';
                     first = false;
                     value(element);
@@ -133,8 +135,8 @@ class Writer {
                 out_ += ']';
                 break;
             }
-            case json::value_t::string: string(v.get_ref<const std::string&>()); break;
-            default: out_ += v.dump(-1, ' ', false, json::error_handler_t::replace);
+            case Json::value_t::string: string(v.template get_ref<const std::string&>()); break;
+            default: out_ += v.dump(-1, ' ', false, Json::error_handler_t::replace);
         }
         if (out_.size() >= piece_) flush();
     }
@@ -219,6 +221,19 @@ class ShapeCheck {
     std::size_t depth_ = 0;
 };
 
+template <class Json>
+void dump_pieces(const Json& value, const std::function<void(std::string_view)>& emit,
+                 std::size_t piece) {
+    // Room for what the buffer can hold before it is handed over (up to a piece of text, then
+    // a piece that escapes to six times its size: all control characters), so that the line does
+    // not grow it, and so cannot fail there, once its first piece is out.
+    std::string buffer;
+    buffer.reserve(7 * piece + 64);
+    Writer writer(buffer, &emit, piece == 0 ? 1 : piece);
+    writer.value(value);
+    writer.flush();
+}
+
 }  // namespace
 
 BoundedJson parse_bounded(std::string_view text, JsonBounds bounds) {
@@ -242,14 +257,12 @@ BoundedJson parse_bounded(std::string_view text, JsonBounds bounds) {
 
 void dump_line_pieces(const json& value, const std::function<void(std::string_view)>& emit,
                       std::size_t piece) {
-    // Room for what the buffer can hold before it is handed over (up to a piece of text, then
-    // a piece that escapes to six times its size: all control characters), so that the line does
-    // not grow it, and so cannot fail there, once its first piece is out.
-    std::string buffer;
-    buffer.reserve(7 * piece + 64);
-    Writer writer(buffer, &emit, piece == 0 ? 1 : piece);
-    writer.value(value);
-    writer.flush();
+    dump_pieces(value, emit, piece);
+}
+
+void dump_line_pieces(const nlohmann::json& value,
+                      const std::function<void(std::string_view)>& emit, std::size_t piece) {
+    dump_pieces(value, emit, piece);
 }
 
 std::string dump_line(const json& value) {

@@ -48,6 +48,10 @@ BoundedJson parse_bounded(std::string_view text, JsonBounds bounds);
 void dump_line_pieces(const nlohmann::ordered_json& value,
                       const std::function<void(std::string_view)>& emit,
                       std::size_t piece = std::size_t{1} << 20);
+// The same for nlohmann::json, whose objects come out in the order of their keys.
+void dump_line_pieces(const nlohmann::json& value,
+                      const std::function<void(std::string_view)>& emit,
+                      std::size_t piece = std::size_t{1} << 20);
 
 // The whole line in one string (no newline).
 std::string dump_line(const nlohmann::ordered_json& value);
