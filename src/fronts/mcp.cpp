@@ -202,7 +202,11 @@ class Server {
             respond_error(id, {kInvalidRequest, "not a JSON-RPC 2.0 request"});
             return;
         }
-        const json params = message.value("params", json::object());
+        // By reference, as the arguments below: a message may be 16 MiB of code and files, and
+        // each copy of it would be as large again in this process.
+        static const json kNoParams = json::object();
+        const auto params_it = message.find("params");
+        const json& params = params_it != message.end() ? *params_it : kNoParams;
         if (!has_id) {
             on_notification(method->get<std::string>(), params);
             return;
@@ -268,7 +272,9 @@ class Server {
         const auto name = params.find("name");
         if (name == params.end() || !name->is_string())
             throw RpcError{kInvalidParams, "tools/call needs a \"name\""};
-        const json arguments = params.value("arguments", json::object());
+        static const json kNoArguments = json::object();
+        const auto arguments_it = params.find("arguments");
+        const json& arguments = arguments_it != params.end() ? *arguments_it : kNoArguments;
         if (!arguments.is_object())
             throw RpcError{kInvalidParams, "tools/call's \"arguments\" must be an object"};
         const std::string tool = name->get<std::string>();
