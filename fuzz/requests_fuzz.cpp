@@ -2,6 +2,9 @@
 // job's line, and an MCP run_python call's arguments. Any bytes are either a request or a
 // bad_request with a message; nothing else comes out, and nothing is read from the host (a job's
 // "script" and "inputs" name files: the fuzzer's names are refused or point nowhere useful).
+// Every one is bounded before it is built (kRequestBounds): the corpus's deep-* and many-* seeds
+// are a request nested 10^5 deep in its id or a field, and one with more values or keys than
+// the bound.
 
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +20,7 @@
 #include "fronts/batch.hpp"
 #include "fronts/mcp_tools.hpp"
 #include "fronts/requests.hpp"
+#include "report/json_text.hpp"
 
 namespace {
 
@@ -62,9 +66,19 @@ void check_job(std::string_view line) {
     require(job.cell.timeout <= kLimits.wall_time);
 }
 
-void check_arguments(std::string_view text) {
-    const nlohmann::json arguments = nlohmann::json::parse(text, nullptr, false);
-    if (arguments.is_discarded()) return;
+// As the MCP server reads a message: bounded as every request is, then its params and their
+// arguments copied out (a deep tree would overflow the stack here), and run_python's read.
+void check_message(std::string_view text) {
+    BoundedJson parsed = parse_bounded(text, kRequestBounds);
+    if (parsed.problem != BoundedJson::Problem::none) {
+        require(parsed.value.is_null() && !parsed.message.empty());
+        return;
+    }
+    if (!parsed.value.is_object()) return;
+    const nlohmann::json params = parsed.value.value("params", nlohmann::json::object());
+    // A message that is run_python's arguments themselves is read as those too.
+    const nlohmann::json arguments =
+        params.is_object() && params.contains("arguments") ? params["arguments"] : parsed.value;
     try {
         const mcp::RunArguments run = mcp::parse_run_arguments(arguments, kProfiles);
         require(!(run.session_id && run.profile));
@@ -80,6 +94,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view text(reinterpret_cast<const char*>(data), size);
     check_cell(text);
     check_job(text);
-    check_arguments(text);
+    check_message(text);
     return 0;
 }

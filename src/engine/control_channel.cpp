@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <string>
 #include <string_view>
+#include <utility>
 
 #include "report/json_text.hpp"
 #include "sys/errors.hpp"
@@ -18,43 +20,10 @@ namespace {
 
 constexpr int kRecordsPerRead = 64;
 
-// A first pass over a message, allocating nothing but the lexer's text: it stops at the first
-// value past kMaxControlValues or kMaxControlDepth, before a tree of them is built.
-class ShapeCheck {
-  public:
-    using json = nlohmann::json;
-    bool null() { return value(); }
-    bool boolean(bool) { return value(); }
-    bool number_integer(json::number_integer_t) { return value(); }
-    bool number_unsigned(json::number_unsigned_t) { return value(); }
-    bool number_float(json::number_float_t, const json::string_t&) { return value(); }
-    bool string(json::string_t&) { return value(); }
-    bool binary(json::binary_t&) { return value(); }
-    bool start_object(std::size_t) { return open(); }
-    bool key(json::string_t&) { return value(); }
-    bool end_object() { return close(); }
-    bool start_array(std::size_t) { return open(); }
-    bool end_array() { return close(); }
-    bool parse_error(std::size_t, const std::string&, const json::exception&) { return false; }
-
-  private:
-    bool value() { return ++values_ <= kMaxControlValues; }
-    bool open() { return value() && ++depth_ <= kMaxControlDepth; }
-    bool close() {
-        --depth_;
-        return true;
-    }
-
-    std::size_t values_ = 0;
-    std::size_t depth_ = 0;
-};
-
 // The message is a JSON object within the bounds, parsed; else null.
-nlohmann::json parse_message(const std::string& text) {
-    ShapeCheck shape;
-    if (!nlohmann::json::sax_parse(text, &shape)) return nullptr;
-    nlohmann::json message = nlohmann::json::parse(text, nullptr, false);
-    return message.is_object() ? message : nullptr;
+nlohmann::json parse_message(std::string_view text) {
+    BoundedJson parsed = parse_bounded(text, {kMaxControlDepth, kMaxControlValues});
+    return parsed.value.is_object() ? std::move(parsed.value) : nullptr;
 }
 
 }  // namespace
@@ -75,19 +44,33 @@ ControlChannel::ControlChannel() {
               "setsockopt(control channel, SO_PASSCRED)");
 }
 
+// The text is cut into records as it is written, never held whole: a cell's code and files are
+// in the records once, not also in the whole text and in a copy of the message to write it from.
 void ControlChannel::send(const nlohmann::json& message) {
-    const std::string text = dump_line(nlohmann::ordered_json(message));
-    const std::size_t payload = kControlRecord - kControlHeader;
-    const std::size_t count = std::max<std::size_t>(1, (text.size() + payload - 1) / payload);
-    for (std::size_t index = 0; index < count; ++index) {
+    constexpr std::size_t kPayload = kControlRecord - kControlHeader;
+    std::uint32_t index = 0;
+    const auto add_record = [this, &index](char flag, std::string_view text) {
         char header[32];
-        std::snprintf(header, sizeof header, "%c%0*x",
-                      index + 1 == count ? kControlLast : kControlMore,
-                      static_cast<int>(kControlIndexDigits), static_cast<unsigned>(index));
-        std::string record(header, kControlHeader);
-        record.append(text, index * payload, payload);
+        std::snprintf(header, sizeof header, "%c%0*x", flag, static_cast<int>(kControlIndexDigits),
+                      static_cast<unsigned>(index++));
+        std::string record;
+        record.reserve(kControlHeader + text.size());
+        record.append(header, kControlHeader).append(text);
         outbox_.push_back(std::move(record));
-    }
+    };
+    std::string rest;  // written, not yet in a record
+    dump_line_pieces(
+        message,
+        [&](std::string_view piece) {
+            rest.append(piece);
+            std::size_t taken = 0;
+            // The last record is the one left when the text ends: never empty, flagged last.
+            for (; rest.size() - taken > kPayload; taken += kPayload)
+                add_record(kControlMore, std::string_view(rest).substr(taken, kPayload));
+            rest.erase(0, taken);
+        },
+        kPayload);
+    add_record(kControlLast, rest);
 }
 
 void ControlChannel::on_writable() {

@@ -136,6 +136,7 @@ class Batch {
                     ? std::variant<Job, BadRequest>(BadRequest{
                           nullptr, "the job line is over " + units::format_size(kMaxRequestLine)})
                     : parse_job(line->text, names_, limits_);
+            line.reset();  // the job holds what it needs of it: not two copies of the code
             if (auto* bad = std::get_if<BadRequest>(&parsed)) {
                 count("bad_request");
                 emit(number, bad_request_json(*bad));

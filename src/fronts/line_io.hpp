@@ -62,6 +62,16 @@ class LineReader {
     Line take(std::size_t end, std::size_t next_start) {
         Line line;
         line.too_long = skipping_;
+        if (!skipping_ && end - start_ >= kMoveLine) {
+            // A long line leaves with the buffer that holds it, rather than be copied out of it
+            // (and the buffer kept at its size): one copy of a request in memory, not two.
+            line.text = std::move(buffer_);
+            buffer_.assign(line.text, next_start);
+            line.text.erase(end).erase(0, start_);
+            skipping_ = false;
+            start_ = scanned_ = 0;
+            return line;
+        }
         if (!skipping_) line.text = buffer_.substr(start_, end - start_);
         skipping_ = false;
         start_ = scanned_ = next_start;
@@ -71,6 +81,8 @@ class LineReader {
         }
         return line;
     }
+
+    static constexpr std::size_t kMoveLine = 64 * 1024;  // a read's worth
 
     int fd_;
     std::size_t max_line_;

@@ -42,8 +42,9 @@ using ordered_json = nlohmann::ordered_json;
 // one not listed (MCP lifecycle, "Version Negotiation").
 constexpr std::string_view kProtocolVersions[] = {"2025-06-18", "2025-11-25"};
 constexpr std::string_view kLatestProtocol = kProtocolVersions[std::size(kProtocolVersions) - 1];
-// A message may carry files for /tmp/work: as much as the largest /tmp, in base64, and more.
-constexpr std::size_t kMaxMessage = 256 * 1024 * 1024;
+// A message may carry files for /tmp/work, as a session's request line may: what it holds is
+// read whole, parsed and copied into a sandbox, so it is bounded as that line is.
+constexpr std::size_t kMaxMessage = kMaxRequestLine;
 
 // JSON-RPC 2.0 error codes.
 constexpr int kParseError = -32700;
@@ -161,15 +162,23 @@ class Server {
 
     void on_line(const LineReader::Line& line) {
         if (line.too_long) {
-            respond_error(nullptr, {kInvalidRequest, "the message is over the server's limit"});
+            respond_error(nullptr, {kInvalidRequest, "the message is over " +
+                                                         units::format_size(kMaxMessage) +
+                                                         ", the server's limit for one line"});
             return;
         }
         if (is_blank(line.text)) return;
-        const json message = json::parse(line.text, nullptr, false);
-        if (message.is_discarded()) {
-            respond_error(nullptr, {kParseError, "the message is not valid JSON"});
+        // Its id cannot be read before it is parsed: an error here answers id null.
+        BoundedJson parsed = parse_bounded(line.text, kRequestBounds);
+        if (parsed.problem == BoundedJson::Problem::invalid) {
+            respond_error(nullptr, {kParseError, "the message " + parsed.message});
             return;
         }
+        if (!parsed.message.empty()) {
+            respond_error(nullptr, {kInvalidRequest, "the message " + parsed.message});
+            return;
+        }
+        const json message = std::move(parsed.value);
         if (message.is_array()) {  // JSON-RPC batches left MCP in 2025-06-18
             respond_error(nullptr,
                           {kInvalidRequest, "batches are not supported; one message a line"});
@@ -193,7 +202,11 @@ class Server {
             respond_error(id, {kInvalidRequest, "not a JSON-RPC 2.0 request"});
             return;
         }
-        const json params = message.value("params", json::object());
+        // By reference, as the arguments below: a message may be 16 MiB of code and files, and
+        // each copy of it would be as large again in this process.
+        static const json kNoParams = json::object();
+        const auto params_it = message.find("params");
+        const json& params = params_it != message.end() ? *params_it : kNoParams;
         if (!has_id) {
             on_notification(method->get<std::string>(), params);
             return;
@@ -259,7 +272,9 @@ class Server {
         const auto name = params.find("name");
         if (name == params.end() || !name->is_string())
             throw RpcError{kInvalidParams, "tools/call needs a \"name\""};
-        const json arguments = params.value("arguments", json::object());
+        static const json kNoArguments = json::object();
+        const auto arguments_it = params.find("arguments");
+        const json& arguments = arguments_it != params.end() ? *arguments_it : kNoArguments;
         if (!arguments.is_object())
             throw RpcError{kInvalidParams, "tools/call's \"arguments\" must be an object"};
         const std::string tool = name->get<std::string>();

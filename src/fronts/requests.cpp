@@ -275,8 +275,9 @@ std::variant<Cell, BadRequest> parse_cell_request(std::string_view line, const L
     if (line.size() > kMaxRequestLine)
         return BadRequest{nullptr,
                           "the request line is over " + units::format_size(kMaxRequestLine)};
-    json request = json::parse(line, nullptr, false);
-    if (request.is_discarded()) return BadRequest{nullptr, "the request is not valid JSON"};
+    BoundedJson parsed = parse_bounded(line, kRequestBounds);
+    if (!parsed.message.empty()) return BadRequest{nullptr, "the request " + parsed.message};
+    json request = std::move(parsed.value);
     if (!request.is_object())
         return BadRequest{nullptr, "the request must be a JSON object, not " + type_of(request)};
     json id = request.contains("id") ? request["id"] : json(nullptr);
@@ -306,8 +307,9 @@ std::variant<Job, BadRequest> parse_job(std::string_view line,
                                         std::span<const Limits* const> limits) {
     if (line.size() > kMaxRequestLine)
         return BadRequest{nullptr, "the job line is over " + units::format_size(kMaxRequestLine)};
-    json request = json::parse(line, nullptr, false);
-    if (request.is_discarded()) return BadRequest{nullptr, "the job is not valid JSON"};
+    BoundedJson parsed = parse_bounded(line, kRequestBounds);
+    if (!parsed.message.empty()) return BadRequest{nullptr, "the job " + parsed.message};
+    json request = std::move(parsed.value);
     if (!request.is_object())
         return BadRequest{nullptr, "a job must be a JSON object, not " + type_of(request)};
     json id = request.contains("id") ? request["id"] : json(nullptr);

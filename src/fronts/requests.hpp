@@ -20,11 +20,16 @@
 
 #include "engine/session.hpp"
 #include "plan/profile.hpp"
+#include "report/json_text.hpp"
 
 namespace pysandbox {
 
 // The longest request line a session reads; a longer one is a bad request.
 inline constexpr std::size_t kMaxRequestLine = 16 * 1024 * 1024;
+// How deep and how many values a request (a session's line, a batch's job, an MCP message) may
+// hold; one past either is a bad request, found before a tree of it is built. A request has a
+// few fields, an id and a list of files: nothing near either bound.
+inline constexpr JsonBounds kRequestBounds{.depth = 64, .values = 65536};
 
 struct BadRequest {
     nlohmann::json id;  // the request's, when it could be read

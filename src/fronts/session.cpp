@@ -184,6 +184,7 @@ class SessionFront {
             }
             if (is_blank(line->text)) continue;
             auto parsed = parse_cell_request(line->text, plan_.profile.limits);
+            line.reset();  // the cell holds what it needs of it: not two copies of the code
             if (auto* bad = std::get_if<BadRequest>(&parsed)) {
                 show_bad(*bad);
                 continue;

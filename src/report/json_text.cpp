@@ -1,5 +1,8 @@
 #include "report/json_text.hpp"
 
+#include <string>
+#include <utility>
+
 #include "report/encoding.hpp"
 #include "sys/text_scan.hpp"
 
@@ -104,9 +107,11 @@ class Writer {
     Writer(std::string& out, const std::function<void(std::string_view)>* emit, std::size_t piece)
         : out_(out), emit_(emit), piece_(emit != nullptr ? piece : std::string::npos) {}
 
-    void value(const json& v) {
+    // Json: nlohmann::ordered_json or nlohmann::json (whose objects come out in key order).
+    template <class Json>
+    void value(const Json& v) {
         switch (v.type()) {
-            case json::value_t::object: {
+            case Json::value_t::object: {
                 out_ += '{';
                 bool first = true;
                 for (const auto& [key, member] : v.items()) {
@@ -119,10 +124,10 @@ class Writer {
                 out_ += '}';
                 break;
             }
-            case json::value_t::array: {
+            case Json::value_t::array: {
                 out_ += '[';
                 bool first = true;
-                for (const json& element : v) {
+                for (const Json& element : v) {
                     if (!first) out_ += ',';
                     first = false;
                     value(element);
@@ -130,8 +135,8 @@ class Writer {
                 out_ += ']';
                 break;
             }
-            case json::value_t::string: string(v.get_ref<const std::string&>()); break;
-            default: out_ += v.dump(-1, ' ', false, json::error_handler_t::replace);
+            case Json::value_t::string: string(v.template get_ref<const std::string&>()); break;
+            default: out_ += v.dump(-1, ' ', false, Json::error_handler_t::replace);
         }
         if (out_.size() >= piece_) flush();
     }
@@ -166,10 +171,59 @@ class Writer {
     const std::size_t piece_;
 };
 
-}  // namespace
+// The first pass of parse_bounded: it allocates nothing but the lexer's text, and stops at the
+// first value past either bound, before a tree of them is built.
+class ShapeCheck {
+  public:
+    using json = nlohmann::json;
+    using Problem = BoundedJson::Problem;
+    explicit ShapeCheck(JsonBounds bounds) : bounds_(bounds) {}
 
-void dump_line_pieces(const json& value, const std::function<void(std::string_view)>& emit,
-                      std::size_t piece) {
+    bool null() { return value(); }
+    bool boolean(bool) { return value(); }
+    bool number_integer(json::number_integer_t) { return value(); }
+    bool number_unsigned(json::number_unsigned_t) { return value(); }
+    bool number_float(json::number_float_t, const json::string_t&) { return value(); }
+    bool string(json::string_t&) { return value(); }
+    bool binary(json::binary_t&) { return value(); }
+    bool start_object(std::size_t) { return open(); }
+    bool key(json::string_t&) { return value(); }
+    bool end_object() { return close(); }
+    bool start_array(std::size_t) { return open(); }
+    bool end_array() { return close(); }
+    bool parse_error(std::size_t, const std::string&, const json::exception&) {
+        problem_ = Problem::invalid;
+        return false;
+    }
+
+    Problem problem() const { return problem_; }
+
+  private:
+    bool value() {
+        if (++values_ <= bounds_.values) return true;
+        problem_ = Problem::too_many;
+        return false;
+    }
+    bool open() {
+        if (!value()) return false;
+        if (++depth_ <= bounds_.depth) return true;
+        problem_ = Problem::too_deep;
+        return false;
+    }
+    bool close() {
+        --depth_;
+        return true;
+    }
+
+    JsonBounds bounds_;
+    Problem problem_ = Problem::none;
+    std::size_t values_ = 0;
+    std::size_t depth_ = 0;
+};
+
+template <class Json>
+void dump_pieces(const Json& value, const std::function<void(std::string_view)>& emit,
+                 std::size_t piece) {
     // Room for what the buffer can hold before it is handed over (up to a piece of text, then
     // a piece that escapes to six times its size: all control characters), so that the line does
     // not grow it, and so cannot fail there, once its first piece is out.
@@ -178,6 +232,37 @@ void dump_line_pieces(const json& value, const std::function<void(std::string_vi
     Writer writer(buffer, &emit, piece == 0 ? 1 : piece);
     writer.value(value);
     writer.flush();
+}
+
+}  // namespace
+
+BoundedJson parse_bounded(std::string_view text, JsonBounds bounds) {
+    using Problem = BoundedJson::Problem;
+    ShapeCheck shape(bounds);
+    const bool whole = nlohmann::json::sax_parse(text, &shape);
+    switch (whole ? Problem::none : shape.problem()) {
+        case Problem::none: break;
+        case Problem::invalid: return {nullptr, Problem::invalid, "is not valid JSON"};
+        case Problem::too_deep:
+            return {nullptr, Problem::too_deep,
+                    "is nested deeper than " + std::to_string(bounds.depth) + " levels"};
+        case Problem::too_many:
+            return {nullptr, Problem::too_many,
+                    "holds more than " + std::to_string(bounds.values) + " values"};
+    }
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    if (value.is_discarded()) return {nullptr, Problem::invalid, "is not valid JSON"};
+    return {std::move(value), Problem::none, {}};
+}
+
+void dump_line_pieces(const json& value, const std::function<void(std::string_view)>& emit,
+                      std::size_t piece) {
+    dump_pieces(value, emit, piece);
+}
+
+void dump_line_pieces(const nlohmann::json& value,
+                      const std::function<void(std::string_view)>& emit, std::size_t piece) {
+    dump_pieces(value, emit, piece);
 }
 
 std::string dump_line(const json& value) {

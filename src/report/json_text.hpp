@@ -1,6 +1,13 @@
 #pragma once
-// JSON as pysandbox writes it: one object on one line, whatever bytes it holds. Text the script
-// controls may not be UTF-8; what is not is replaced (U+FFFD) rather than failing the dump.
+// JSON as pysandbox reads and writes it.
+//
+// Read: every JSON that comes from outside (a request line, a JSON-RPC message, a message from
+// the cell driver) is parsed by parse_bounded, which first walks the text without building
+// anything and refuses it at the first value past the bounds: a tree holds many times its
+// text's size, and a deep one is copied, compared and destroyed by recursion.
+//
+// Written: one object on one line, whatever bytes it holds. Text the script controls may not be
+// UTF-8; what is not is replaced (U+FFFD) rather than failing the dump.
 //
 // A result can carry a gigabyte of the script's output (--output-limit 1GiB), so strings are
 // escaped here in one pass that copies runs of plain bytes sixteen at a time and replaces what is
@@ -19,8 +26,30 @@
 
 namespace pysandbox {
 
+// How deep and how many: every value counts, an object's keys and the containers themselves too.
+struct JsonBounds {
+    std::size_t depth;
+    std::size_t values;
+};
+
+struct BoundedJson {
+    enum class Problem { none, invalid, too_deep, too_many };
+    nlohmann::json value;  // null unless problem is none
+    Problem problem = Problem::none;
+    // What is wrong, to follow the name of what was read: "is nested deeper than 64 levels".
+    std::string message;
+};
+
+// The text parsed, if it is JSON within `bounds`. It is read twice: once by nlohmann's SAX
+// interface, counting and stopping at the first bound exceeded, then (if that passed) into a tree.
+BoundedJson parse_bounded(std::string_view text, JsonBounds bounds);
+
 // Serializes `value` compactly, handing the text to `emit` in pieces of about `piece` bytes.
 void dump_line_pieces(const nlohmann::ordered_json& value,
+                      const std::function<void(std::string_view)>& emit,
+                      std::size_t piece = std::size_t{1} << 20);
+// The same for nlohmann::json, whose objects come out in the order of their keys.
+void dump_line_pieces(const nlohmann::json& value,
                       const std::function<void(std::string_view)>& emit,
                       std::size_t piece = std::size_t{1} << 20);
 

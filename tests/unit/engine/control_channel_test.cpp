@@ -182,4 +182,29 @@ TEST_SUITE("control channel") {
         CHECK(expected == 4);
         CHECK(json::parse(text)["code"] == code);
     }
+
+    TEST_CASE("a message is cut into as few records as its text needs, written in pieces") {
+        // {"code":"…","kind":"cell"}: 25 bytes and the code.
+        constexpr std::size_t kPayload = kControlRecord - kControlHeader;
+        for (const std::size_t size :
+             {std::size_t{1}, kPayload - 25, kPayload - 24, 2 * kPayload - 25, 3 * kPayload}) {
+            CAPTURE(size);
+            ControlChannel channel;
+            const std::string code(size, 'c');
+            const json message = {{"kind", "cell"}, {"code", code}};
+            channel.send(message);
+            std::string text;
+            std::size_t records = 0;
+            char buffer[kControlRecord + 1];
+            for (bool last = false; !last; ++records) {
+                channel.on_writable();
+                const ssize_t n = ::recv(channel.child_fd(), buffer, sizeof buffer, MSG_DONTWAIT);
+                REQUIRE(n > static_cast<ssize_t>(kControlHeader));
+                last = buffer[0] == '.';
+                text.append(buffer + kControlHeader, static_cast<std::size_t>(n) - kControlHeader);
+            }
+            CHECK(text == message.dump());
+            CHECK(records == (text.size() + kPayload - 1) / kPayload);
+        }
+    }
 }

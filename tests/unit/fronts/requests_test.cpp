@@ -65,6 +65,15 @@ TEST_SUITE("cell requests") {
 
     TEST_CASE("bad requests name the problem, and keep the id when there is one") {
         CHECK(problem("not json") == "the request is not valid JSON");
+        // Bounded before a tree is built; the id cannot be read, so none is echoed.
+        const std::string deep_id =
+            R"({"code": "", "id": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+        CHECK(problem(deep_id) == "the request is nested deeper than 64 levels");
+        CHECK(std::get<BadRequest>(parse_cell_request(deep_id, limits)).id.is_null());
+        std::string many = R"({"code": "", "id": [)";
+        for (int i = 0; i < 70000; ++i) many += "0,";
+        many += "0]}";
+        CHECK(problem(many) == "the request holds more than 65536 values");
         CHECK(problem("[1]") == "the request must be a JSON object, not array");
         CHECK(problem(R"({"id": 3})") == "\"code\" is missing");
         CHECK(problem(R"({"code": 3})") == "\"code\" must be a string, not number");
@@ -168,6 +177,8 @@ TEST_SUITE("batch jobs") {
 
     TEST_CASE("bad lines say what is wrong, with the id when there is one") {
         CHECK(problem("nope") == "the job is not valid JSON");
+        CHECK(problem(R"({"code": "", "args": )" + std::string(100000, '[') +
+                      std::string(100000, ']') + "}") == "the job is nested deeper than 64 levels");
         CHECK(problem("[]") == "a job must be a JSON object, not array");
         CHECK(problem(R"({"id": 1})") == "a job needs exactly one of \"code\" and \"script\"");
         CHECK(problem(R"({"code": "", "script": "x"})") ==

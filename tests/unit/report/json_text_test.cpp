@@ -167,3 +167,66 @@ TEST_CASE("a transcript knows whether a channel is text as is_text says, however
               pysandbox::encoding::is_text(bytes));
     }
 }
+
+TEST_SUITE("parse_bounded") {
+    using pysandbox::BoundedJson;
+    using pysandbox::JsonBounds;
+    using pysandbox::parse_bounded;
+    using Problem = BoundedJson::Problem;
+
+    namespace {
+    std::string nested(std::size_t depth, const std::string& inner = "1") {
+        return std::string(depth, '[') + inner + std::string(depth, ']');
+    }
+    }  // namespace
+
+    TEST_CASE("text within the bounds is parsed as nlohmann parses it") {
+        const std::string text = R"({"id": [1, {"a": null}], "code": "x = 1", "f": 2.5})";
+        // 3 levels ({ [ {) and 11 values (3 containers, 4 keys, 4 others): exactly the bounds.
+        const BoundedJson parsed = parse_bounded(text, {.depth = 3, .values = 11});
+        CHECK(parsed.problem == Problem::none);
+        CHECK(parsed.message.empty());
+        CHECK(parsed.value == nlohmann::json::parse(text));
+        CHECK(parse_bounded(text, {.depth = 3, .values = 10}).problem == Problem::too_many);
+        CHECK(parse_bounded(text, {.depth = 2, .values = 11}).problem == Problem::too_deep);
+        CHECK(parse_bounded(nested(5), {.depth = 5, .values = 6}).problem == Problem::none);
+    }
+
+    TEST_CASE("one level or one value past a bound is refused, naming the bound") {
+        const BoundedJson deep = parse_bounded(nested(6), {.depth = 5, .values = 100});
+        CHECK(deep.problem == Problem::too_deep);
+        CHECK(deep.value.is_null());
+        CHECK(deep.message == "is nested deeper than 5 levels");
+        const BoundedJson many = parse_bounded(nested(5), {.depth = 5, .values = 5});
+        CHECK(many.problem == Problem::too_many);
+        CHECK(many.message == "holds more than 5 values");
+        // An object's keys count: {"a":1,"b":2} is 5 values.
+        CHECK(parse_bounded(R"({"a":1,"b":2})", {.depth = 1, .values = 5}).problem ==
+              Problem::none);
+        CHECK(parse_bounded(R"({"a":1,"b":2})", {.depth = 1, .values = 4}).problem ==
+              Problem::too_many);
+    }
+
+    TEST_CASE("what is not JSON is refused as such") {
+        for (const char* text : {"", "nope", "{\"a\":", "[1,]", "1 2", "{\"a\":1}}"}) {
+            const BoundedJson parsed = parse_bounded(text, {.depth = 8, .values = 8});
+            CHECK(parsed.problem == Problem::invalid);
+            CHECK(parsed.message == "is not valid JSON");
+            CHECK(parsed.value.is_null());
+        }
+    }
+
+    TEST_CASE("a hostile depth or count stops the first pass early, and no tree is built") {
+        // 10^6 levels: a tree of them would be copied and dumped by recursion, and overflow
+        // the stack; the first pass stops at the 65th.
+        const BoundedJson deep = parse_bounded(nested(1000000), {.depth = 64, .values = 65536});
+        CHECK(deep.problem == Problem::too_deep);
+        // Deep and unfinished: refused for its depth before its end is seen.
+        CHECK(parse_bounded(std::string(1000000, '['), {.depth = 64, .values = 65536}).problem ==
+              Problem::too_deep);
+        std::string wide = "[";
+        for (int i = 0; i < 100000; ++i) wide += "0,";
+        wide += "0]";
+        CHECK(parse_bounded(wide, {.depth = 64, .values = 65536}).problem == Problem::too_many);
+    }
+}
