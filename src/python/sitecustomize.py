@@ -43,13 +43,24 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
     denied_calls = tuple(deny_calls)
     rules = tuple(events.items())
     event_names = frozenset(event for event, _ in rules)
-    try:
-        os.set_inheritable(channel, False)  # programs the script starts must not hold it
-    except OSError:
-        channel = -1
+    set_inheritable, channel_fd = os.set_inheritable, channel
+
+    def claim_channel() -> int:
+        try:
+            set_inheritable(channel_fd, False)  # programs the script starts must not hold it
+        except os_error:
+            return -1
+        return channel_fd
+
+    # A fork server's zygote (pysandbox_zygote.py) installs the hook for the jobs it forks, and
+    # each job raises this event first: the hook then reports on the job's own channel, put in
+    # its place by the fork (ZYGOTE_FORKED_EVENT in pysandbox_wire, spelt out here as the
+    # variable's name is).
+    forked_event, forked = "pysandbox.forked", False
     writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     harmless_writes = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
     library_prefixes = (os.path.dirname(os.__file__) + "/", own_files, "<frozen ")
+    channel = claim_channel()
 
     def record(kind: str, what: str) -> None:
         if channel >= 0:
@@ -96,7 +107,11 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
         return event
 
     def hook(event: str, args: "tuple[Any, ...]") -> None:
-        if event == "import" and denied_imports:
+        nonlocal channel, forked
+        if event == forked_event and not forked:
+            forked, channel = True, claim_channel()
+            record("hook", "installed")
+        elif event == "import" and denied_imports:
             name = args[0]
             for denied in denied_imports:
                 if name == denied or name.startswith(denied + "."):

@@ -22,6 +22,7 @@
 #include "report/incident.hpp"
 #include "sys/errors.hpp"
 #include "test_support.hpp"
+#include "wire/zygote_protocol.hpp"
 
 namespace fs = std::filesystem;
 using pysandbox::Plan;
@@ -176,6 +177,9 @@ TEST_SUITE("policy") {
         CHECK(contains(site, "\n    _install(*eval(_policy, {\"__builtins__\": {}}, {}))\n"));
         CHECK(contains(site, "\ndel _install, _policy, os\n"));
         CHECK(contains(site, "\n    sys.addaudithook(hook)\n"));
+        // A forked job announces itself to the zygote's hook by the wire's event name
+        CHECK(contains(site, "forked_event, forked = \"" +
+                                 std::string(pysandbox::zygote::kForkedEvent) + "\", False\n"));
         Profile kill = from_text("[policy]\ndeny_calls = [\"os.kill\", \"os.fork\"]\n");
         const std::string both = hook_arguments_for(kill);  // os.killpg, os.forkpty too
         CHECK(contains(both, "\"os.kill\":\"os.kill\",\"os.killpg\":\"os.kill\""));
@@ -202,6 +206,11 @@ TEST_SUITE("policy") {
         CHECK(has_file(*plan, "/sandbox/.pysandbox/sitecustomize.py"));
         CHECK(has_file(*without, "/sandbox/.pysandbox/sitecustomize.py"));
         CHECK(plan->files.size() == without->files.size());
+        // A zygote's interpreter installs the hook for its jobs from its start: the same policy
+        request.program.kind = pysandbox::Program::Kind::zygote;
+        request.program.text = "{}";
+        auto zygote = plan_for(request, normal);
+        CHECK(plan_variable(*zygote, "PYSANDBOX_POLICY") == hook_arguments_for(normal));
     }
 
     TEST_CASE("the socket rules apply only without a network") {
