@@ -49,15 +49,7 @@ def _own_module(name: str, path: "str | None" = None) -> "ModuleType":
     return module
 
 
-def _preload(modules: list[str]) -> None:
-    for name in modules:
-        try:
-            __import__(name)
-        except BaseException:  # the job's driver imports it again, and says what failed
-            pass
-
-
-def _become_job(environment: list[str], modules: list[str]) -> None:
+def _become_job(environment: list[str], modules: list[str], failed: dict[str, str]) -> None:
     """The forked sandbox's interpreter: its environment and arguments are the job plan's, as a
     cloned sandbox's interpreter would have them, then the cell driver takes over."""
     # The [policy] hook, the zygote's since its start, reports on this job's channel from now.
@@ -79,7 +71,7 @@ def _become_job(environment: list[str], modules: list[str]) -> None:
             pass
     import pysandbox_driver
     sys.argv = ["-c", sys.argv[1]] + list(modules)
-    pysandbox_driver.main()
+    pysandbox_driver.main(failed)
 
 
 def main() -> None:
@@ -90,8 +82,10 @@ def main() -> None:
         spec = file.read()
     helper = _own_module(ZYGOTE_HELPER_MODULE, HELPER)
     environment: list[str] = helper.configure(spec)
-    _preload(modules)
-    __import__("pysandbox_driver")  # every job runs it
+    # As a cloned sandbox's driver does, under the hook: the driver first, then the preload,
+    # whose failures each job reports as its own (and the hook's blocks, which it keeps).
+    import pysandbox_driver
+    failed = pysandbox_driver._preload(modules)
     gc = _own_module("gc")
     gc.collect()
     gc.freeze()  # fewer copy-on-write faults in the jobs
@@ -99,4 +93,4 @@ def main() -> None:
         stream.flush()  # nothing of the zygote's may reach a job's output
     # serve() says Ready (or why not) on the channel itself.
     if helper.serve(channel) == 1:
-        _become_job(environment, modules)
+        _become_job(environment, modules, failed)

@@ -13,8 +13,8 @@ violations are the records it drained from the policy channel) and the incident 
 import json
 import unittest
 
-from harness import (SandboxTestCase, jobs_file, marked_profile, preload_marker, run, temp_dir,
-                     wait_for_no_leftovers)
+from harness import (SandboxTestCase, jobs_file, marked_profile, preload_marker, profile,
+                     require_modules, run, temp_dir, wait_for_no_leftovers)
 
 # Each a job of its own, by what it tries. Every one is denied under strict (policy.deny_imports
 # or policy.deny_calls), whether or not the script catches the refusal.
@@ -43,7 +43,7 @@ DENIED = {
 
 # What decides a job's answer; the rest (timings, usage) differs from run to run.
 COMPARED = ("status", "exit_code", "signal", "message", "stdout", "stderr", "exception",
-            "violations", "error")
+            "violations", "error", "warnings")
 
 
 def answer(result):
@@ -66,11 +66,11 @@ class PolicyForkTest(SandboxTestCase):
         self.preload_marker = preload_marker()
         self.profile = marked_profile(self.preload_marker, "strict")
 
-    def batch(self, jobs, fork):
+    def batch(self, jobs, fork, profile=None):
         """The result lines by id, and the incident log's entries, of one batch of `jobs`."""
         log = temp_dir(0o777) / "incidents.jsonl"
         options = ["--fork"] if fork else []
-        r = run(["batch", *options, "-j", "2", "--keep-order", "-p", str(self.profile),
+        r = run(["batch", *options, "-j", "2", "--keep-order", "-p", str(profile or self.profile),
                  "--incident-log", str(log), str(jobs_file(jobs))], timeout=120)
         self.assertEqual(r.returncode, 0, r.describe())
         results = {}
@@ -108,6 +108,26 @@ class PolicyForkTest(SandboxTestCase):
         self.assertEqual(cloned["modules"]["status"], "ok", cloned["modules"])
         self.assertEqual(forked["modules"]["status"], "ok", forked["modules"])
         self.assertEqual(forked["modules"]["stdout"], cloned["modules"]["stdout"])
+
+    def test_a_preload_the_policy_denies_answers_as_in_a_cloned_job(self):
+        # The preload is imported under the hook, in the zygote as in a cloned sandbox's driver:
+        # its own `ctypes` is refused (a warning, and a violation in every job), numpy's is a
+        # package's (allowed, and then in sys.modules for the script, in both).
+        require_modules("numpy")
+        preloading = profile(f'extends = "strict"\n[python]\npreload = '
+                             f'["{self.preload_marker}", "ctypes", "numpy"]\n',
+                             name=f"{self.preload_marker}.toml")
+        jobs = [{"id": "import_ctypes", "code": DENIED["import_ctypes"]},
+                {"id": "numpy", "code": "import numpy\nprint(numpy.arange(3).sum())\n"},
+                {"id": "os_system", "code": DENIED["os_system"]}]
+        cloned, cloned_incidents = self.batch(jobs, fork=False, profile=preloading)
+        forked, forked_incidents = self.batch(jobs, fork=True, profile=preloading)
+        for job in jobs:
+            with self.subTest(job["id"]):
+                self.assertIn({"kind": "import", "what": "ctypes", "count": 1,
+                               "action": "denied"}, cloned[job["id"]]["violations"])
+                self.assertEqual(answer(forked[job["id"]]), answer(cloned[job["id"]]))
+        self.assertEqual(forked_incidents, cloned_incidents)
 
 
 if __name__ == "__main__":

@@ -165,11 +165,12 @@ TEST_SUITE("policy") {
         Profile profile = from_text(
             "[policy]\ndeny_imports = [\"ctypes\"]\ndeny_calls = [\"os.exec\", \"os.system\"]\n");
         const std::string hook = hook_arguments_for(profile);
-        // install(profile, imports, calls, {audit event: rule}, channel fd, own directory)
+        // install(profile, imports, calls, {audit event: rule}, channel fd, own directory,
+        // for a zygote's jobs)
         CHECK(hook ==
               "[\"inline\",[\"ctypes\"],[\"os.exec\",\"os.system\"],"
               "{\"os.exec\":\"os.exec\",\"os.system\":\"os.system\"},4,"
-              "\"/sandbox/.pysandbox/\"]");
+              "\"/sandbox/.pysandbox/\",0]");
         // sitecustomize.py (the same in every run) passes it on, literals only, and leaves
         // nothing at module level
         const std::string_view site = module_source("sitecustomize");
@@ -206,11 +207,14 @@ TEST_SUITE("policy") {
         CHECK(has_file(*plan, "/sandbox/.pysandbox/sitecustomize.py"));
         CHECK(has_file(*without, "/sandbox/.pysandbox/sitecustomize.py"));
         CHECK(plan->files.size() == without->files.size());
-        // A zygote's interpreter installs the hook for its jobs from its start: the same policy
+        // A zygote's interpreter installs the hook for its jobs from its start: the same policy,
+        // kept for its jobs
         request.program.kind = pysandbox::Program::Kind::zygote;
         request.program.text = "{}";
         auto zygote = plan_for(request, normal);
-        CHECK(plan_variable(*zygote, "PYSANDBOX_POLICY") == hook_arguments_for(normal));
+        CHECK(plan_variable(*zygote, "PYSANDBOX_POLICY") ==
+              policy::hook_arguments(normal.policy, normal.name,
+                                     {pysandbox::kSandboxPythonDir, pysandbox::kPolicyFd, true}));
     }
 
     TEST_CASE("the socket rules apply only without a network") {
