@@ -179,8 +179,8 @@ TEST_SUITE("policy") {
         CHECK(contains(site, "\ndel _install, _policy, os\n"));
         CHECK(contains(site, "\n    sys.addaudithook(hook)\n"));
         // A forked job announces itself to the zygote's hook by the wire's event name
-        CHECK(contains(site, "forked_event, forked = \"" +
-                                 std::string(pysandbox::zygote::kForkedEvent) + "\", False\n"));
+        CHECK(contains(site, "forked_event, kept_most = \"" +
+                                 std::string(pysandbox::zygote::kForkedEvent) + "\", "));
         Profile kill = from_text("[policy]\ndeny_calls = [\"os.kill\", \"os.fork\"]\n");
         const std::string both = hook_arguments_for(kill);  // os.killpg, os.forkpty too
         CHECK(contains(both, "\"os.kill\":\"os.kill\",\"os.killpg\":\"os.kill\""));
