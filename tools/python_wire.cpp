@@ -63,8 +63,9 @@ Generated at build time by tools/python_wire.cpp from the constants pysandbox is
     constant("ZYGOTE_HELPER_FILE", quoted(kZygoteHelperFile));
     constant("ZYGOTE_JOB_SPEC_FILE", quoted(kZygoteJobSpecFile));
     constant("WORK_DIR", quoted(kWorkDir));
-    out << "\n# wire/zygote_protocol.hpp: what a zygote's Ready record carries of an error\n";
-    constant("ZYGOTE_DETAIL_SIZE", sizeof(zygote::Ready::detail));
+    out << "\n# wire/zygote_protocol.hpp: the helper's module, a forked job's first event\n";
+    constant("ZYGOTE_HELPER_MODULE", quoted(zygote::kHelperModule));
+    constant("ZYGOTE_FORKED_EVENT", quoted(zygote::kForkedEvent));
     out << "\n# plan/policy.hpp: the variable that hands sitecustomize the [policy]\n";
     constant("POLICY_VARIABLE", quoted(policy::kPolicyVariable));
     return out.str();

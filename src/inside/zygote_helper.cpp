@@ -1,14 +1,22 @@
-// The zygote's helper: a shared library the zygote's interpreter loads (src/python/
-// pysandbox_zygote.py) so that every job is forked, and contained, by the same steps as any
-// sandbox (child.cpp, Birth::forked), in native code, before the job's interpreter runs one more
-// line of Python. Built from the sandbox's own sources (CMakeLists.txt, pysandbox_zygote_helper)
-// and written into the zygote's sandbox by the plan.
+// The zygote's helper: a CPython extension module (pysandbox_zygote_helper) the zygote's
+// interpreter loads (src/python/pysandbox_zygote.py) so that every job is forked, and contained,
+// by the same steps as any sandbox (child.cpp, Birth::forked), in native code, before the job's
+// interpreter runs one more line of Python. Built from the sandbox's own sources (CMakeLists.txt,
+// pysandbox_zygote_helper) and written into the zygote's sandbox by the plan.
 //
-// The zygote is single-threaded and calls in with the GIL held (ctypes.PyDLL): the fork is
-// CPython's own (PyOS_BeforeFork / PyOS_AfterFork_*) around a raw clone(2) (spawn() says why).
+// An extension module, not a library loaded through ctypes: the zygote runs under the job's
+// [policy] hook, which may deny ctypes, and a module it had imported would be in every job's
+// sys.modules, where no import event fires for it. It uses the stable ABI only (any CPython the
+// profile names), and the multi-phase initialisation, which leaves sys.modules alone.
+//
+// The zygote is single-threaded and calls in with the GIL held: the fork is CPython's own
+// (PyOS_BeforeFork / PyOS_AfterFork_*) around a raw clone(2) (spawn() says why).
+
+#define PY_SSIZE_T_CLEAN
+#define Py_LIMITED_API 0x03090000
+#include <Python.h>
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -24,6 +32,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "inside/child.hpp"
 #include "inside/job_spec.hpp"
@@ -38,17 +47,12 @@ namespace {
 constexpr std::uint64_t kNamespaces = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
                                       CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP;
 
-using PyHook = void (*)();
-
 struct Configured {
     std::unique_ptr<Plan> plan;
     sys::UniqueFd font_list;  // the zygote's copy of matplotlib's font list, for every job
     sys::UniqueFd self;       // the zygote's pidfd: a job checks it is alive
-    PyHook before_fork = nullptr;
-    PyHook after_fork_parent = nullptr;
-    PyHook after_fork_child = nullptr;
-    int error = EINVAL;  // not configured
-    std::string detail = "pysandbox_zygote_configure() was not called";
+    int error = EINVAL;       // not configured
+    std::string detail = "configure() was not called";
 };
 
 Configured& configured() {
@@ -170,7 +174,7 @@ SpawnReply spawn(const Received& received, int& pidfd, bool& in_job) {
 
     // clone(2), not clone3: the zygote's filter can see (and allows) clone's flags, and clone3's
     // are behind a pointer. With CLONE_PIDFD the pidfd lands where parent_tid points.
-    state.before_fork();
+    PyOS_BeforeFork();
     const long pid = ::syscall(SYS_clone, kNamespaces | CLONE_PIDFD | SIGCHLD, nullptr, &pidfd,
                                nullptr, nullptr);
     if (pid == 0) {
@@ -181,12 +185,12 @@ SpawnReply spawn(const Received& received, int& pidfd, bool& in_job) {
         release_write.release();
         configured().font_list.release();
         configured().self.release();
-        state.after_fork_child();
+        PyOS_AfterFork_Child();
         in_job = true;
         return {};
     }
     const int error = errno;
-    state.after_fork_parent();
+    PyOS_AfterFork_Parent();
     if (pid < 0)
         return refuse(error,
                       "clone(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWPID|CLONE_NEWNET|CLONE_NEWIPC|"
@@ -195,41 +199,31 @@ SpawnReply spawn(const Received& received, int& pidfd, bool& in_job) {
     return release_job(static_cast<pid_t>(pid), pidfd, release_write.get());
 }
 
-}  // namespace
-
-extern "C" __attribute__((visibility("default"))) int pysandbox_zygote_configure(
-    const char* spec, std::size_t size, char* error, std::size_t error_size) {
+// Reads the job plan (JSON text, job_spec.hpp) and opens what every job takes from the zygote.
+// 0, or -errno with the state saying what failed (serve() reports it).
+int configure(std::string_view spec) {
     Configured& state = configured();
-    auto report = [&](int rc) {
-        if (rc < 0) copy_text(error, error_size, state.detail);
-        return rc;
-    };
     try {
-        state.plan = read_job_spec(std::string_view(spec, size));
+        state.plan = read_job_spec(spec);
     } catch (const std::exception& e) {
-        return report(fail(EINVAL, std::string("read the job plan: ") + e.what()));
+        return fail(EINVAL, std::string("read the job plan: ") + e.what());
     }
-    state.before_fork = reinterpret_cast<PyHook>(::dlsym(RTLD_DEFAULT, "PyOS_BeforeFork"));
-    state.after_fork_parent =
-        reinterpret_cast<PyHook>(::dlsym(RTLD_DEFAULT, "PyOS_AfterFork_Parent"));
-    state.after_fork_child =
-        reinterpret_cast<PyHook>(::dlsym(RTLD_DEFAULT, "PyOS_AfterFork_Child"));
-    if (!state.before_fork || !state.after_fork_parent || !state.after_fork_child)
-        return report(
-            fail(ENOSYS, "dlsym(PyOS_BeforeFork, PyOS_AfterFork_*): not in this process"));
     if (const auto& list = state.plan->font_list) {
         state.font_list.reset(::open(list->target.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
         if (!state.font_list)
-            return report(fail(errno, "open(" + list->target + "): the zygote's font list"));
+            return fail(errno, "open(" + list->target + "): the zygote's font list");
     }
     state.self.reset(static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0)));
-    if (!state.self) return report(fail(errno, "pidfd_open(the zygote)"));
+    if (!state.self) return fail(errno, "pidfd_open(the zygote)");
     state.error = 0;
     state.detail.clear();
     return 0;
 }
 
-extern "C" __attribute__((visibility("default"))) int pysandbox_zygote_serve(int channel) {
+// Says Ready, then serves requests on `channel` until it closes (returns 0) or fails (-errno).
+// Returns 1 in a job: in its interpreter's process, every layer in place, the job's channel at
+// kControlFd.
+int serve(int channel) {
     const Configured& state = configured();
     Ready ready;
     ready.error = state.error;
@@ -266,4 +260,58 @@ extern "C" __attribute__((visibility("default"))) int pysandbox_zygote_serve(int
     }
 }
 
+// The module's functions, as pysandbox_zygote.py calls them.
+
+// configure(spec: bytes) -> list[str]: the job's environment, as its plan has it (empty when
+// the plan could not be read: serve() then says why).
+PyObject* py_configure(PyObject*, PyObject* spec) {
+    char* text = nullptr;
+    Py_ssize_t size = 0;
+    if (PyBytes_AsStringAndSize(spec, &text, &size) < 0) return nullptr;
+    const bool ok = configure(std::string_view(text, static_cast<std::size_t>(size))) == 0;
+    const std::vector<std::string> none;
+    const std::vector<std::string>& env = ok ? configured().plan->envp : none;
+    PyObject* list = PyList_New(static_cast<Py_ssize_t>(env.size()));
+    for (std::size_t i = 0; list != nullptr && i < env.size(); ++i) {
+        PyObject* entry =
+            PyUnicode_DecodeFSDefaultAndSize(env[i].data(), static_cast<Py_ssize_t>(env[i].size()));
+        if (entry == nullptr || PyList_SetItem(list, static_cast<Py_ssize_t>(i), entry) < 0) {
+            Py_DECREF(list);
+            return nullptr;
+        }
+    }
+    return list;
+}
+
+// serve(channel: int) -> int: as serve() returns, 1 in a job.
+PyObject* py_serve(PyObject*, PyObject* channel) {
+    const long fd = PyLong_AsLong(channel);
+    if (fd == -1 && PyErr_Occurred() != nullptr) return nullptr;
+    return PyLong_FromLong(serve(static_cast<int>(fd)));
+}
+
+PyMethodDef methods[] = {
+    {"configure", py_configure, METH_O, nullptr},
+    {"serve", py_serve, METH_O, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "pysandbox_zygote_helper",
+    nullptr,
+    0,
+    methods,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+};
+
+}  // namespace
 }  // namespace pysandbox::zygote
+
+// Multi-phase: the module object is made from its spec, and nothing is put in sys.modules.
+extern "C" __attribute__((visibility("default"))) PyObject* PyInit_pysandbox_zygote_helper() {
+    return PyModuleDef_Init(&pysandbox::zygote::module);
+}

@@ -134,10 +134,12 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
     }
     // The audit hook's policy, for sitecustomize.py; after --env, which can neither replace it
     // nor add one the profile does not have.
-    const std::string policy = policy::hook_arguments(plan.profile.policy, plan.profile.name,
-                                                      {kSandboxPythonDir, kPolicyFd});
-    // A zygote never runs the hook: each job installs it (the job's plan carries the policy).
-    if (policy.empty() || plan.program_kind == Program::Kind::zygote)
+    // A zygote's interpreter installs the hook from its start, for the jobs it forks (their
+    // profile is its own): none of them runs a line, nor finds a module imported, without it.
+    const std::string policy = policy::hook_arguments(
+        plan.profile.policy, plan.profile.name,
+        {kSandboxPythonDir, kPolicyFd, plan.program_kind == Program::Kind::zygote});
+    if (policy.empty())
         env.erase(std::string(policy::kPolicyVariable));
     else
         env[std::string(policy::kPolicyVariable)] = policy;

@@ -119,6 +119,7 @@ std::string hook_arguments(const Rules& rules, std::string_view profile_name,
     json arguments = install_arguments(rules, profile_name);
     arguments.push_back(setup.channel_fd);
     arguments.push_back(setup.own_dir);
+    arguments.push_back(setup.for_jobs ? 1 : 0);  // JSON's true is not a Python literal
     return literal(arguments);
 }
 

@@ -40,6 +40,9 @@ bool is_module_name(std::string_view name);
 struct HookSetup {
     std::string_view own_dir;  // "/sandbox/.pysandbox/": frames there are the sandbox's
     int channel_fd;            // the policy channel (policy_channel.hpp), or -1
+    // A fork server's zygote (engine/zygote.hpp) installs the hook for the jobs it forks: what
+    // it blocks there (the preload's imports) is kept for each job's channel, not reported.
+    bool for_jobs = false;
 };
 
 // The environment variable through which src/python/sitecustomize.py learns the policy; it

@@ -468,14 +468,16 @@ def _preload(modules: "list[str]") -> "dict[str, str]":
     return failed
 
 
-def main() -> None:
+def main(preloaded: "dict[str, str] | None" = None) -> None:
+    """`preloaded`: what failed of a preload already imported (by a fork server's zygote,
+    pysandbox_zygote.py, through _preload), instead of importing it here."""
     channel = _Channel(int(sys.argv[1]))
     try:
         os.set_inheritable(channel.fd, False)  # programs a cell starts must not hold it
     except OSError:
         pass
     sys.modules["pysandbox_driver"] = sys.modules[__name__]
-    failed = _preload(sys.argv[2:])
+    failed = _preload(sys.argv[2:]) if preloaded is None else preloaded
     sys.argv = [""]  # as in an interactive interpreter
     sys.path[0] = ""  # modules in the working directory import, as there
     # Each line as it is printed, as at a terminal: stdout and stderr then arrive in the order

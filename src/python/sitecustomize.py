@@ -25,7 +25,7 @@ the kernel layers are for.)
 
 
 def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
-             events: dict[str, str], channel: int, own_files: str) -> None:
+             events: dict[str, str], channel: int, own_files: str, for_jobs: int) -> None:
     import os
     import sys
 
@@ -43,16 +43,33 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
     denied_calls = tuple(deny_calls)
     rules = tuple(events.items())
     event_names = frozenset(event for event, _ in rules)
-    try:
-        os.set_inheritable(channel, False)  # programs the script starts must not hold it
-    except OSError:
-        channel = -1
+    set_inheritable, channel_fd = os.set_inheritable, channel
+
+    def claim_channel() -> int:
+        try:
+            set_inheritable(channel_fd, False)  # programs the script starts must not hold it
+        except os_error:
+            return -1
+        return channel_fd
+
+    # A fork server's zygote (pysandbox_zygote.py) installs the hook for the jobs it forks
+    # (for_jobs): what it blocks there, the preload's imports, is kept rather than reported, for
+    # each job, where a cloned sandbox's driver would have blocked it. Each job raises this event
+    # first (ZYGOTE_FORKED_EVENT in pysandbox_wire, spelt out here as the variable's name is):
+    # the hook then reports on the job's own channel, put in its place by the fork, beginning
+    # with what it kept (at most kept_most records: a preload blocks a few).
+    forked_event, kept_most = "pysandbox.forked", 256
+    kept: "list[tuple[str, str]] | None" = [] if for_jobs else None
     writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     harmless_writes = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
     library_prefixes = (os.path.dirname(os.__file__) + "/", own_files, "<frozen ")
+    channel = claim_channel()
 
     def record(kind: str, what: str) -> None:
-        if channel >= 0:
+        if kept is not None:
+            if len(kept) < kept_most:
+                kept.append((kind, what))
+        elif channel >= 0:
             try:
                 write(channel, ("%s\t%s" % (kind, what[:200])).encode("utf-8", "replace"))
             except os_error:
@@ -96,7 +113,13 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
         return event
 
     def hook(event: str, args: "tuple[Any, ...]") -> None:
-        if event == "import" and denied_imports:
+        nonlocal channel, kept
+        if event == forked_event and kept is not None:
+            held, kept, channel = kept, None, claim_channel()
+            record("hook", "installed")
+            for kind, what in held:
+                record(kind, what)
+        elif event == "import" and denied_imports:
             name = args[0]
             for denied in denied_imports:
                 if name == denied or name.startswith(denied + "."):
@@ -133,7 +156,8 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
 
     sys.addaudithook(hook)
     sys.excepthook = excepthook
-    record("hook", "installed")
+    if kept is None:  # a zygote's jobs say it for themselves
+        record("hook", "installed")
 
 
 import os

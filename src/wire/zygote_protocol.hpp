@@ -11,9 +11,10 @@
 //   zygote -> supervisor   SpawnReply + the job's pidfd when it was forked
 //
 // The job's plan reaches the helper once, before any request: the zygote reads it from a file of
-// its sandbox (job_spec.hpp) and passes it to pysandbox_zygote_configure().
+// its sandbox (job_spec.hpp) and passes it to the helper's configure().
 
 #include <cstdint>
+#include <string_view>
 
 namespace pysandbox::zygote {
 
@@ -41,16 +42,16 @@ struct SpawnReply {
     char detail[256] = {};
 };
 
-// The helper's entry points (inside/zygote_helper.cpp), as the zygote calls them through ctypes.
-extern "C" {
-// Reads the job plan (JSON text, job_spec.hpp) and opens what every job takes from the zygote.
-// 0, or -errno with `error` (of `error_size` bytes) saying what failed.
-int pysandbox_zygote_configure(const char* spec, std::size_t size, char* error,
-                               std::size_t error_size);
-// Says Ready, then serves requests on `channel` until it closes (returns 0) or fails (-errno).
-// Returns 1 in a job: in its interpreter's process, every layer in place, the job's channel at
-// kControlFd; the caller goes on as the job's cell driver.
-int pysandbox_zygote_serve(int channel);
-}
+// The helper is a CPython extension module of this name (inside/zygote_helper.cpp), in the
+// file kZygoteHelperFile: configure(spec) reads the job plan (JSON text, job_spec.hpp) and
+// returns the jobs' environment; serve(channel) says Ready, then serves requests until the
+// channel closes (0) or fails (-errno), and returns 1 in a job: in its interpreter's process,
+// every layer in place, the job's channel at kControlFd.
+inline constexpr std::string_view kHelperModule = "pysandbox_zygote_helper";
+
+// The audit event (PEP 578) a forked job's interpreter raises first: the [policy] hook, which
+// the zygote installed for its jobs, then reports on the job's own channel
+// (src/python/sitecustomize.py, which spells it out).
+inline constexpr std::string_view kForkedEvent = "pysandbox.forked";
 
 }  // namespace pysandbox::zygote

@@ -22,6 +22,7 @@
 #include "report/incident.hpp"
 #include "sys/errors.hpp"
 #include "test_support.hpp"
+#include "wire/zygote_protocol.hpp"
 
 namespace fs = std::filesystem;
 using pysandbox::Plan;
@@ -164,11 +165,12 @@ TEST_SUITE("policy") {
         Profile profile = from_text(
             "[policy]\ndeny_imports = [\"ctypes\"]\ndeny_calls = [\"os.exec\", \"os.system\"]\n");
         const std::string hook = hook_arguments_for(profile);
-        // install(profile, imports, calls, {audit event: rule}, channel fd, own directory)
+        // install(profile, imports, calls, {audit event: rule}, channel fd, own directory,
+        // for a zygote's jobs)
         CHECK(hook ==
               "[\"inline\",[\"ctypes\"],[\"os.exec\",\"os.system\"],"
               "{\"os.exec\":\"os.exec\",\"os.system\":\"os.system\"},4,"
-              "\"/sandbox/.pysandbox/\"]");
+              "\"/sandbox/.pysandbox/\",0]");
         // sitecustomize.py (the same in every run) passes it on, literals only, and leaves
         // nothing at module level
         const std::string_view site = module_source("sitecustomize");
@@ -176,6 +178,9 @@ TEST_SUITE("policy") {
         CHECK(contains(site, "\n    _install(*eval(_policy, {\"__builtins__\": {}}, {}))\n"));
         CHECK(contains(site, "\ndel _install, _policy, os\n"));
         CHECK(contains(site, "\n    sys.addaudithook(hook)\n"));
+        // A forked job announces itself to the zygote's hook by the wire's event name
+        CHECK(contains(site, "forked_event, kept_most = \"" +
+                                 std::string(pysandbox::zygote::kForkedEvent) + "\", "));
         Profile kill = from_text("[policy]\ndeny_calls = [\"os.kill\", \"os.fork\"]\n");
         const std::string both = hook_arguments_for(kill);  // os.killpg, os.forkpty too
         CHECK(contains(both, "\"os.kill\":\"os.kill\",\"os.killpg\":\"os.kill\""));
@@ -202,6 +207,14 @@ TEST_SUITE("policy") {
         CHECK(has_file(*plan, "/sandbox/.pysandbox/sitecustomize.py"));
         CHECK(has_file(*without, "/sandbox/.pysandbox/sitecustomize.py"));
         CHECK(plan->files.size() == without->files.size());
+        // A zygote's interpreter installs the hook for its jobs from its start: the same policy,
+        // kept for its jobs
+        request.program.kind = pysandbox::Program::Kind::zygote;
+        request.program.text = "{}";
+        auto zygote = plan_for(request, normal);
+        CHECK(plan_variable(*zygote, "PYSANDBOX_POLICY") ==
+              policy::hook_arguments(normal.policy, normal.name,
+                                     {pysandbox::kSandboxPythonDir, pysandbox::kPolicyFd, true}));
     }
 
     TEST_CASE("the socket rules apply only without a network") {
