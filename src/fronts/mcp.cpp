@@ -407,7 +407,8 @@ class Server {
                                   : "no call for " + units::format_duration(limits.idle_timeout) +
                                         " (limits.idle_timeout)");
         }
-        for (const auto& [session_id, why] : expired) {
+        for (const auto& [id, why] : expired) {
+            const std::string& session_id = id;  // a lambda cannot capture a structured binding
             const bool waited_on = std::ranges::any_of(
                 waiting_, [&](const Call& call) { return call.session_id == session_id; });
             if (!waited_on || why.starts_with("its lifetime")) end_named_session(session_id, why);
