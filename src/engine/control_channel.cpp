@@ -193,7 +193,15 @@ void ControlChannel::on_readable() {
             lose_message();
             continue;
         }
+        // Receiving the message taken (its records and its parse) is not charged either.
+        const std::chrono::nanoseconds before = thread_cpu();
         add_record(record, static_cast<std::size_t>(n), sent);
+        message_cpu_ += thread_cpu() - before;
+        if (expected_ == 0) {  // no message under way: taken, dropped or skipped
+            if (just_taken_) taken_cpu_ += message_cpu_;
+            message_cpu_ = {};
+            just_taken_ = false;
+        }
     }
     cpu_ += thread_cpu() - start - taken_cpu_;
     if (cpu_ > budget_.cpu && !muted_) mute();
@@ -249,10 +257,9 @@ bool ControlChannel::wanted(std::string_view text) const {
            (text[head_.size()] == ',' || text[head_.size()] == '}');
 }
 
-// The message is whole: parsed, and taken if it is an object. Parsing it is not charged to the
-// budget (its size bounds that); parsing one that is dropped is.
+// The message is whole: parsed, and taken if it is an object (just_taken_: what it cost is not
+// charged to the budget, its size bounds that); what one that is dropped cost is charged.
 void ControlChannel::take(const timespec& sent) {
-    const std::chrono::nanoseconds start = thread_cpu();
     nlohmann::json message = parse_message(partial_);
     if (message.is_object()) {
         std::optional<std::chrono::system_clock::time_point> when;
@@ -261,7 +268,7 @@ void ControlChannel::take(const timespec& sent) {
                 std::chrono::duration_cast<std::chrono::system_clock::duration>(
                     std::chrono::seconds{sent.tv_sec} + std::chrono::nanoseconds{sent.tv_nsec}));
         inbox_.push_back({std::move(message), when});
-        taken_cpu_ += thread_cpu() - start;
+        just_taken_ = true;
     } else {
         ++dropped_;
     }

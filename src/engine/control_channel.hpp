@@ -42,8 +42,8 @@ inline constexpr std::size_t kMaxControlValues = 4096;
 inline constexpr std::size_t kMaxControlDepth = 8;
 
 // What one cell's channel may cost the supervisor: the driver's largest message (a cell's
-// figures) twice over, and its CPU at a quarter of a second; parsing the one message taken is
-// not counted (its size bounds it).
+// figures) twice over, and its CPU at a quarter of a second; receiving and parsing the message
+// taken is not counted (its size bounds it).
 struct ControlBudget {
     std::uint64_t bytes = 2 * kMaxControlMessage;
     std::chrono::nanoseconds cpu = std::chrono::milliseconds{250};
@@ -114,9 +114,11 @@ class ControlChannel {
     Filter filter_ = Filter::any;
     std::string head_;  // Filter::head: what a wanted message's text begins with
     const ControlBudget budget_;
-    std::uint64_t bytes_ = 0;         // read since expect()
-    std::chrono::nanoseconds cpu_{};  // spent since expect(), but on messages taken
-    std::chrono::nanoseconds taken_cpu_{};
+    std::uint64_t bytes_ = 0;                 // read since expect()
+    std::chrono::nanoseconds cpu_{};          // spent since expect(), but on messages taken
+    std::chrono::nanoseconds taken_cpu_{};    // in this on_readable(), on messages taken
+    std::chrono::nanoseconds message_cpu_{};  // on the message under way
+    bool just_taken_ = false;
     bool muted_ = false;
     std::uint64_t mutes_ = 0;
 };
