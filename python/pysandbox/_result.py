@@ -82,13 +82,16 @@ class Violation:
     """An action the sandbox blocked (counted outside the sandbox, or by the audit hook)."""
 
     kind: str
-    """``"syscall"``, ``"network"``, ``"import"``, ``"call"`` or ``"resource"``."""
+    """``"syscall"``, ``"network"``, ``"import"``, ``"call"``, ``"resource"`` or ``"channel"``
+    (a cell that flooded the driver's channel)."""
     what: str
-    """The system call, ``"host:port"``, module, denied call, or limit (``"wall_time"``...)."""
+    """The system call, ``"host:port"``, module, denied call, limit (``"wall_time"``...), or
+    ``"driver_channel"``."""
     count: int
     action: str
-    """``"denied"``, ``"killed"``, ``"truncated"``, or ``"interrupted"`` (a session's cell that
-    a limit stopped while the sandbox went on)."""
+    """``"denied"``, ``"killed"``, ``"truncated"``, ``"interrupted"`` (a session's cell that a
+    limit stopped while the sandbox went on), or ``"dropped"`` (what the cell sent on the
+    driver's channel past its budget was not read)."""
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -20,15 +22,57 @@ namespace {
 
 constexpr int kRecordsPerRead = 64;
 
+// The driver writes ASCII JSON, every control character and the rest escaped (_dumps). Text
+// with any other byte, a backslash that starts no JSON escape, or a string left open is none of
+// its messages, and is dropped before the parser: the parser's error path copies the token it
+// failed in, and a 30 MiB string cost over a second there, in the loop every sandbox shares.
+bool plain_ascii_json(std::string_view text) {
+    bool in_string = false;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c < 0x20 || c > 0x7e) return false;
+        if (c == '"') {
+            in_string = !in_string;
+        } else if (c == '\\' && in_string) {
+            if (++i == text.size()) return false;
+            switch (text[i]) {
+                case '"':
+                case '\\':
+                case '/':
+                case 'b':
+                case 'f':
+                case 'n':
+                case 'r':
+                case 't': break;
+                case 'u':
+                    if (text.size() - i <= 4) return false;
+                    for (std::size_t k = 1; k <= 4; ++k)
+                        if (!std::isxdigit(static_cast<unsigned char>(text[i + k]))) return false;
+                    i += 4;
+                    break;
+                default: return false;
+            }
+        }
+    }
+    return !in_string;
+}
+
 // The message is a JSON object within the bounds, parsed; else null.
 nlohmann::json parse_message(std::string_view text) {
+    if (!plain_ascii_json(text)) return nullptr;
     BoundedJson parsed = parse_bounded(text, {kMaxControlDepth, kMaxControlValues});
     return parsed.value.is_object() ? std::move(parsed.value) : nullptr;
 }
 
+std::chrono::nanoseconds thread_cpu() {
+    timespec now{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return std::chrono::seconds{now.tv_sec} + std::chrono::nanoseconds{now.tv_nsec};
+}
+
 }  // namespace
 
-ControlChannel::ControlChannel() {
+ControlChannel::ControlChannel(ControlBudget budget) : budget_(budget) {
     int fds[2];
     check_sys(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds),
               "socketpair(AF_UNIX, SOCK_SEQPACKET) for the cell driver");
@@ -42,6 +86,23 @@ ControlChannel::ControlChannel() {
     const int on = 1;
     check_sys(::setsockopt(own_.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on),
               "setsockopt(control channel, SO_PASSCRED)");
+    // The kernel stamps each record as it is sent: a cell's time is the driver's, not the loop's.
+    check_sys(::setsockopt(own_.get(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on),
+              "setsockopt(control channel, SO_TIMESTAMPNS)");
+}
+
+void ControlChannel::expect(std::string_view kind, std::string_view token) {
+    filter_ = Filter::head;
+    head_ = R"({"kind":")";
+    head_.append(kind).append("\"");
+    if (!token.empty()) head_.append(R"(,"token":")").append(token).append("\"");
+    bytes_ = 0;
+    cpu_ = {};
+    muted_ = false;
+}
+
+void ControlChannel::expect_nothing() {
+    filter_ = Filter::none;
 }
 
 // The text is cut into records as it is written, never held whole: a cell's code and files are
@@ -88,33 +149,54 @@ void ControlChannel::on_writable() {
 }
 
 void ControlChannel::on_readable() {
+    if (muted_) {  // POLLIN was not asked for: POLLHUP or POLLERR
+        closed_ = true;
+        return;
+    }
     static thread_local char record[kControlRecord + 1];
+    const std::chrono::nanoseconds start = thread_cpu();
+    taken_cpu_ = {};
     for (int i = 0; i < kRecordsPerRead && !closed_; ++i) {
-        const auto [n, ended] = sys::receive_untrusted(own_.get(), record, sizeof record);
+        const auto [n, ended, sent] = sys::receive_untrusted(own_.get(), record, sizeof record);
         if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR) return;
-            closed_ = true;
-            return;
+            if (errno != EAGAIN && errno != EINTR) closed_ = true;
+            break;
         }
         if (ended) {
             closed_ = true;
-            return;
+            break;
+        }
+        bytes_ += static_cast<std::uint64_t>(n);
+        if (bytes_ > budget_.bytes) {
+            mute();
+            break;
         }
         if (static_cast<std::size_t>(n) > kControlRecord || n == 0) {
             // Not a record the driver writes: whatever message it was part of is lost.
             lose_message();
             continue;
         }
-        add_record(record, static_cast<std::size_t>(n));
+        // Receiving the message taken (its records and its parse) is not charged either.
+        const std::chrono::nanoseconds before = thread_cpu();
+        add_record(record, static_cast<std::size_t>(n), sent);
+        message_cpu_ += thread_cpu() - before;
+        if (expected_ == 0) {  // no message under way: taken, dropped or skipped
+            if (just_taken_) taken_cpu_ += message_cpu_;
+            message_cpu_ = {};
+            just_taken_ = false;
+        }
     }
+    cpu_ += thread_cpu() - start - taken_cpu_;
+    if (cpu_ > budget_.cpu && !muted_) mute();
 }
 
 // Records arrive numbered within their message. The driver sends a record again when a
 // KeyboardInterrupt came between sending it and counting it: a record identical to the one before
 // is that copy and is dropped (the driver never sends the same message twice in a row: each
 // carries its cell's token). A record out of order or malformed loses its message (the rest of it
-// is skipped); a message begun anew (record 0) replaces an unfinished one.
-void ControlChannel::add_record(const char* data, std::size_t size) {
+// is skipped); a message begun anew (record 0) replaces an unfinished one, and one the reader
+// does not wait for (wanted) is skipped, unread, to its last record.
+void ControlChannel::add_record(const char* data, std::size_t size, const timespec& sent) {
     std::uint32_t index = 0;
     const char flag = size >= kControlHeader ? data[0] : '\0';
     const auto parsed = std::from_chars(data + 1, data + std::min(size, kControlHeader), index, 16);
@@ -127,6 +209,10 @@ void ControlChannel::add_record(const char* data, std::size_t size) {
     if (index == 0) {
         if (expected_ > 0) lose_message();
         discarding_ = false;
+        if (!wanted(std::string_view(data, size).substr(kControlHeader))) {
+            discarding_ = flag == kControlMore;
+            return;
+        }
     } else if (discarding_) {
         discarding_ = flag == kControlMore;
         return;
@@ -139,13 +225,48 @@ void ControlChannel::add_record(const char* data, std::size_t size) {
     partial_.append(data + kControlHeader, size - kControlHeader);
     ++expected_;
     if (flag == kControlMore) return;
+    take(sent);
+}
+
+// The first record of a message the reader waits for begins with its head, whole: then a comma
+// or the end of the object.
+bool ControlChannel::wanted(std::string_view text) const {
+    switch (filter_) {
+        case Filter::any: return true;
+        case Filter::none: return false;
+        case Filter::head: break;
+    }
+    return text.size() > head_.size() && text.starts_with(head_) &&
+           (text[head_.size()] == ',' || text[head_.size()] == '}');
+}
+
+// The message is whole: parsed, and taken if it is an object (just_taken_: what it cost is not
+// charged to the budget, its size bounds that); what one that is dropped cost is charged.
+void ControlChannel::take(const timespec& sent) {
     nlohmann::json message = parse_message(partial_);
-    if (message.is_object())
-        inbox_.push_back(std::move(message));
-    else
+    if (message.is_object()) {
+        std::optional<std::chrono::system_clock::time_point> when;
+        if (sent.tv_sec != 0 || sent.tv_nsec != 0)
+            when = std::chrono::system_clock::time_point(
+                std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                    std::chrono::seconds{sent.tv_sec} + std::chrono::nanoseconds{sent.tv_nsec}));
+        inbox_.push_back({std::move(message), when});
+        just_taken_ = true;
+    } else {
         ++dropped_;
+    }
     partial_.clear();
     expected_ = 0;
+}
+
+void ControlChannel::mute() {
+    muted_ = true;
+    ++mutes_;
+    partial_.clear();
+    partial_.shrink_to_fit();
+    previous_.clear();
+    expected_ = 0;
+    discarding_ = true;  // the rest of the message being read, when the channel is heard again
 }
 
 void ControlChannel::lose_message() {
@@ -156,9 +277,9 @@ void ControlChannel::lose_message() {
     expected_ = 0;
 }
 
-std::optional<nlohmann::json> ControlChannel::receive() {
+std::optional<ControlMessage> ControlChannel::receive() {
     if (inbox_.empty()) return std::nullopt;
-    nlohmann::json message = std::move(inbox_.front());
+    ControlMessage message = std::move(inbox_.front());
     inbox_.pop_front();
     return message;
 }

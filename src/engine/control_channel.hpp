@@ -11,12 +11,24 @@
 // into many times its size, in this process, outside the sandbox's limits) is dropped whole and
 // counted; a descriptor sent along is closed unread. Whoever reads a message decides what to
 // believe of it (engine/session.cpp checks each cell's token).
+//
+// One supervisor serves many sandboxes, so no channel may take its time from the others. The
+// driver writes its messages head first: `{"kind":"ready"` and `{"kind":"done","token":"T"`. Once
+// the reader says what it waits for (expect), a message whose first record does not begin with
+// that head is skipped record by record, never kept or parsed. And each expect() opens a budget:
+// the bytes read, and the supervisor thread's CPU spent on the channel beyond parsing the message
+// it takes. Past either the channel is muted (nothing more is read until the next expect()) and
+// counted (mutes): the script's doing, which the cell's result reports.
 
+#include <time.h>
+
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -29,10 +41,25 @@ namespace pysandbox {
 inline constexpr std::size_t kMaxControlValues = 4096;
 inline constexpr std::size_t kMaxControlDepth = 8;
 
+// What one cell's channel may cost the supervisor: the driver's largest message (a cell's
+// figures) twice over, and its CPU at a quarter of a second; receiving and parsing the message
+// taken is not counted (its size bounds it).
+struct ControlBudget {
+    std::uint64_t bytes = 2 * kMaxControlMessage;
+    std::chrono::nanoseconds cpu = std::chrono::milliseconds{250};
+};
+
+struct ControlMessage {
+    nlohmann::json body;  // a JSON object
+    // When the driver sent the message's last record, by the kernel's clock (the script cannot
+    // set it): a cell that answered by its deadline did, however late the supervisor reads it.
+    std::optional<std::chrono::system_clock::time_point> sent;
+};
+
 class ControlChannel {
   public:
     // Throws SysError.
-    ControlChannel();
+    explicit ControlChannel(ControlBudget budget = {});
 
     int fd() const { return own_.get(); }
     // The interpreter's end; the supervisor closes its copy once the child has one.
@@ -44,30 +71,56 @@ class ControlChannel {
     bool wants_write() const { return !outbox_.empty() && !closed_; }
     void on_writable();
 
-    // Reads the records that are waiting (a bounded number per call).
+    // Takes only messages of `kind` (with `token`, when given), and starts a new budget; until the
+    // first call every message is taken. expect_nothing: none, in the same budget.
+    void expect(std::string_view kind, std::string_view token = {});
+    void expect_nothing();
+
+    // Reads the records that are waiting (a bounded number per call); called while muted (for
+    // POLLHUP or POLLERR alone), it takes the driver's end as gone.
     void on_readable();
+    bool wants_read() const { return !closed_ && !muted_; }
     // The next complete message, oldest first.
-    std::optional<nlohmann::json> receive();
+    std::optional<ControlMessage> receive();
 
     // The driver's end is gone (the interpreter exited or closed it).
     bool closed() const { return closed_; }
     // Messages dropped: too big, not a JSON object, or records that break the framing.
     std::uint64_t dropped() const { return dropped_; }
+    // The budget ran out: nothing is read until the next expect(). mutes() counts the times.
+    bool muted() const { return muted_; }
+    std::uint64_t mutes() const { return mutes_; }
 
   private:
-    void add_record(const char* data, std::size_t size);
+    enum class Filter { any, head, none };
+
+    void add_record(const char* data, std::size_t size, const timespec& sent);
+    bool wanted(std::string_view text) const;
+    void take(const timespec& sent);
     void lose_message();
+    void mute();
 
     sys::UniqueFd own_;
     sys::UniqueFd child_;
     std::deque<std::string> outbox_;  // records, each sent with one send()
-    std::deque<nlohmann::json> inbox_;
+    std::deque<ControlMessage> inbox_;
     std::string partial_;         // the message being received
     std::uint32_t expected_ = 0;  // the number of its next record
     bool discarding_ = false;     // the rest of a message that was lost
     std::string previous_;        // the last record taken, to recognise it sent again
     bool closed_ = false;
     std::uint64_t dropped_ = 0;
+
+    Filter filter_ = Filter::any;
+    std::string head_;  // Filter::head: what a wanted message's text begins with
+    const ControlBudget budget_;
+    std::uint64_t bytes_ = 0;                 // read since expect()
+    std::chrono::nanoseconds cpu_{};          // spent since expect(), but on messages taken
+    std::chrono::nanoseconds taken_cpu_{};    // in this on_readable(), on messages taken
+    std::chrono::nanoseconds message_cpu_{};  // on the message under way
+    bool just_taken_ = false;
+    bool muted_ = false;
+    std::uint64_t mutes_ = 0;
 };
 
 }  // namespace pysandbox

@@ -35,7 +35,7 @@ PolicyChannel::PolicyChannel() {
 PolicyChannel::Drained PolicyChannel::drain(policy::Records& records) {
     char record[kMaxRecord];
     for (int i = 0; i < kRecordsPerDrain; ++i) {
-        const auto [n, ended] =
+        const auto [n, ended, sent] =
             sys::receive_untrusted(read_.get(), record, sizeof record, MSG_DONTWAIT);
         if (n < 0) return errno == EINTR ? Drained::more : Drained::empty;
         if (ended) return Drained::closed;

@@ -314,10 +314,11 @@ void Sandbox::watch(sys::Poller& poller) {
     if (control_) {
         poller.watch(
             [this] {
+                // A muted channel is not read: its driver's writes wait, and cost nothing here.
                 const bool open = !control_->closed();
-                return Interest{
-                    open ? control_->fd() : -1,
-                    static_cast<short>(POLLIN | (open && control_->wants_write() ? POLLOUT : 0))};
+                return Interest{open ? control_->fd() : -1,
+                                static_cast<short>((control_->wants_read() ? POLLIN : 0) |
+                                                   (control_->wants_write() ? POLLOUT : 0))};
             },
             [this](short revents) {
                 if (revents & POLLOUT) control_->on_writable();

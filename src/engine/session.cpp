@@ -77,6 +77,8 @@ void Session::start_sandbox() {
     last_usage_ = {};
     oom_before_ = 0;
     dropped_reported_ = 0;
+    mutes_reported_ = 0;
+    sandbox_->control()->expect("ready");
 }
 
 void Session::continue_after(const Session& previous) {
@@ -121,6 +123,8 @@ void Session::dispatch() {
     if (cell_->argv) message["argv"] = *cell_->argv;
     if (cell_->stdin_data) message["stdin"] = encoding::base64(*cell_->stdin_data);
     sandbox_->control()->send(message);
+    sandbox_->control()->expect("done", token_);
+    deadline_ = std::chrono::system_clock::now() + timeout_;
     const Clock::time_point now = Clock::now();
     cell_setup_ = duration_cast<milliseconds>(now - cell_start_);
     cell_start_ = now;
@@ -131,9 +135,17 @@ void Session::dispatch() {
     phase_ = Phase::running;
 }
 
-// The cell's timeout, then the grace after the interrupt.
+// The cell's timeout, then the grace after the interrupt. What the driver sent is read first: a
+// cell that answered in time did, however late this loop got round to its channel.
 void Session::on_timer() {
     timer_.acknowledge();
+    const Phase phase = phase_;
+    if ((phase == Phase::running || phase == Phase::interrupting) && sandbox_) {
+        if (ControlChannel* control = sandbox_->control(); control && control->wants_read())
+            control->on_readable();
+        take_messages();
+        if (phase_ != phase) return;
+    }
     if (phase_ == Phase::running) {
         timed_out_ = true;
         interrupt();
@@ -167,18 +179,24 @@ void Session::close(int interrupted_by) {
 
 void Session::advance() {
     if (!sandbox_) return;
-    if (ControlChannel* control = sandbox_->control())
+    take_messages();
+    if (sandbox_ && sandbox_->finished()) on_sandbox_end();
+}
+
+void Session::take_messages() {
+    if (ControlChannel* control = sandbox_ ? sandbox_->control() : nullptr)
         while (auto message = control->receive()) {
             on_message(*message);
             if (!sandbox_) return;
         }
-    if (sandbox_->finished()) on_sandbox_end();
 }
 
-void Session::on_message(const json& message) {
+void Session::on_message(const ControlMessage& received) {
+    const json& message = received.body;
     const std::string* kind = string_field(message, "kind");
     if (kind == nullptr) return;
     if (*kind == "ready" && phase_ == Phase::starting) {
+        sandbox_->control()->expect_nothing();
         phase_ = Phase::idle;
         if (const auto failed = message.find("failed");
             failed != message.end() && failed->is_object())
@@ -193,12 +211,17 @@ void Session::on_message(const json& message) {
     }
     const bool in_cell = phase_ == Phase::running || phase_ == Phase::interrupting;
     const std::string* token = string_field(message, "token");
-    if (*kind == "done" && in_cell && token != nullptr && *token == token_) finish(&message);
+    if (*kind == "done" && in_cell && token != nullptr && *token == token_) {
+        // Timed out by the cell's own clock: the kernel's stamp of when the driver answered.
+        if (received.sent) timed_out_ = *received.sent > deadline_;
+        finish(&message);
+    }
 }
 
 // The cell ended and its sandbox lives on.
 void Session::finish(const json* done) {
     timer_.disarm();
+    sandbox_->control()->expect_nothing();
     Outcome outcome = cell_outcome(done, nullptr);
     result_ = cell_result(std::move(outcome), done);
     cell_.reset();
@@ -391,6 +414,12 @@ void Session::add_driver_words(ordered_json& result, const json* done) {
 }
 
 ordered_json Session::cell_result(Outcome outcome, const json* done) {
+    if (const std::uint64_t mutes =
+            sandbox_ && sandbox_->control() ? sandbox_->control()->mutes() : 0;
+        mutes > mutes_reported_) {
+        outcome.channel_mutes = mutes - mutes_reported_;
+        mutes_reported_ = mutes;
+    }
     // As run logs a run: each cell in which something was blocked.
     const ordered_json incident =
         incident::cell_entry(plan_, outcome, cell_filename(), cell_ ? cell_->code : "");

@@ -117,7 +117,8 @@ class Session {
     void start_sandbox();
     void dispatch();
     void on_timer();
-    void on_message(const nlohmann::json& message);
+    void take_messages();
+    void on_message(const ControlMessage& received);
     void on_sandbox_end();
     void finish(const nlohmann::json* done);
     Outcome cell_outcome(const nlohmann::json* done, Supervised* ended);
@@ -145,12 +146,14 @@ class Session {
     int cells_ = 0;
     std::string token_;
     std::chrono::milliseconds timeout_{0};
+    std::chrono::system_clock::time_point deadline_;  // the cell's, as the kernel stamps records
     std::chrono::steady_clock::time_point cell_start_;
     std::chrono::milliseconds cell_setup_{0};  // the sandbox start this cell waited for
     Sandbox::Usage usage_before_;              // the interpreter's, when the cell began
     Sandbox::Usage last_usage_;                // the latest reading, for a sandbox that was killed
     std::uint64_t oom_before_ = 0;
     std::uint64_t dropped_reported_ = 0;  // malformed driver messages already warned about
+    std::uint64_t mutes_reported_ = 0;    // the channel's mutes already reported
     bool timed_out_ = false;
     int interrupted_by_ = 0;          // the signal that closed the session during a cell
     artifacts::Snapshot files_seen_;  // /tmp/work after the previous cell

@@ -382,6 +382,8 @@ class _Session:
 
     def cell(self, message: "dict[str, Any]") -> None:
         global _current_figures
+        # "kind" and "token" first: the supervisor takes only a message that begins with what it
+        # waits for, and skips any other from its first record (control_channel.hpp).
         done: "dict[str, Any]" = {"kind": "done", "token": message.get("token"), "outcome": "ok",
                                   "value": None}
         filename = message.get("filename") or "<cell-%d>" % int(message.get("cell", 0))

@@ -60,6 +60,9 @@ struct Outcome {
     // An allocation the kernel refused at the memory limit, as the supervisor measured it
     // (seccomp.hpp, AllocationWatch).
     bool allocation_refused = false;
+    // A session cell's: the times its driver's channel ran past its budget and was muted
+    // (engine/control_channel.hpp), the script's flooding.
+    std::uint64_t channel_mutes = 0;
 
     // --trace-syscalls: every call the script made, by name, and what the profile does with it
     // ("allowed", "denied", "errno ENOSYS", "killed").

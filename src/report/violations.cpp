@@ -18,6 +18,11 @@ nlohmann::ordered_json blocked_json(const Outcome& outcome) {
     for (const auto& [key, count] : outcome.policy.blocks)
         blocked.push_back(
             {{"kind", key.first}, {"what", key.second}, {"count", count}, {"action", "denied"}});
+    if (outcome.channel_mutes > 0)
+        blocked.push_back({{"kind", "channel"},
+                           {"what", "driver_channel"},
+                           {"count", outcome.channel_mutes},
+                           {"action", "dropped"}});
     return blocked;
 }
 

@@ -3,6 +3,7 @@
 // (SCM_RIGHTS). noexcept and allocation-free: the sandbox's init uses them too.
 
 #include <sys/socket.h>
+#include <time.h>
 
 #include <unistd.h>
 
@@ -88,26 +89,42 @@ inline ssize_t receive_record(int socket, void* data, std::size_t size, int& fd)
 }
 
 // A record from a peer that may be hostile, on a socket with SO_PASSCRED: the control buffer holds
-// credentials only, so descriptors sent along are discarded by the kernel (MSG_CTRUNC), never
-// installed. `size` is the record's whole length (MSG_TRUNC), even when more than the buffer.
-// With SO_PASSCRED every record carries credentials, so a 0-byte record (ended is false) differs
-// from the peer's end (size 0, ended true).
+// credentials and a timestamp only, so descriptors sent along are discarded by the kernel
+// (MSG_CTRUNC), never kept (any that were installed all the same are closed here). `size` is the
+// record's whole length (MSG_TRUNC), even when more than the buffer. With SO_PASSCRED every record
+// carries credentials, so a 0-byte record (ended is false) differs from the peer's end (size 0,
+// ended true). With SO_TIMESTAMPNS on the socket, `sent` is when the peer sent the record
+// (CLOCK_REALTIME, stamped by the kernel: the peer cannot choose it); else it is zero.
 struct UntrustedRecord {
     ssize_t size;  // -1: errno says why
     bool ended;
+    timespec sent;
 };
 
 inline UntrustedRecord receive_untrusted(int socket, void* data, std::size_t size,
                                          int flags = 0) noexcept {
     iovec part{data, size};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(timespec))];
     msghdr message{};
     message.msg_iov = &part;
     message.msg_iovlen = 1;
     message.msg_control = control;
     message.msg_controllen = sizeof control;
     const ssize_t n = ::recvmsg(socket, &message, flags | MSG_TRUNC | MSG_CMSG_CLOEXEC);
-    return {n, n == 0 && message.msg_controllen == 0};
+    UntrustedRecord record{n, n == 0 && message.msg_controllen == 0, {}};
+    if (n < 0) return record;
+    for (cmsghdr* cmsg = CMSG_FIRSTHDR(&message); cmsg; cmsg = CMSG_NXTHDR(&message, cmsg)) {
+        if (cmsg->cmsg_level != SOL_SOCKET) continue;
+        if (cmsg->cmsg_type == SCM_TIMESTAMPNS && cmsg->cmsg_len == CMSG_LEN(sizeof(timespec)))
+            std::memcpy(&record.sent, CMSG_DATA(cmsg), sizeof(timespec));
+        if (cmsg->cmsg_type == SCM_RIGHTS)
+            for (std::size_t i = 0; i < (cmsg->cmsg_len - CMSG_LEN(0)) / sizeof(int); ++i) {
+                int fd;
+                std::memcpy(&fd, CMSG_DATA(cmsg) + i * sizeof(int), sizeof fd);
+                ::close(fd);
+            }
+    }
+    return record;
 }
 
 }  // namespace pysandbox::sys

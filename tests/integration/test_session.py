@@ -577,14 +577,16 @@ class ForgeryTest(SessionTestCase):
         # The token is in the driver's frame, in the script's process: the script can read it
         # and end its own cell's response early. That is its word about its own cell; the
         # supervisor still keeps the time of the next cell, and every request is answered once.
+        # (It writes as the driver does, kind and token first: the supervisor skips any message
+        # that does not begin with the head it waits for.)
         s = self.session()
         s.submit("import os, signal, sys\n"
                  "frame = sys._getframe()\n"
                  "while 'message' not in frame.f_locals:\n"
                  "    frame = frame.f_back\n"
                  "token = frame.f_locals['message']['token']\n"
-                 "os.write(5, b'.00000000' + ('{\"kind\": \"done\", \"token\": \"%s\", '\n"
-                 "         '\"outcome\": \"ok\", \"value\": \"1\"}' % token).encode())\n"
+                 "os.write(5, b'.00000000' + ('{\"kind\":\"done\",\"token\":\"%s\",'\n"
+                 "         '\"outcome\":\"ok\",\"value\":\"1\"}' % token).encode())\n"
                  "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
                  "while True: pass")
         s.submit("'next'", timeout="300ms")

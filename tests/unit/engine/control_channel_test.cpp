@@ -2,10 +2,14 @@
 // does with records the script forges).
 
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -32,8 +36,26 @@ void send_from_driver(const ControlChannel& channel, const std::string& bytes) {
 std::vector<json> receive_all(ControlChannel& channel) {
     channel.on_readable();
     std::vector<json> messages;
-    while (auto message = channel.receive()) messages.push_back(*message);
+    while (auto message = channel.receive()) messages.push_back(message->body);
     return messages;
+}
+
+// A message's text in records as the driver sends them; `each` after each one (the poll loop).
+template <typename Each>
+void send_text(const ControlChannel& channel, const std::string& text, Each each) {
+    const std::size_t payload = kControlRecord - kControlHeader;
+    for (unsigned index = 0; index * payload < text.size(); ++index) {
+        const bool last = (index + 1) * payload >= text.size();
+        send_from_driver(channel,
+                         record(last ? '.' : '+', index, text.substr(index * payload, payload)));
+        each();
+    }
+}
+
+std::chrono::nanoseconds thread_cpu() {
+    timespec now{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return std::chrono::seconds{now.tv_sec} + std::chrono::nanoseconds{now.tv_nsec};
 }
 
 }  // namespace
@@ -206,5 +228,156 @@ TEST_SUITE("control channel") {
             CHECK(text == message.dump());
             CHECK(records == (text.size() + kPayload - 1) / kPayload);
         }
+    }
+
+    TEST_CASE("a message the reader does not wait for is skipped from its first record") {
+        ControlChannel channel;
+        channel.expect("done", "t1");
+        send_from_driver(channel, record('.', 0, R"({"kind":"ready"})"));
+        send_from_driver(channel, record('.', 0, R"({"kind":"done","token":"t0"})"));
+        send_from_driver(channel, record('.', 0, R"({"kind":"done","token":"t1x"})"));
+        send_from_driver(channel, record('.', 0, R"({"token":"t1","kind":"done"})"));
+        send_from_driver(channel, record('+', 0, R"({"kind":"done","token":"t2",)"));
+        send_from_driver(channel, record('.', 1, R"("outcome":"ok"})"));  // the rest of it
+        send_from_driver(channel, record('.', 0, R"({"kind":"done","token":"t1","outcome":"ok"})"));
+        auto messages = receive_all(channel);
+        REQUIRE(messages.size() == 1);
+        CHECK(messages[0]["token"] == "t1");
+        CHECK(channel.dropped() == 0);  // skipped, not malformed
+        channel.expect_nothing();
+        send_from_driver(channel, record('.', 0, R"({"kind":"done","token":"t1"})"));
+        CHECK(receive_all(channel).empty());
+        channel.expect("ready");
+        send_from_driver(channel, record('.', 0, R"({"kind":"ready","failed":{}})"));
+        messages = receive_all(channel);
+        REQUIRE(messages.size() == 1);
+        CHECK(messages[0]["kind"] == "ready");
+    }
+
+    TEST_CASE("skipping a flood costs next to nothing, parsing it would not") {
+        // The same 8 MiB message, once with a token the reader does not wait for and once with
+        // the one it does but broken past its one long string: only the second is parsed (and
+        // dropped).
+        const std::size_t size = 8 * 1024 * 1024;
+        ControlChannel skipped;
+        skipped.expect("done", "t1");
+        ControlChannel parsed;
+        parsed.expect("done", "t1");
+        std::chrono::nanoseconds skipping{}, parsing{};
+        for (auto [channel, token, spent] :
+             {std::tuple{&skipped, "t0", &skipping}, std::tuple{&parsed, "t1", &parsing}}) {
+            const std::string head =
+                std::string(R"({"kind":"done","token":")") + token + R"(","x":")";
+            const std::string text = head + std::string(size - head.size(), 'x') + R"(" x})";
+            send_text(*channel, text, [&] {
+                const std::chrono::nanoseconds start = thread_cpu();
+                channel->on_readable();
+                *spent += thread_cpu() - start;
+            });
+            CHECK_FALSE(channel->receive().has_value());
+        }
+        CHECK(skipped.dropped() == 0);
+        CHECK(parsed.dropped() == 1);
+        CHECK(skipping * 4 < parsing);
+    }
+
+    TEST_CASE("past its byte budget the channel is muted until the next expect") {
+        ControlChannel channel(
+            ControlBudget{.bytes = 1024 * 1024, .cpu = std::chrono::seconds{10}});
+        channel.expect("done", "t1");
+        // Drained as it goes, as the poll loop would: 2 MiB the reader does not want.
+        const std::size_t payload = kControlRecord - kControlHeader;
+        for (unsigned index = 0; index < 32 && !channel.muted(); ++index) {
+            send_from_driver(channel, record('+', index, std::string(payload, 'x')));
+            channel.on_readable();
+        }
+        CHECK(channel.muted());
+        CHECK(channel.mutes() == 1);
+        CHECK_FALSE(channel.wants_read());
+        // Its answer, sent now, waits unread; the next cell's expect hears the channel again.
+        send_from_driver(channel, record('.', 0, R"({"kind":"done","token":"t1"})"));
+        CHECK_FALSE(channel.receive().has_value());
+        channel.expect("done", "t1");
+        CHECK_FALSE(channel.muted());
+        const auto messages = receive_all(channel);
+        REQUIRE(messages.size() == 1);
+        CHECK(messages[0]["kind"] == "done");
+        CHECK(channel.mutes() == 1);
+    }
+
+    TEST_CASE("past its CPU budget the channel is muted; the message it takes is not charged") {
+        ControlChannel channel(
+            ControlBudget{.bytes = 1024 * kMaxControlMessage, .cpu = std::chrono::milliseconds{5}});
+        channel.expect("done", "t1");
+        // 1 MiB, drained as it goes: taken, however long it took to parse, and no mute.
+        const std::string big =
+            R"({"kind":"done","token":"t1","value":")" + std::string(1024 * 1024, 'v') + R"("})";
+        send_text(channel, big, [&] { channel.on_readable(); });
+        std::vector<json> messages;
+        while (auto message = channel.receive()) messages.push_back(message->body);
+        REQUIRE(messages.size() == 1);
+        CHECK_FALSE(channel.muted());
+        // The same again, broken past its string: parsed in vain, and charged.
+        send_text(channel, big.substr(0, big.size() - 1) + " x}", [&] { channel.on_readable(); });
+        CHECK_FALSE(channel.receive().has_value());
+        CHECK(channel.dropped() == 1);
+        CHECK(channel.muted());
+        CHECK(channel.mutes() == 1);
+    }
+
+    TEST_CASE("a message carries when the driver sent it, by the kernel's clock") {
+        ControlChannel channel;
+        const auto before = std::chrono::system_clock::now();
+        send_from_driver(channel, record('.', 0, R"({"kind":"ready"})"));
+        const auto after = std::chrono::system_clock::now();
+        channel.on_readable();
+        const auto message = channel.receive();
+        REQUIRE(message);
+        REQUIRE(message->sent);
+        CHECK(*message->sent >= before - std::chrono::milliseconds{1});
+        CHECK(*message->sent <= after + std::chrono::milliseconds{1});
+    }
+
+    TEST_CASE("descriptors sent along with a timestamp asked for are not installed either") {
+        // Room in the control buffer for the timestamp must not become room for descriptors.
+        ControlChannel channel;
+        int pipe_fds[2];
+        REQUIRE(::pipe(pipe_fds) == 0);
+        const std::string text = record('.', 0, R"({"kind":"x"})");
+        iovec part{const_cast<char*>(text.data()), text.size()};
+        int fds[4] = {pipe_fds[1], pipe_fds[1], pipe_fds[1], pipe_fds[1]};
+        alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
+        msghdr message{};
+        message.msg_iov = &part;
+        message.msg_iovlen = 1;
+        message.msg_control = control;
+        message.msg_controllen = sizeof control;
+        cmsghdr* cmsg = CMSG_FIRSTHDR(&message);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof fds);
+        std::memcpy(CMSG_DATA(cmsg), fds, sizeof fds);
+        REQUIRE(::sendmsg(channel.child_fd(), &message, 0) > 0);
+        ::close(pipe_fds[1]);
+        CHECK(receive_all(channel).size() == 1);
+        char byte;
+        CHECK(::read(pipe_fds[0], &byte, 1) == 0);
+        ::close(pipe_fds[0]);
+    }
+
+    TEST_CASE("what the driver could not have written is dropped before the parser") {
+        // Its messages are ASCII with every control character escaped; a string left open, a
+        // bad escape or another byte would cost the parser's error path a copy of the string.
+        ControlChannel channel;
+        channel.expect("done", "t");
+        for (const std::string tail : {R"("x":"open)", "\"x\":\"\x01\"}", R"("x":"\q"})",
+                                       R"("x":"\u12"})", "\"x\":\"\xc3\xa9\"}"})
+            send_from_driver(channel, record('.', 0, R"({"kind":"done","token":"t",)" + tail));
+        send_from_driver(channel,
+                         record('.', 0, R"({"kind":"done","token":"t","x":"\u00e9\"\\\/"})"));
+        const auto messages = receive_all(channel);
+        REQUIRE(messages.size() == 1);
+        CHECK(messages[0]["x"] == "\u00e9\"\\/");
+        CHECK(channel.dropped() == 5);
     }
 }
