@@ -159,6 +159,10 @@ class Enforcement:
     """What a denied system call gets: ``"errno"`` or ``"kill"``."""
     landlock: int | None
     """The Landlock ABI in force, or None where the kernel has none (JSON ``false``)."""
+    landlock_rights: tuple[str, ...]
+    """What Landlock handled: ``"fs"``, ``"ioctl_dev"`` (device ioctls), ``"tcp"`` (TCP bind
+    and connect, under network none and proxy), ``"scopes"`` (abstract UNIX sockets and
+    signals leaving the sandbox); empty without Landlock."""
     no_new_privs: bool
     capabilities: tuple[str, ...]
     resources: str
@@ -426,7 +430,9 @@ def _enforcement(fields: _Fields | None) -> Enforcement | None:
     if fields is None:
         return None
     return Enforcement(namespaces=fields.texts("namespaces"), seccomp=fields.text("seccomp"),
-                       landlock=_landlock(fields), no_new_privs=fields.flag("no_new_privs"),
+                       landlock=_landlock(fields),
+                       landlock_rights=fields.texts("landlock_rights"),
+                       no_new_privs=fields.flag("no_new_privs"),
                        capabilities=fields.texts("capabilities"),
                        resources=fields.text("resources"), audit_hook=fields.text("audit_hook"),
                        host_uid=fields.number("host_uid"), degraded=fields.texts("degraded"))

@@ -81,10 +81,22 @@ Check check_seccomp() {
     return check;
 }
 
+// What a run's ruleset handles on a kernel of `abi`, and what this kernel is too old for.
+std::string rights_in(int abi) {
+    const landlock::Ruleset ruleset = landlock::plan_rules(abi, NetMode::proxy, {}, {});
+    std::string text;
+    for (const std::string& right : landlock::handled_rights(ruleset))
+        text += (text.empty() ? "" : ", ") + (right == "tcp" ? "tcp (--net none, proxy)" : right);
+    if (abi < 4) text += "; TCP needs ABI 4";
+    if (abi < 5) text += "; device ioctls need ABI 5";
+    if (abi < 6) text += "; scopes (abstract UNIX sockets, signals) need ABI 6";
+    return text;
+}
+
 Check check_landlock() {
     int abi = landlock::kernel_abi();
     Check check{"Landlock", abi > 0, false, {}, {}};
-    check.detail = abi > 0 ? "ABI " + std::to_string(abi) : "not available";
+    check.detail = abi > 0 ? "ABI " + std::to_string(abi) + ": " + rights_in(abi) : "not available";
     if (!check.ok)
         check.fix =
             "optional: a kernel >= 5.13 with lsm=...,landlock on its command line; "

@@ -39,9 +39,15 @@ void describe_plan(const Plan& plan) {
     if (plan.font_list)
         say("matplotlib font list: " + plan.font_list->source + ", copied to " +
             plan.font_list->target);
-    say(plan.landlock.abi > 0 ? "landlock: ABI " + std::to_string(plan.landlock.abi)
-                              : "landlock: not in this kernel (degraded: the read-only mounts "
-                                "alone keep writes in /tmp)");
+    if (plan.landlock.abi > 0) {
+        std::string rights;
+        for (const std::string& right : landlock::handled_rights(plan.landlock))
+            rights += (rights.empty() ? "" : ", ") + right;
+        say("landlock: ABI " + std::to_string(plan.landlock.abi) + " (" + rights + ")");
+    } else {
+        say("landlock: not in this kernel (degraded: the read-only mounts alone keep writes in "
+            "/tmp)");
+    }
 }
 
 // --trace-syscalls in human mode: one line per call, and how to allow a denied one.

@@ -222,8 +222,9 @@ constexpr Step kSteps[] = {
     {"close inherited fds", step_close_fds},
     // The script's rlimits are set in its own process, just before seccomp (init.cpp).
     {"pin to the allowed CPUs", limits::step_set_affinity},
-    // Landlock needs the final paths (after pivot_root) and, without no_new_privs, CAP_SYS_ADMIN.
-    {"restrict the filesystem (Landlock)", landlock::step_restrict_filesystem},
+    // Landlock needs the final paths (after pivot_root), the proxy's port bound (it refuses binds)
+    // and, without no_new_privs, CAP_SYS_ADMIN.
+    {"restrict access (Landlock)", landlock::step_restrict_access},
     // Privileges go last: every step above needs CAP_SYS_ADMIN in the namespace.
     {"set no_new_privs", caps::step_set_no_new_privs},
     {"drop capabilities", caps::step_drop_capabilities},

@@ -1,5 +1,6 @@
 #include "inside/job_spec.hpp"
 
+#include <cstdint>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -9,7 +10,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;
 
 json cpus(const cpu_set_t& set) {
     json list = json::array();
@@ -58,6 +59,9 @@ std::string write_job_spec(const Plan& plan) {
         rules.push_back({rule.path, rule.access});
     spec["landlock"] = {{"abi", plan.landlock.abi},
                         {"handled", plan.landlock.handled},
+                        {"handled_net", plan.landlock.handled_net},
+                        {"connect_ports", plan.landlock.connect_ports},
+                        {"scoped", plan.landlock.scoped},
                         {"rules", std::move(rules)}};
     json program = json::array();
     for (const sock_filter& insn : plan.seccomp_program)
@@ -98,6 +102,14 @@ std::unique_ptr<Plan> read_job_spec(std::string_view text) {
     const json& ruleset = spec.at("landlock");
     plan->landlock.abi = ruleset.at("abi").get<int>();
     plan->landlock.handled = ruleset.at("handled").get<std::uint64_t>();
+    plan->landlock.handled_net = ruleset.at("handled_net").get<std::uint64_t>();
+    for (const json& port : ruleset.at("connect_ports")) {
+        const auto number = port.get<std::uint64_t>();
+        if (number == 0 || number > UINT16_MAX)
+            throw std::runtime_error("job spec: a TCP port out of range");
+        plan->landlock.connect_ports.push_back(static_cast<std::uint16_t>(number));
+    }
+    plan->landlock.scoped = ruleset.at("scoped").get<std::uint64_t>();
     for (const json& rule : ruleset.at("rules"))
         plan->landlock.rules.push_back(
             landlock::Rule{rule.at(0).get<std::string>(), rule.at(1).get<std::uint64_t>()});

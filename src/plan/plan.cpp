@@ -396,7 +396,8 @@ void add_kernel_layers(Plan& plan) {
     for (const auto& bind : plan.ro_binds) readable.push_back(bind.source);
     std::vector<std::string> writable{"/tmp"};
     if (!plan.shm_mount_options.empty()) writable.emplace_back("/dev/shm");
-    plan.landlock = landlock::plan_rules(landlock::kernel_abi(), readable, writable);
+    plan.landlock =
+        landlock::plan_rules(landlock::kernel_abi(), plan.profile.network.mode, readable, writable);
 }
 
 // A sandbox that nests others (Program::Kind::zygote) is set up as any other but where a nested

@@ -226,6 +226,7 @@ json enforcement_json(const Plan& plan, const Outcome& outcome) {
     return {{"namespaces", {"user", "mount", "pid", "network", "ipc", "uts", "cgroup"}},
             {"seccomp", plan.profile.seccomp.kill ? "kill" : "errno"},
             {"landlock", plan.landlock.abi > 0 ? json(plan.landlock.abi) : json(false)},
+            {"landlock_rights", landlock::handled_rights(plan.landlock)},
             {"no_new_privs", true},
             {"capabilities", json::array()},
             {"resources", plan.cgroup ? "cgroup" : "rlimit"},

@@ -31,6 +31,7 @@ from support.env import (AS_NOBODY, NOBODY, PYSANDBOX, REPO, RUN_AS, SANDBOX_UID
                          TIME_SLACK_SCALE, binary_missing, command_prefix, expected_host_uid)
 from support.files import (TEST_HELPER_PREFIXES, new_marker, new_secret, temp_dir,  # noqa: E402
                            write_file)
+from support.host import landlock_abi  # noqa: E402
 from support.procfs import marker_pids, sandboxed_python_pid, settle  # noqa: E402
 from support.procfs import status as proc_status  # noqa: E402
 from support.running import Result, Running, run  # noqa: E402
@@ -40,7 +41,8 @@ __all__ = [
     "AS_NOBODY", "LIVE_TIMEOUT", "NOBODY_GID", "NOBODY_UID", "PYSANDBOX", "REPO", "REPORT_HELPER",
     "RUN_AS", "Result", "Running", "SANDBOX_PYTHON", "SANDBOX_UID", "SandboxTestCase",
     "TEST_HELPER_PREFIXES", "TIME_SLACK_SCALE", "WAIT_FOR_HOST", "check_environment",
-    "command_prefix", "expected_host_uid", "jobs_file", "leftovers", "marked_profile",
+    "command_prefix", "expected_host_uid", "jobs_file", "landlock_abi", "leftovers",
+    "marked_profile",
     "new_marker", "new_secret", "parse_report", "preload_marker", "probe_script", "proc_status",
     "profile", "require_modules", "result_schema", "run", "sandboxed_python_pid", "script",
     "temp_dir", "wait_for_no_leftovers", "write_file",

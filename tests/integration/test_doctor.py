@@ -9,7 +9,8 @@ import shutil
 import subprocess
 import unittest
 
-from harness import AS_NOBODY, PYSANDBOX, SandboxTestCase, command_prefix, run
+from harness import (AS_NOBODY, PYSANDBOX, SandboxTestCase, command_prefix, landlock_abi,
+                     run)
 
 CHECK_FIELDS = ["name", "ok", "required", "detail", "fix"]
 MARKS = {"ok  ": True, "FAIL": False, "warn": False}
@@ -68,6 +69,20 @@ class DoctorJsonTest(SandboxTestCase):
         self.assertIs(end_to_end["ok"], True, end_to_end)
         self.assertIn("python ran in the sandbox", end_to_end["detail"])
         self.assertIs(check_named(report, "Landlock")["required"], False)
+
+    def test_landlock_names_what_this_kernel_lets_a_run_handle(self):
+        abi = landlock_abi()
+        self.assertGreaterEqual(abi, 6, "this host's kernel has Landlock's scopes")
+        r = run(["doctor", "--json"], timeout=60)
+        detail = check_named(parse_report(r.stdout), "Landlock")["detail"]
+        self.assertEqual(detail, f"ABI {abi}: fs, ioctl_dev, tcp (--net none, proxy), scopes")
+        # -v says what this run's ruleset handled: under loopback, not TCP.
+        for net, rights in (("none", "fs, ioctl_dev, tcp, scopes"),
+                            ("loopback", "fs, ioctl_dev, scopes")):
+            with self.subTest(net=net):
+                v = run(["run", "-v", "--net", net, "-c", "pass"], timeout=60)
+                self.assertEqual(v.returncode, 0, v.describe())
+                self.assertIn(f"landlock: ABI {abi} ({rights})", v.stderr.decode(), v.describe())
 
     def test_json_and_text_give_the_same_verdicts(self):
         text = run(["doctor"], timeout=60)

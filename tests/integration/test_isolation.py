@@ -26,7 +26,9 @@ from harness import (
     NOBODY_UID,
     SandboxTestCase,
     expected_host_uid,
+    landlock_abi,
     new_secret,
+    profile,
     parse_report,
     proc_status,
     temp_dir,
@@ -410,6 +412,63 @@ class LiveProcessTest(SandboxTestCase):
         self.assertEqual(parse_report(result.stdout),
                          {"hostname": "sandbox", "nodename": "sandbox"})
         self.assertNotEqual(socket.gethostname(), "sandbox")
+
+
+class DeviceIoctlTest(SandboxTestCase):
+    """Landlock (ABI 5) refuses ioctls on the devices the sandbox opens: no rule grants
+    LANDLOCK_ACCESS_FS_IOCTL_DEV. TCGETS passes the seccomp filter (isatty() needs it), so the
+    driver would answer ENOTTY; RNDGETENTCNT on /dev/urandom, which any user may ask, is shown
+    with the filter relaxed (a profile that allows ioctl outright), so that Landlock is what
+    answers."""
+
+    PROBE = """
+        import errno, fcntl, os, termios
+        RNDGETENTCNT = 0x80045200
+        out = {}
+        for name in ("null", "zero", "urandom"):
+            fd = os.open("/dev/" + name, os.O_RDONLY)
+            try:
+                termios.tcgetattr(fd)
+                out[name + " TCGETS"] = "ok"
+            except termios.error as e:
+                out[name + " TCGETS"] = errno.errorcode[e.args[0]]
+            try:
+                fcntl.ioctl(fd, RNDGETENTCNT, bytes(4))
+                out[name + " RNDGETENTCNT"] = "ok"
+            except OSError as e:
+                out[name + " RNDGETENTCNT"] = errno.errorcode[e.errno]
+        report(out)
+    """
+
+    def setUp(self):
+        super().setUp()
+        if landlock_abi() < 5:
+            self.fail(f"this kernel's Landlock ABI is {landlock_abi()}: device ioctls need 5")
+
+    def test_device_ioctls_are_refused(self):
+        r = self.run_script(self.PROBE)
+        self.assertEqual(r.returncode, 0, r.describe())
+        out = parse_report(r.stdout)
+        for name in ("null", "zero", "urandom"):
+            with self.subTest(device=name):
+                self.assertEqual(out[name + " TCGETS"], "EACCES", out)
+                # The filter answers first: ENOTTY for every ioctl outside its list.
+                self.assertEqual(out[name + " RNDGETENTCNT"], "ENOTTY", out)
+
+    def test_device_ioctls_are_refused_with_the_filter_relaxed(self):
+        relaxed = profile("""
+            extends = "default"
+
+            [seccomp]
+            allow = ["ioctl"]
+        """)
+        r = self.run_script(self.PROBE, options=["-p", str(relaxed)])
+        self.assertEqual(r.returncode, 0, r.describe())
+        out = parse_report(r.stdout)
+        for name in ("null", "zero", "urandom"):
+            with self.subTest(device=name):
+                self.assertEqual(out[name + " TCGETS"], "EACCES", out)
+                self.assertEqual(out[name + " RNDGETENTCNT"], "EACCES", out)
 
 
 class EnvironmentTest(SandboxTestCase):

@@ -13,8 +13,8 @@ import signal
 import subprocess
 import unittest
 
-from harness import (PYSANDBOX, REPORT_HELPER, SandboxTestCase, expected_host_uid, run,
-                     script)
+from harness import (PYSANDBOX, REPORT_HELPER, SandboxTestCase, expected_host_uid, landlock_abi,
+                     run, script)
 
 SCHEMA = "pysandbox.result/v1"
 TOP_LEVEL_FIELDS = {
@@ -40,6 +40,14 @@ def version() -> str:
     out = subprocess.run([PYSANDBOX, "--version"], capture_output=True, text=True, check=True)
     return out.stdout.split()[-1]
 
+
+
+def landlock_rights(abi: int, net: str) -> list[str]:
+    """What enforcement.landlock_rights lists on a kernel of Landlock ABI ``abi`` under ``--net
+    net``: each part from the ABI that brought it."""
+    rights = [("fs", abi >= 1), ("ioctl_dev", abi >= 5), ("tcp", abi >= 4 and net != "loopback"),
+              ("scopes", abi >= 6)]
+    return [name for name, handled in rights if handled]
 
 class JsonTestCase(SandboxTestCase):
     def run_json(self, body: str, *args: str, options=(), **kwargs):
@@ -120,6 +128,17 @@ class StatusTest(JsonTestCase):
         self.assertEqual(enforcement["degraded"], ["cgroup"])
         self.assertEqual(enforcement["audit_hook"], "installed", "the default profile has a [policy]")
         self.assertEqual(enforcement["host_uid"], expected_host_uid())
+        self.assertEqual(enforcement["landlock_rights"], landlock_rights(landlock_abi(), "none"))
+
+    def test_landlock_rights_follow_the_kernel_and_the_network_mode(self):
+        # TCP is Landlock's under none and proxy; under loopback the network namespace alone
+        # bounds it (Landlock restricts ports, not addresses).
+        for net in ("none", "loopback", "proxy"):
+            with self.subTest(net=net):
+                r, obj = self.run_json("pass\n", options=["--net", net])
+                self.assertEqual(obj["status"], "ok", r.describe())
+                self.assertEqual(obj["enforcement"]["landlock_rights"],
+                                 landlock_rights(landlock_abi(), net))
 
     def test_error_is_a_nonzero_exit_without_exception(self):
         r, obj = self.run_json("import sys\nprint('bye', file=sys.stderr)\nsys.exit(3)\n")

@@ -103,9 +103,10 @@ from support.fronts import (FRONTS, PRELUDE, VIA, Outcome, Sandbox,  # noqa: E40
                             SessionSandbox, kernel_only_profile, new_marker,
                             script_file, session_profile)
 from support.host import (Listeners, canary, file_state, host_addresses,  # noqa: E402
-                          host_interface, host_lock, hosts_file_prefix, mount_tmpfs,
+                          host_interface, host_lock, hosts_file_prefix, in_namespace,
+                          landlock_abi, listening_tcp_ports, loopback_up_in, mount_tmpfs,
                           nobody_name, spawn_victim, tree_state, used_bytes,
-                          usr_fixture_dir)
+                          usr_fixture_dir, victim_in_pid_namespace)
 from support.procfs import (Proc, all_pids, cmdline, exe, fd_targets,  # noqa: E402
                             kill_pids, mount_table, mountinfo, namespaces, read_bytes,
                             readable_sockets, readlink, socket_families, status)
@@ -122,12 +123,13 @@ __all__ = [
     "at_cleanup", "canary", "check_behaved", "check_bomb_went_off", "check_filter_denies",
     "check_held_fds", "check_result", "check_same_namespaces", "check_secrets", "cmdline",
     "denies", "exe", "fd_targets", "file_state", "host_addresses", "host_interface", "host_lock",
-    "hosts_file_prefix", "kernel_only_profile", "kill_pids", "main", "mount_table", "mount_tmpfs",
+    "hosts_file_prefix", "in_namespace", "kernel_only_profile", "kill_pids", "landlock_abi",
+    "listening_tcp_ports", "loopback_up_in", "main", "mount_table", "mount_tmpfs",
     "mountinfo", "namespaces", "new_marker", "new_secret", "nobody_name", "private_dir",
     "proxy_resolution_attack", "read_bytes", "readable_sockets", "readlink", "remove",
     "script_file", "session_profile", "shared_dir", "signalled", "socket_families",
     "spawn_victim", "status", "syscall_attack", "tree_state", "used_bytes", "usr_fixture_dir",
-    "verdict", "write_file",
+    "verdict", "victim_in_pid_namespace", "write_file",
 ]
 
 RUN_AS = env.RUN_AS or "root"

@@ -330,3 +330,117 @@ class Listeners:
         self.thread.join(2)
         for _, s in self.socks:
             s.close()
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (landlock_create_ruleset(NULL, 0, VERSION)), 0 without
+    Landlock: what a run's enforcement.landlock_rights depends on."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1))
+    return max(0, int(abi))
+
+
+def in_namespace(pid: int, kind: str, fn):
+    """``fn()`` called in a thread of the test that joined the ``kind`` namespace ("net") of host
+    process ``pid``: a socket it makes belongs to that namespace for good, whichever thread uses
+    it later. Returns what fn returned (or raises what it raised)."""
+    import ctypes
+    flags = {"net": 0x40000000}[kind]
+    out: dict = {}
+
+    def run() -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            fd = os.open(f"/proc/{pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                if libc.setns(fd, flags) != 0:
+                    raise OSError(ctypes.get_errno(), f"setns(/proc/{pid}/ns/{kind})")
+            finally:
+                os.close(fd)
+            out["value"] = fn()
+        except BaseException as e:  # handed to the caller
+            out["error"] = e
+    t = threading.Thread(target=run)  # its namespace ends with it
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+def loopback_up_in(pid: int) -> None:
+    """Bring lo up in the network namespace of ``pid`` (a sandbox under --net none leaves it
+    down), so that a connection there fails only if something refuses it."""
+    import fcntl
+    import socket as _socket
+    import struct
+
+    def up() -> None:
+        with _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM) as s:
+            ifreq = struct.pack("16sH22x", b"lo", 0x1 | 0x40)  # IFF_UP | IFF_RUNNING
+            fcntl.ioctl(s, 0x8914, ifreq)  # SIOCSIFFLAGS
+    in_namespace(pid, "net", up)
+
+
+def listening_tcp_ports(pid: int) -> set[int]:
+    """The TCP ports with a listener in the network namespace of ``pid`` (its /proc/PID/net/tcp
+    and tcp6, state 0A), as the host reads them."""
+    ports = set()
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = read_bytes(f"/proc/{pid}/net/{name}").decode().splitlines()[1:]
+        except (OSError, AttributeError):
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "0A":
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def victim_in_pid_namespace(pid: int, token: str, uid: int = NOBODY) -> int:
+    """A process that sleeps, running as ``uid`` (the sandbox's own host uid by default) in the PID namespace
+    of host process ``pid``, with ``token`` on its command line; it dies with that namespace.
+    Joined from the host, it is in no Landlock domain. Returns its host pid."""
+    p = subprocess.Popen(["nsenter", f"--target={pid}", "--pid", "--", "setpriv",
+                          f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+                          "/usr/bin/python3", "-S", "-c", "import time; time.sleep(120)", token],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
+
+    def stop() -> None:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    at_cleanup(stop)
+    children = f"/proc/{p.pid}/task/{p.pid}/children"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            kids = open(children).read().split()
+            # Once it runs python as uid: before that it is setpriv, as root.
+            if kids and token.encode() in read_bytes(f"/proc/{kids[0]}/cmdline") and \
+                    f"Uid:\t{uid}\t" in read_bytes(f"/proc/{kids[0]}/status").decode() and \
+                    "python" in os.readlink(f"/proc/{kids[0]}/exe"):
+                victim = int(kids[0])
+                at_cleanup(lambda: _kill_quietly(victim, token))
+                return victim
+        except (OSError, TypeError):
+            pass
+        if p.poll() is not None:
+            raise Verdict(f"nsenter into the sandbox's PID namespace failed: "
+                          f"{p.stderr.read().decode(errors='replace').strip()}")
+        time.sleep(0.02)
+    raise Verdict("the victim in the sandbox's PID namespace never started")
+
+
+def _kill_quietly(pid: int, token: str) -> None:
+    """SIGKILL to ``pid`` if it is still the process with ``token`` on its command line."""
+    if token.encode() not in (read_bytes(f"/proc/{pid}/cmdline") or b""):
+        return
+    try:
+        os.kill(pid, 9)
+    except OSError:
+        pass

@@ -142,9 +142,9 @@ TEST_SUITE("step tables") {
 
     TEST_CASE("pivot after every mount, then the root is sealed and the work dir entered") {
         check_order(kMounts, {"pivot into the new root"});
-        check_order({"pivot into the new root"},
-                    {"seal the root read-only", "enter the work directory",
-                     "restrict the filesystem (Landlock)"});
+        check_order(
+            {"pivot into the new root"},
+            {"seal the root read-only", "enter the work directory", "restrict access (Landlock)"});
         check_order({"seal the root read-only"}, {"enter the work directory"});
     }
 
@@ -156,7 +156,7 @@ TEST_SUITE("step tables") {
     TEST_CASE("privileges go last: Landlock, then no_new_privs, then the capabilities") {
         const auto steps = child_steps();
         REQUIRE(steps.size() >= 3);
-        CHECK(steps[steps.size() - 3].name == "restrict the filesystem (Landlock)");
+        CHECK(steps[steps.size() - 3].name == "restrict access (Landlock)");
         CHECK(steps[steps.size() - 2].name == "set no_new_privs");
         CHECK(steps[steps.size() - 1].name == "drop capabilities");
     }
@@ -212,7 +212,7 @@ TEST_SUITE("step tables") {
                                  "start a new session",
                                  "close inherited fds",
                                  "pin to the allowed CPUs",
-                                 "restrict the filesystem (Landlock)",
+                                 "restrict access (Landlock)",
                                  "set no_new_privs",
                                  "drop capabilities"}) {
             CAPTURE(name);

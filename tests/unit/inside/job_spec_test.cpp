@@ -42,8 +42,11 @@ std::unique_ptr<Plan> job_plan() {
     CPU_SET(1, &plan->affinity);
     CPU_SET(3, &plan->affinity);
     for (int cpu : {0, 1, 2, 3, CPU_SETSIZE - 1}) CPU_SET(cpu, &plan->allowed_cpus);
-    plan->landlock.abi = 3;
-    plan->landlock.handled = 0x7fff;
+    plan->landlock.abi = 6;
+    plan->landlock.handled = 0xffff;
+    plan->landlock.handled_net = 0x3;
+    plan->landlock.connect_ports = {3128, 65535};
+    plan->landlock.scoped = 0x3;
     plan->landlock.rules = {{"/usr", 0x5}, {"/tmp", 0x7ff}};
     plan->seccomp_program = {{BPF_LD | BPF_W | BPF_ABS, 0, 0, 4},
                              {BPF_JMP | BPF_JEQ | BPF_K, 1, 2, 0xc000003e},
@@ -92,6 +95,9 @@ TEST_SUITE("job spec") {
         CHECK(cpus(plan->allowed_cpus) != cpus(defaults.allowed_cpus));
         CHECK(plan->landlock.abi != defaults.landlock.abi);
         CHECK(plan->landlock.handled != defaults.landlock.handled);
+        CHECK(plan->landlock.handled_net != defaults.landlock.handled_net);
+        CHECK(plan->landlock.connect_ports != defaults.landlock.connect_ports);
+        CHECK(plan->landlock.scoped != defaults.landlock.scoped);
         CHECK(plan->landlock.rules.size() != defaults.landlock.rules.size());
         CHECK(plan->seccomp_program.size() != defaults.seccomp_program.size());
         CHECK(plan->seccomp_listener != defaults.seccomp_listener);
@@ -131,6 +137,9 @@ TEST_SUITE("job spec") {
         CHECK(cpus(back->allowed_cpus) == cpus(plan->allowed_cpus));
         CHECK(back->landlock.abi == plan->landlock.abi);
         CHECK(back->landlock.handled == plan->landlock.handled);
+        CHECK(back->landlock.handled_net == plan->landlock.handled_net);
+        CHECK(back->landlock.connect_ports == plan->landlock.connect_ports);
+        CHECK(back->landlock.scoped == plan->landlock.scoped);
         REQUIRE(back->landlock.rules.size() == plan->landlock.rules.size());
         for (std::size_t i = 0; i < plan->landlock.rules.size(); ++i) {
             CAPTURE(i);
@@ -185,7 +194,7 @@ TEST_SUITE("job spec") {
         CHECK_THROWS_AS(read_job_spec("not json"), std::exception);
         CHECK_THROWS_AS(read_job_spec("[]"), std::exception);
         CHECK_THROWS_AS(read_job_spec(write_job_spec(*job_plan()).substr(0, 40)), std::exception);
-        CHECK_THROWS_AS(read_job_spec(edited(ptr("/version"), 2)), std::runtime_error);
+        CHECK_THROWS_AS(read_job_spec(edited(ptr("/version"), 1)), std::runtime_error);
         CHECK_THROWS_AS(read_job_spec(edited(ptr("/version"), removed)), std::exception);
         CHECK_THROWS_AS(read_job_spec(edited(ptr("/hostname"), removed)), std::exception);
         CHECK_THROWS_AS(read_job_spec(edited(ptr("/hostname"), 7)), std::exception);
@@ -200,6 +209,13 @@ TEST_SUITE("job spec") {
         CHECK_THROWS_AS(read_job_spec(edited(ptr("/user_counts/0"), json{1, 2})), std::exception);
         CHECK_THROWS_AS(read_job_spec(edited(ptr("/landlock/rules/0"), json{"/usr"})),
                         std::exception);
+        CHECK_THROWS_AS(read_job_spec(edited(ptr("/landlock/handled_net"), removed)),
+                        std::exception);
+        CHECK_THROWS_AS(read_job_spec(edited(ptr("/landlock/scoped"), "all")), std::exception);
+        CHECK_THROWS_AS(read_job_spec(edited(ptr("/landlock/connect_ports/0"), 65536)),
+                        std::runtime_error);
+        CHECK_THROWS_AS(read_job_spec(edited(ptr("/landlock/connect_ports/0"), 0)),
+                        std::runtime_error);
         CHECK_THROWS_AS(read_job_spec(edited(ptr("/seccomp"), json::array())), std::runtime_error);
         json too_long = json::array();
         for (int i = 0; i <= BPF_MAXINSNS; ++i) too_long.push_back({6, 0, 0, 0});
