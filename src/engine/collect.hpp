@@ -24,7 +24,7 @@ Outcome collect(const Plan& plan, Supervised supervised);
 // What collection may add to a run's (or a session cell's) wall time: hashing and copying stop
 // this long after the script's time ended (man page), however late collection began. The rest
 // of the documented second is pysandbox's own start, teardown and result on a busy host.
-inline constexpr std::chrono::milliseconds kCollectBudget{750};
+inline constexpr std::chrono::milliseconds kCollectBudget{500};
 
 // Where artifacts are copied: an open host directory and its path, or nowhere.
 struct ArtifactTarget {
