@@ -98,6 +98,7 @@ void ControlChannel::expect(std::string_view kind, std::string_view token) {
     if (!token.empty()) head_.append(R"(,"token":")").append(token).append("\"");
     bytes_ = 0;
     cpu_ = {};
+    message_cpu_ = {};
     muted_ = false;
 }
 
@@ -157,6 +158,7 @@ void ControlChannel::on_readable() {
     const std::chrono::nanoseconds start = thread_cpu();
     taken_cpu_ = {};
     for (int i = 0; i < kRecordsPerRead && !closed_; ++i) {
+        const std::chrono::nanoseconds before = thread_cpu();
         const auto [n, ended, sent] = sys::receive_untrusted(own_.get(), record, sizeof record);
         if (n < 0) {
             if (errno != EAGAIN && errno != EINTR) closed_ = true;
@@ -177,7 +179,6 @@ void ControlChannel::on_readable() {
             continue;
         }
         // Receiving the message taken (its records and its parse) is not charged either.
-        const std::chrono::nanoseconds before = thread_cpu();
         add_record(record, static_cast<std::size_t>(n), sent);
         message_cpu_ += thread_cpu() - before;
         if (expected_ == 0) {  // no message under way: taken, dropped or skipped
@@ -187,7 +188,9 @@ void ControlChannel::on_readable() {
         }
     }
     cpu_ += thread_cpu() - start - taken_cpu_;
-    if (cpu_ > budget_.cpu && !muted_) mute();
+    // The message under way is not charged yet: it may be the one taken (its size bounds it).
+    // Taken, its cost comes back through taken_cpu_; lost or skipped, it stays in cpu_.
+    if (cpu_ - message_cpu_ > budget_.cpu && !muted_) mute();
 }
 
 // Records arrive numbered within their message. The driver sends a record again when a
@@ -266,6 +269,7 @@ void ControlChannel::mute() {
     partial_.shrink_to_fit();
     previous_.clear();
     expected_ = 0;
+    message_cpu_ = {};  // the message lost stays charged
     discarding_ = true;  // the rest of the message being read, when the channel is heard again
 }
 
