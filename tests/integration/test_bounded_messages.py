@@ -4,7 +4,7 @@ more values than any request needs, and a 24 MB one, sent to `session`, `batch` 
 stdin) and `mcp`. Each is answered with a clear error (bad_request; JSON-RPC -32600 with id null,
 as its id could not be read), the front answers a valid request after it, and the front's peak
 resident memory (VmHWM in /proc/PID/status, read from the host) grew by less than 4 times the
-message's size.
+message's size (12 under ASan, whose quarantine keeps freed blocks resident).
 """
 from __future__ import annotations
 
@@ -20,6 +20,14 @@ from harness import (PYSANDBOX, SandboxTestCase, command_prefix, marked_profile,
 
 DEPTH = 100_000
 BIG = 24 * 1000 * 1000
+
+# How many times the message's size the front's peak RSS may grow by. A regular build grows by
+# about 2.2 times for each 200 kB message here (the line read, then refused) and 1.4 times for the
+# 24 MB one. Under ASan every block is padded and freed blocks stay resident in the quarantine
+# (16 MiB in these tests), so the line's buffer as it doubled and what was parsed before the
+# refusal all count: CI measured up to 8.3 times there. The bound is sharp in the regular build;
+# under a sanitizer it still catches the 24 MB message parsed whole (its tree is ~20 times it).
+GROWTH = 12 if os.environ.get("PYSANDBOX_SANITIZED") else 4
 
 
 def nested(depth: int) -> str:
@@ -171,7 +179,7 @@ class BoundedMessagesTest(SandboxTestCase):
     def check_each_front(self, request_id: str, fields: str, why: str) -> None:
         """A request with this id and these fields (JSON text; LIST is a field of the front's
         that holds a list) to each front: refused for `why`, the front's peak RSS grown by less
-        than 4x the message, and a valid request still runs."""
+        than GROWTH times the message, and a valid request still runs."""
         for name, protocol, argv, list_field in self.fronts():
             with self.subTest(front=name):
                 front = Front(argv)
@@ -183,7 +191,7 @@ class BoundedMessagesTest(SandboxTestCase):
                     size = talk.request(request_id, fields.replace("LIST", list_field))
                     talk.check_refused(self, why)
                     grown = front.peak_rss() - before
-                    self.assertLess(grown, 4 * size, f"{name}: peak RSS grew by {grown} bytes "
+                    self.assertLess(grown, GROWTH * size, f"{name}: peak RSS grew by {grown} bytes "
                                     f"for a message of {size}")
                     talk.run(2)
                     talk.check_ran(self, 2)
