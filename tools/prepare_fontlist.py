@@ -8,8 +8,9 @@ into the run's MPLCONFIGDIR instead. It is built the way a sandboxed run would b
 fc-list (a run may not start programs), no caller's ~/.fonts (a run cannot see them), so the
 sandbox finds the same fonts in it as it would by scanning.
 
-When the interpreter has no matplotlib there is nothing to prepare: OUTPUT_DIR is left empty and
-the build goes on. STAMP is touched either way (the build system's record that this ran).
+When the interpreter has no matplotlib there is nothing to prepare: OUTPUT_DIR is left empty, the
+build goes on, and STAMP (the build system's record that this ran) is not touched, so the next
+build tries again: matplotlib is a test dependency, often installed after the first build.
 """
 
 import os
@@ -19,7 +20,8 @@ import tempfile
 from pathlib import Path
 
 
-def prepare(output_dir: Path) -> None:
+def prepare(output_dir: Path) -> bool:
+    """False when the interpreter has no matplotlib."""
     for stale in output_dir.glob("fontlist-v*.json"):
         stale.unlink()
     with tempfile.TemporaryDirectory(prefix="pysandbox-fontlist-") as scratch:
@@ -28,24 +30,25 @@ def prepare(output_dir: Path) -> None:
         try:
             from matplotlib import font_manager
         except ImportError:
-            return
+            return False
         except Exception as error:  # a broken matplotlib is its own problem, not the build's
             print(f"prepare_fontlist: no font list prepared: {error!r}", file=sys.stderr)
-            return
+            return True
         made = Path(scratch) / f"fontlist-v{font_manager.FontManager.__version__}.json"
         if not made.is_file():  # matplotlib could not save it: no list is better than a guess
-            return
+            return True
         partial = output_dir / (made.name + ".partial")
         shutil.copyfile(made, partial)
         partial.chmod(0o644)  # read by every caller, root's sandboxes run as nobody
         partial.rename(output_dir / made.name)
+    return True
 
 
 def main() -> int:
     output_dir, stamp = Path(sys.argv[1]), Path(sys.argv[2])
     output_dir.mkdir(parents=True, exist_ok=True)
-    prepare(output_dir)
-    stamp.touch()
+    if prepare(output_dir):
+        stamp.touch()
     return 0
 
 

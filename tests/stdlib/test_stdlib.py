@@ -2,7 +2,7 @@
 
 The seccomp allowlist (pysandbox(1), SYSTEM CALLS) was measured on what the standard library
 needs; a call left out would show as a test that passes outside and fails inside. This runs the
-same modules of Debian's libpython3.11-testsuite with /usr/bin/python3 as uid 65534, outside and
+same modules of Debian's libpython3.X-testsuite (X: /usr/bin/python3's) as uid 65534, outside and
 inside `-p datascience` with its [policy] emptied, and compares them test case by test case
 (regrtest's JUnit XML): inside may fail only where outside fails too, or where the difference is
 the sandbox's intent (INTENDED below). Inside must also have run (nearly) every test case.
