@@ -2,6 +2,7 @@
 profiles, JSON Schemas, man pages, completions and the Python package where distributions look
 for them."""
 
+import gzip
 import os
 import shutil
 import subprocess
@@ -16,11 +17,12 @@ INSTALLED_FILES = [
     "share/pysandbox/profiles/default.toml",
     "share/pysandbox/profiles/strict.toml",
     "share/pysandbox/profiles/datascience.toml",
-    "share/man/man1/pysandbox.1",
-    "share/man/man5/pysandbox-profile.5",
+    "share/man/man1/pysandbox.1.gz",
+    "share/man/man5/pysandbox-profile.5.gz",
     "share/bash-completion/completions/pysandbox",
     "share/zsh/vendor-completions/_pysandbox",
     "share/fish/vendor_completions.d/pysandbox.fish",
+    "share/doc/pysandbox/copyright",
     "lib/python3/dist-packages/pysandbox/__init__.py",
     "lib/python3/dist-packages/pysandbox/py.typed",
     "lib/python3/dist-packages/pysandbox/dask/__main__.py",
@@ -56,8 +58,8 @@ class InstallTest(unittest.TestCase):
         schema = "share/pysandbox/schema/pysandbox.result.v1.json"
         self.assertEqual((self.prefix / schema).read_bytes(),
                          (REPO / "schema/pysandbox.result.v1.json").read_bytes())
-        page = (self.prefix / "share/man/man1/pysandbox.1").read_text()
-        self.assertIn(f"<prefix>/{schema}", page)
+        page = gzip.decompress((self.prefix / "share/man/man1/pysandbox.1.gz").read_bytes())
+        self.assertIn(f"<prefix>/{schema}", page.decode())
 
     def test_profile_list_names_the_installed_profiles(self):
         proc = self.installed("profile", "list")
@@ -128,7 +130,7 @@ class InstallTest(unittest.TestCase):
         self.assertEqual((proc.returncode, proc.stdout), (0, "42\n"), proc.stderr)
 
     def test_installed_man_page_renders(self):
-        proc = subprocess.run(["man", "-l", self.prefix / "share/man/man1/pysandbox.1"],
+        proc = subprocess.run(["man", "-l", self.prefix / "share/man/man1/pysandbox.1.gz"],
                               capture_output=True, text=True,
                               env={**self.env, "MANPAGER": "cat", "MANWIDTH": "80"})
         self.assertEqual(proc.returncode, 0, proc.stderr)
