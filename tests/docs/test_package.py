@@ -4,8 +4,8 @@ works from where it lands. The package is unpacked into a throwaway root (`dpkg-
 installed on this machine, and from there `pysandbox run`, `pysandbox doctor`, the man page and
 the Python package are used as a user would use them.
 
-Needs dpkg-dev (dpkg-shlibdeps, which CPack runs) and lintian; without them the test fails,
-naming them."""
+Needs dpkg-dev and file (CPack runs dpkg-shlibdeps and file), lintian and binutils; without
+them the test fails, naming them."""
 
 import os
 import re
@@ -19,7 +19,8 @@ from docs_support import BUILD, PYSANDBOX, REPO
 
 CPACK = os.environ.get("CPACK_COMMAND", "cpack")
 MAX_BINARY_BYTES = 15 * 1024 * 1024
-TOOLS = {"dpkg-deb": "dpkg", "dpkg-shlibdeps": "dpkg-dev", "lintian": "lintian",
+# What CPack's DEB generator runs (file and dpkg-shlibdeps, for the dependencies), and the checks.
+TOOLS = {"dpkg-deb": "dpkg", "dpkg-shlibdeps": "dpkg-dev", "file": "file", "lintian": "lintian",
          "readelf": "binutils"}
 
 # Relative to the package's root: what a user of the package needs.
