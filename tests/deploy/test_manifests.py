@@ -68,6 +68,20 @@ class ManifestTest(unittest.TestCase):
                 self.assertEqual(context.get("appArmorProfile"), {"type": "Unconfined"})
                 self.assertIs(context.get("readOnlyRootFilesystem"), True)
 
+    def test_the_readme_gives_the_worker_pods_settings(self):
+        # README.md, "In Docker and Kubernetes": its pod spec is what worker.yaml does.
+        readme = (REPO / "README.md").read_text()
+        section = readme[readme.index("## In Docker and Kubernetes"):]
+        spec = yaml.safe_load(re.search(r"^```yaml\n(.*?)^```$", section, re.M | re.S)[1])["spec"]
+        pod = worker_pod()
+        self.assertEqual(spec["hostUsers"], pod["hostUsers"])
+        for key, value in spec["securityContext"].items():
+            self.assertEqual(pod["securityContext"][key], value, key)
+        for container in pod["initContainers"] + pod["containers"]:
+            for key, value in spec["containers"][0]["securityContext"].items():
+                self.assertEqual(container["securityContext"][key], value,
+                                 f"{container['name']}: {key}")
+
     def test_doctor_gates_the_worker_and_probes_it(self):
         pod = worker_pod()
         self.assertIn(PROBE, [c["command"] for c in pod.get("initContainers", [])],

@@ -1,6 +1,8 @@
 """`cmake --install` into a staging prefix gives a pysandbox that works from there, with the
-profiles, man pages and completions where distributions look for them."""
+profiles, JSON Schemas, man pages, completions and the Python package where distributions look
+for them."""
 
+import gzip
 import os
 import shutil
 import subprocess
@@ -15,13 +17,16 @@ INSTALLED_FILES = [
     "share/pysandbox/profiles/default.toml",
     "share/pysandbox/profiles/strict.toml",
     "share/pysandbox/profiles/datascience.toml",
-    "share/pysandbox/schema/pysandbox.result.v1.json",
-    "share/man/man1/pysandbox.1",
-    "share/man/man5/pysandbox-profile.5",
+    "share/man/man1/pysandbox.1.gz",
+    "share/man/man5/pysandbox-profile.5.gz",
     "share/bash-completion/completions/pysandbox",
     "share/zsh/vendor-completions/_pysandbox",
     "share/fish/vendor_completions.d/pysandbox.fish",
-]
+    "share/doc/pysandbox/copyright",
+    "lib/python3/dist-packages/pysandbox/__init__.py",
+    "lib/python3/dist-packages/pysandbox/py.typed",
+    "lib/python3/dist-packages/pysandbox/dask/__main__.py",
+] + [f"share/pysandbox/schema/{p.name}" for p in sorted((REPO / "schema").glob("*.json"))]
 
 
 class InstallTest(unittest.TestCase):
@@ -53,8 +58,8 @@ class InstallTest(unittest.TestCase):
         schema = "share/pysandbox/schema/pysandbox.result.v1.json"
         self.assertEqual((self.prefix / schema).read_bytes(),
                          (REPO / "schema/pysandbox.result.v1.json").read_bytes())
-        page = (self.prefix / "share/man/man1/pysandbox.1").read_text()
-        self.assertIn(f"<prefix>/{schema}", page)
+        page = gzip.decompress((self.prefix / "share/man/man1/pysandbox.1.gz").read_bytes())
+        self.assertIn(f"<prefix>/{schema}", page.decode())
 
     def test_profile_list_names_the_installed_profiles(self):
         proc = self.installed("profile", "list")
@@ -107,8 +112,25 @@ class InstallTest(unittest.TestCase):
                               "import os; print(sorted(os.listdir('/sandbox/.pysandbox/__pycache__')))")
         self.assertEqual((proc.returncode, proc.stdout), (0, f"{used}\n"), proc.stderr)
 
+    def test_the_python_package_is_where_the_system_python3_finds_it(self):
+        # Debian's python3 has <prefix>/lib/python3/dist-packages on its path for /usr and
+        # /usr/local; here the prefix is a staging one, so PYTHONPATH stands for that.
+        dist = self.prefix / "lib/python3/dist-packages"
+        installed = sorted(str(p.relative_to(dist)) for p in dist.rglob("*") if p.is_file())
+        shipped = sorted(str(p.relative_to(REPO / "python")) for p in
+                         (REPO / "python/pysandbox").rglob("*")
+                         if p.is_file() and "__pycache__" not in p.parts)
+        self.assertEqual(installed, shipped)
+        code = "import pysandbox; print(pysandbox.run('print(6 * 7)').stdout, end='')"
+        proc = subprocess.run(
+            ["/usr/bin/python3", "-c", code],
+            capture_output=True, text=True, cwd=self.root, timeout=60,
+            env={**self.env, "PATH": f"{self.prefix / 'bin'}:/usr/bin:/bin",
+                 "PYTHONPATH": str(dist), "PYTHONDONTWRITEBYTECODE": "1"})
+        self.assertEqual((proc.returncode, proc.stdout), (0, "42\n"), proc.stderr)
+
     def test_installed_man_page_renders(self):
-        proc = subprocess.run(["man", "-l", self.prefix / "share/man/man1/pysandbox.1"],
+        proc = subprocess.run(["man", "-l", self.prefix / "share/man/man1/pysandbox.1.gz"],
                               capture_output=True, text=True,
                               env={**self.env, "MANPAGER": "cat", "MANWIDTH": "80"})
         self.assertEqual(proc.returncode, 0, proc.stderr)
