@@ -6,7 +6,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "fronts/batch.hpp"
 #include "fronts/check.hpp"
@@ -20,6 +22,7 @@
 #include "report/json_text.hpp"
 #include "report/result.hpp"
 #include "sys/errors.hpp"
+#include "sys/fault_injection.hpp"
 
 extern char** environ;
 
@@ -42,6 +45,21 @@ void raise_open_files_limit() {
 void ensure_standard_fds() {
     for (int fd = 0; fd <= 2; ++fd)
         if (::fcntl(fd, F_GETFD) < 0) ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+}
+
+// The test binary only (PYSANDBOX_FAULT_INJECTION, tests/CMakeLists.txt): the faults a test asks
+// for (sys/fault_injection.hpp). In the pysandbox binary it is empty: those variables do nothing.
+// Copied: the child blanks the environment's memory (step_blank_command_line) before its steps.
+void inject_faults() {
+#ifdef PYSANDBOX_FAULT_INJECTION
+    static std::string sysctl;
+    static std::string step;
+    faults::Injected& injected = faults::injected();
+    if (const char* value = std::getenv("PYSANDBOX_FAKE_APPARMOR_SYSCTL"))
+        injected.apparmor_sysctl = (sysctl = value).c_str();
+    if (const char* value = std::getenv("PYSANDBOX_FAKE_EPERM_STEP"))
+        injected.eperm_step = (step = value).c_str();
+#endif
 }
 
 std::vector<std::string> host_environment() {
@@ -93,6 +111,7 @@ int main(int argc, char** argv) {
     ensure_standard_fds();
     raise_open_files_limit();
     ::signal(SIGPIPE, SIG_IGN);  // a closed stdout is an EPIPE to handle, not a death
+    inject_faults();
 
     CommandLine command_line;
     try {

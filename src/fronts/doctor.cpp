@@ -8,19 +8,25 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <optional>
 #include <sstream>
+#include <string_view>
+#include <utility>
 #include <variant>
 
 #include <nlohmann/json.hpp>
 
 #include "embed/version.hpp"
 #include "engine/execute.hpp"
+#include "plan/install_paths.hpp"
 #include "plan/landlock_rules.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
+#include "sys/apparmor.hpp"
 #include "sys/cgroup.hpp"
 
 namespace pysandbox::doctor {
@@ -61,13 +67,47 @@ Check check_user_namespaces() {
     return check;
 }
 
-Check check_apparmor() {
+// A host setting, set for good: written under /etc/sysctl.d, then every file there applied.
+std::string persisted_sysctl(std::string_view setting) {
+    return "echo " + std::string(setting) +
+           " | sudo tee /etc/sysctl.d/60-pysandbox-userns.conf && sudo sysctl --system";
+}
+
+// Both ways past AppArmor's restriction: the profile that grants pysandbox `userns` (where the
+// install put it in /etc/apparmor.d, loaded; else the data dir's copy, installed and loaded), or
+// the restriction lifted for every program.
+std::string apparmor_fix() {
+    const std::filesystem::path loaded = "/etc/apparmor.d/pysandbox";
+    std::error_code ignored;
+    const std::string reload = "sudo apparmor_parser -r " + loaded.string();
+    const std::string profile =
+        std::filesystem::exists(loaded, ignored)
+            ? reload
+            : "sudo install -m644 " +
+                  (installed_data_dir() / "apparmor" / "pysandbox").lexically_normal().string() +
+                  " " + loaded.string() + " && " + reload;
+    return "load pysandbox's AppArmor profile, which grants it user namespaces: " + profile +
+           "; or lift the restriction for every program: " +
+           persisted_sysctl("kernel.apparmor_restrict_unprivileged_userns=0");
+}
+
+// Decided by a real run: under the restriction a profile that grants `userns` (pysandbox's own)
+// lets the sandbox work, and only the end-to-end run shows whether one does.
+Check check_apparmor(const std::optional<Check>& end_to_end) {
     Check check{"AppArmor user-namespace restriction", true, true, "not restricted", {}};
-    if (read_first_line("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1" &&
-        ::geteuid() != 0) {
+    if (!apparmor::restricts_userns()) return check;
+    const std::string sysctl = "kernel.apparmor_restrict_unprivileged_userns = 1";
+    if (::geteuid() == 0) {
+        check.detail = sysctl + ", which does not restrict root";
+    } else if (end_to_end && end_to_end->ok) {
+        check.detail = sysctl +
+                       ": restricted by AppArmor, allowed for pysandbox by its AppArmor "
+                       "profile (the end-to-end sandbox ran)";
+    } else {
         check.ok = false;
-        check.detail = "kernel.apparmor_restrict_unprivileged_userns = 1 (Ubuntu 23.10+)";
-        check.fix = user_namespace_hint();
+        check.detail = sysctl + (end_to_end ? ": the end-to-end sandbox failed under it"
+                                            : ": the end-to-end sandbox could not be tried");
+        check.fix = apparmor_fix();
     }
     return check;
 }
@@ -160,32 +200,34 @@ bool all_required_pass(const std::vector<Check>& checks) {
 }  // namespace
 
 std::string user_namespace_hint() {
-    std::ifstream apparmor("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
-    int restricted = 0;
-    if (apparmor >> restricted && restricted == 1)
-        return "AppArmor restricts unprivileged user namespaces: "
-               "sudo sysctl kernel.apparmor_restrict_unprivileged_userns=0 (or install an AppArmor "
-               "profile for pysandbox)";
+    if (apparmor::restricts_caller())
+        return "AppArmor restricts unprivileged user namespaces: " + apparmor_fix();
     std::ifstream max_ns("/proc/sys/user/max_user_namespaces");
     long max = -1;
-    if (max_ns >> max && max == 0) return "sudo sysctl user.max_user_namespaces=15000";
+    if (max_ns >> max && max == 0) return persisted_sysctl("user.max_user_namespaces=15000");
     std::ifstream debian("/proc/sys/kernel/unprivileged_userns_clone");
     int allowed = 1;
-    if (debian >> allowed && allowed == 0) return "sudo sysctl kernel.unprivileged_userns_clone=1";
+    if (debian >> allowed && allowed == 0)
+        return persisted_sysctl("kernel.unprivileged_userns_clone=1");
     return "check that user namespaces are enabled (pysandbox doctor)";
 }
 
+// The AppArmor check waits for the end-to-end run, which it does not gate: under AppArmor's
+// restriction that run is what tells whether pysandbox's profile lets it work.
 std::vector<Check> run_checks() {
-    std::vector<Check> checks{check_user_namespaces(), check_apparmor(), check_seccomp(),
-                              check_landlock(), check_cgroup()};
+    std::vector<Check> checks{check_user_namespaces(), check_seccomp(), check_landlock(),
+                              check_cgroup()};
+    std::optional<Check> end_to_end;
     try {
         Profile profile = load_profile("default", profile_search_dirs());
         checks.push_back(check_interpreter(profile));
-        if (all_required_pass(checks)) checks.push_back(check_end_to_end(profile));
+        if (all_required_pass(checks)) end_to_end = check_end_to_end(profile);
     } catch (const std::exception& e) {
         checks.push_back({"default profile", false, true, e.what(),
                           "reinstall pysandbox or fix the profile named above"});
     }
+    checks.insert(checks.begin() + 1, check_apparmor(end_to_end));
+    if (end_to_end) checks.push_back(std::move(*end_to_end));
     return checks;
 }
 

@@ -21,6 +21,7 @@
 #include "inside/limits.hpp"
 #include "inside/mounts.hpp"
 #include "inside/net.hpp"
+#include "sys/fault_injection.hpp"
 #include "sys/unique_fd.hpp"
 #include "wire/exit_status.hpp"
 
@@ -268,12 +269,24 @@ unsigned child_step_births(int index) noexcept {
 
 namespace {
 
+// A test build may make one step fail with EPERM instead of running (sys/fault_injection.hpp);
+// in every other build `eperm_step` is null.
+int run_step(ChildContext& ctx, const Step& step) noexcept {
+    const char* faked = faults::injected().eperm_step;
+    if (faked != nullptr && std::strcmp(faked, step.name) == 0) {
+        errno = EPERM;
+        return step_fail(ctx, "EPERM injected by PYSANDBOX_FAKE_EPERM_STEP");
+    }
+    return step.run(ctx);
+}
+
 void run_steps(ChildContext& ctx) noexcept {
     const unsigned birth = static_cast<unsigned>(ctx.birth);
     for (int i = 0; i < kStepCount; ++i) {
         if ((kSteps[i].births & birth) == 0) continue;
         errno = 0;
-        if (int rc = kSteps[i].run(ctx); rc != 0) fail_step(ctx, ReportKind::setup_failed, i, -rc);
+        if (int rc = run_step(ctx, kSteps[i]); rc != 0)
+            fail_step(ctx, ReportKind::setup_failed, i, -rc);
     }
 }
 

@@ -11,11 +11,21 @@
 #include "report/exit_codes.hpp"
 #include "report/json_text.hpp"
 #include "report/violations.hpp"
+#include "sys/apparmor.hpp"
 
 namespace pysandbox {
 namespace {
 
 using Kind = Outcome::Kind;
+
+// A set-up step refused with EPERM where AppArmor restricts this user's namespaces: the namespace
+// has no capabilities (sys/apparmor.hpp), the likely cause, and doctor names the fixes.
+std::string setup_cause(const Outcome& outcome) {
+    if (outcome.error != EPERM || !apparmor::restricts_caller()) return {};
+    return "; likely cause: AppArmor restricts unprivileged user namespaces on this host "
+           "(kernel.apparmor_restrict_unprivileged_userns = 1) and no AppArmor profile allows "
+           "them for pysandbox: run `pysandbox doctor` for the fix";
+}
 
 std::string join(const std::string& a, const std::string& b) {
     if (a.empty() || b.empty()) return a + b;
@@ -89,7 +99,8 @@ std::string human_summary(const Plan& plan, const Outcome& outcome) {
             return "interrupted by " + signal_name(outcome.signal) + "; the sandbox was stopped";
         case Kind::setup_failed:
             return "sandbox setup failed at step \"" + outcome.step + "\": " + outcome.detail +
-                   ": " + std::strerror(outcome.error) + "; the script was not run";
+                   ": " + std::strerror(outcome.error) + "; the script was not run" +
+                   setup_cause(outcome);
         case Kind::exec_failed:
             if (outcome.error == ENOENT || outcome.error == ENOTDIR)
                 return "interpreter " + plan.interpreter +

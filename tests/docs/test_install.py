@@ -35,8 +35,9 @@ class InstallTest(unittest.TestCase):
         cls.root = Path(tempfile.mkdtemp(prefix="pysandbox-install-"))
         cls.root.chmod(0o755)
         cls.prefix = cls.root / "usr"
-        subprocess.run([CMAKE, "--install", BUILD, "--prefix", cls.prefix],
-                       check=True, capture_output=True)
+        # DESTDIR: what installs outside the prefix (the AppArmor profile in /etc) stays here too.
+        subprocess.run([CMAKE, "--install", BUILD, "--prefix", "/usr"], check=True,
+                       capture_output=True, env={**os.environ, "DESTDIR": str(cls.root)})
         # No user profiles: what is found must be the installed ones.
         cls.env = {"PATH": "/usr/bin:/bin", "HOME": str(cls.root / "home"),
                    "XDG_CONFIG_HOME": str(cls.root / "config")}
