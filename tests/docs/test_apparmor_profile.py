@@ -2,8 +2,9 @@
 installed): it attaches to the installed binary, grants `userns` and nothing else, and
 apparmor_parser accepts it (-Q -K -T: parsed only, no kernel, no cache). apparmor_parser is a test
 dependency (Debian's apparmor package): without it the test fails. And the install rule: the
-profile goes to /etc/apparmor.d only where AppArmor 4 can parse it (packaging/apparmor/
-CMakeLists.txt), always under DESTDIR when one is set."""
+installed profile attaches to the binary of the prefix installed to, goes to the data dir always
+and to /etc/apparmor.d only where AppArmor 4 can parse it (packaging/apparmor/CMakeLists.txt),
+under DESTDIR when one is set."""
 
 import os
 import re
@@ -77,27 +78,27 @@ class AppArmorProfileTest(unittest.TestCase):
 
 class InstallRuleTest(unittest.TestCase):
     def install(self, root: Path) -> list[str]:
-        """`cmake --install --component apparmor` into DESTDIR=root: the files it wrote."""
-        subprocess.run([CMAKE, "--install", BUILD, "--component", "apparmor"], check=True,
-                       capture_output=True, env={**os.environ, "DESTDIR": str(root)})
+        """`cmake --install --component apparmor --prefix /usr` into DESTDIR=root: the files it
+        wrote."""
+        subprocess.run([CMAKE, "--install", BUILD, "--component", "apparmor", "--prefix", "/usr"],
+                       check=True, capture_output=True, env={**os.environ, "DESTDIR": str(root)})
         return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
     def test_the_data_dir_always_and_etc_only_where_apparmor_4_is(self):
-        prefix = configured("CMAKE_INSTALL_PREFIX").lstrip("/")
-        shared = f"{prefix}/share/pysandbox/apparmor/pysandbox"
+        shared = "usr/share/pysandbox/apparmor/pysandbox"
         etc = "etc/apparmor.d/pysandbox"
-        # A package's build (-DPYSANDBOX_PACKAGING=ON) ships it always; its postinst loads it.
-        packaging = configured("PYSANDBOX_PACKAGING").upper() in ("ON", "1", "TRUE", "YES")
         with tempfile.TemporaryDirectory() as root:
-            self.assertEqual(self.install(Path(root)), [etc, shared] if packaging else [shared])
+            self.assertEqual(self.install(Path(root)), [shared])
+            # Attached to the binary of the prefix installed to, not the one configured.
+            self.assertIn("profile pysandbox /usr/bin/pysandbox flags=(unconfined) {",
+                          (Path(root) / shared).read_text())
         with tempfile.TemporaryDirectory() as root:
             abi = Path(root) / "etc/apparmor.d/abi/4.0"
             abi.parent.mkdir(parents=True)
             abi.write_text("")
             self.assertEqual(self.install(Path(root)),
                              ["etc/apparmor.d/abi/4.0", etc, shared])
-            self.assertEqual((Path(root) / etc).read_text(),
-                             PROFILE.read_text())
+            self.assertEqual((Path(root) / etc).read_text(), (Path(root) / shared).read_text())
 
 
 if __name__ == "__main__":

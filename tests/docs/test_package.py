@@ -40,9 +40,8 @@ PACKAGED_FILES = [
     "usr/share/doc/pysandbox/copyright",
     "usr/share/doc/pysandbox/changelog.gz",
 ] + [f"usr/share/pysandbox/schema/{p.name}" for p in sorted((REPO / "schema").glob("*.json"))]
-# The AppArmor profile, a conffile, once packaging/apparmor installs it.
-if (REPO / "packaging/apparmor/CMakeLists.txt").exists():
-    PACKAGED_FILES.append("etc/apparmor.d/pysandbox")
+# The AppArmor profile, for the postinst to put in /etc/apparmor.d where AppArmor 4 is.
+PACKAGED_FILES.append("usr/share/pysandbox/apparmor/pysandbox")
 
 
 def run(*args, **kwargs) -> subprocess.CompletedProcess:
@@ -114,6 +113,12 @@ class PackageTest(unittest.TestCase):
         listed = conffiles.read_text().split() if conffiles.exists() else []
         self.assertEqual(listed, etc)
 
+    def test_the_apparmor_profile_attaches_to_the_packaged_binary_and_stays_out_of_etc(self):
+        # Debian 12's AppArmor 3 cannot parse it: the postinst decides, on the machine.
+        text = (self.root / "usr/share/pysandbox/apparmor/pysandbox").read_text()
+        self.assertIn("profile pysandbox /usr/bin/pysandbox flags=(unconfined) {", text)
+        self.assertFalse((self.root / "etc/apparmor.d/pysandbox").exists())
+
     def test_the_binary_is_stripped_and_small(self):
         size = self.binary.stat().st_size
         self.assertLessEqual(size, MAX_BINARY_BYTES, f"{size} bytes")
@@ -127,7 +132,7 @@ class PackageTest(unittest.TestCase):
         self.assertEqual((proc.returncode, errors), (0, []), proc.stdout + proc.stderr)
 
     def test_maintainer_scripts_do_nothing_without_apparmor(self):
-        for script in ("postinst", "prerm"):
+        for script in ("postinst", "prerm", "postrm"):
             path = self.work / "control" / script
             self.assertEqual(path.stat().st_mode & 0o777, 0o755, script)
             # No apparmor_parser on PATH: nothing to load, and the install goes on.
