@@ -269,7 +269,7 @@ void ControlChannel::mute() {
     partial_.shrink_to_fit();
     previous_.clear();
     expected_ = 0;
-    message_cpu_ = {};  // the message lost stays charged
+    message_cpu_ = {};   // the message lost stays charged
     discarding_ = true;  // the rest of the message being read, when the channel is heard again
 }
 
