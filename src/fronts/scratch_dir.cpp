@@ -28,17 +28,19 @@ std::string prefix_of(std::string_view front) {
     return "pysandbox-" + std::string(front) + "-";
 }
 
-// Whether `name` under `parent` is a scratch directory whose front is gone.
-bool is_stale(int parent, const std::string& name) {
+// If `name` under `parent` is a scratch directory whose front is gone, its `.owner`, locked: held
+// until the directory is gone, so a second reaper at the same time finds it taken. Otherwise no
+// descriptor (none is kept open on a live front's directory).
+sys::UniqueFd lock_if_stale(int parent, const std::string& name) {
     sys::UniqueFd dir(
         ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    if (!dir) return false;
+    if (!dir) return {};
     struct stat st {};
-    if (::fstat(dir.get(), &st) != 0 || st.st_uid != ::geteuid()) return false;
+    if (::fstat(dir.get(), &st) != 0 || st.st_uid != ::geteuid()) return {};
     sys::UniqueFd owner(::openat(dir.get(), kOwner, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-    if (!owner) return false;  // not a scratch directory, or not one yet
-    // Held until the directory is gone: a second reaper at the same time finds it taken.
-    return ::flock(owner.release(), LOCK_EX | LOCK_NB) == 0;
+    if (!owner) return {};  // not a scratch directory, or not one yet
+    if (::flock(owner.get(), LOCK_EX | LOCK_NB) != 0) return {};
+    return owner;
 }
 
 }  // namespace
@@ -49,7 +51,9 @@ int reap_stale_scratch(const std::string& parent, std::string_view front) {
     const std::string prefix = prefix_of(front);
     int reaped = 0;
     for (const std::string& name : sys::sorted_names(dir.get())) {
-        if (!name.starts_with(prefix) || !is_stale(dir.get(), name)) continue;
+        if (!name.starts_with(prefix)) continue;
+        const sys::UniqueFd owner = lock_if_stale(dir.get(), name);
+        if (!owner) continue;
         // The parent is sticky (/tmp) or the caller's: no one else can swap the name meanwhile;
         // remove_all removes links, never what they point to.
         std::error_code ignored;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -62,8 +63,14 @@ TEST_CASE("a scratch directory is private, holds files/, and goes when its front
         struct stat st {};
         REQUIRE(::stat(made.c_str(), &st) == 0);
         CHECK((st.st_mode & 07777) == 0700);
-        // Alive: another front's start leaves it.
+        // Alive: another front's start leaves it, and keeps no descriptor of it open (a
+        // reaper that did held a live front's `.owner` until it ended, one per front it met).
+        const auto open_fds = [] {
+            return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{});
+        };
+        const auto before = open_fds();
         CHECK(reap_stale_scratch(parent.path(), "mcp") == 0);
+        CHECK(open_fds() == before);
         CHECK(fs::exists(made));
     }
     CHECK_FALSE(fs::exists(made));
@@ -80,7 +87,12 @@ TEST_CASE("a new front reaps what a killed one left, and nothing else") {
     const fs::path target = left_behind(parent.path(), "target-of-link");
     fs::create_directory_symlink(target, parent / "pysandbox-mcp-link");
 
+    const auto open_fds = [] {
+        return std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator{});
+    };
+    const auto before = open_fds();
     const ScratchDir scratch("mcp");
+    CHECK(open_fds() == before + 1);  // its own `.owner`; none of the directory it reaped
     CHECK_FALSE(fs::exists(stale));
     CHECK(fs::exists(no_owner / "files" / "keep.txt"));
     CHECK(fs::exists(other_front / "files" / "call-1" / "out.txt"));
