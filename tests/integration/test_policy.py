@@ -206,7 +206,9 @@ class HostSupportTest(SandboxTestCase):
                                 capture_output=True, timeout=30)
         self.assertEqual(doctor.returncode, 1)
         self.assertIn(b"FAIL  user namespaces", doctor.stdout)
-        self.assertIn(b"fix: sudo sysctl user.max_user_namespaces", doctor.stdout)
+        # The fix persists the setting (/etc/sysctl.d), as doctor's every sysctl fix does.
+        self.assertIn(b"fix: echo user.max_user_namespaces=15000 | sudo tee /etc/sysctl.d/",
+                      doctor.stdout)
 
 
 if __name__ == "__main__":
