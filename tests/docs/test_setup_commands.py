@@ -10,6 +10,7 @@ suite, so this is quick) and run the example. As nobody: the command up to the b
 
 import os
 import re
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -31,9 +32,17 @@ def command(marker: str) -> str:
     return lines[0]
 
 
-def shim_dir(body: str) -> Path:
+def scratch(test: unittest.TestCase, kind: str) -> Path:
+    """A directory of the test's own, named as a test helper's (tests/support/files.py), so that
+    suites running alongside do not count it as a run's leftover, and removed when it ends."""
+    directory = Path(tempfile.mkdtemp(prefix=f"pysandbox-setup-{kind}-"))
+    test.addCleanup(shutil.rmtree, directory, ignore_errors=True)
+    return directory
+
+
+def shim_dir(test: unittest.TestCase, body: str) -> Path:
     """A directory holding a `sudo` that runs `body` (sh)."""
-    directory = Path(tempfile.mkdtemp(prefix="pysandbox-sudo-"))
+    directory = scratch(test, "sudo")
     directory.chmod(0o755)
     sudo = directory / "sudo"
     sudo.write_text("#!/bin/sh\n" + body)
@@ -47,7 +56,7 @@ class SetupCommandsTest(unittest.TestCase):
         self.assertTrue((REPO / "build" / "build.ninja").is_file(),
                         "the README's install command builds ./build: configure and build it "
                         "there first, or this test would build it all again")
-        missing = shim_dir('echo "sudo: command not found" >&2\nexit 127\n')
+        missing = shim_dir(self, 'echo "sudo: command not found" >&2\nexit 127\n')
         proc = subprocess.run(
             ["bash", "-c", command("install-command")], cwd=REPO, capture_output=True, text=True,
             timeout=900, stdin=subprocess.DEVNULL,
@@ -60,9 +69,9 @@ class SetupCommandsTest(unittest.TestCase):
 
     def test_install_command_through_sudo_as_a_user(self):
         up_to_build = command("install-command").split(" && cmake ", 1)[0]
-        log = Path(tempfile.mkdtemp(prefix="pysandbox-sudo-log-"))
+        log = scratch(self, "log")
         log.chmod(0o777)
-        sudo = shim_dir(f'echo "$*" >> {log}/asked\n')
+        sudo = shim_dir(self, f'echo "$*" >> {log}/asked\n')
         proc = subprocess.run(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
              "bash", "-c", up_to_build], cwd="/", capture_output=True, text=True, timeout=60,

@@ -61,10 +61,10 @@ class SessionLinesTest(SandboxTestCase):
 
     def test_a_cell_that_outlives_its_interrupt_loses_the_state_in_a_valid_line(self):
         keep, stuck, fresh = self.session(
-            {"id": 1, "code": "x = 1"},
-            {"id": 2, "timeout": "1s",
-             "code": "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                     "while True: time.sleep(0.01)"},
+            # The first cell ignores SIGINT (a cell's handler is kept for the next ones): set
+            # in the stuck cell itself, a slow machine could interrupt it before it was set.
+            {"id": 1, "code": "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nx = 1"},
+            {"id": 2, "timeout": "1s", "code": "import time\nwhile True: time.sleep(0.01)"},
             {"id": 3, "code": "x"},
         )
         self.assertEqual((keep["status"], keep["state"]), ("ok", "kept"), keep)

@@ -21,7 +21,8 @@ INTEGRATION_PREFIX = "pysandbox-it-"
 ATTACK_PREFIX = "pysandbox-attack-"
 TEST_HELPER_PREFIXES = (INTEGRATION_PREFIX, "pysandbox-unit-", ATTACK_PREFIX, "pysandbox-ipc-",
                         "pysandbox-stdlib-", "pysandbox-python-", "pysandbox-install-",
-                        "pysandbox-gendocs-", "pysandbox-completion-", "pysandbox-mcp-")
+                        "pysandbox-gendocs-", "pysandbox-completion-", "pysandbox-mcp-",
+                        "pysandbox-setup-")
 
 _cleanups: list = []
 
