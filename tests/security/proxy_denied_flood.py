@@ -10,9 +10,10 @@ each open proxy connections in a loop, alternating CONNECT and plain http:// req
 never-repeated names under .invalid, until --timeout 3s ends it.
 
 Contained when, measured from the host: the supervisor's resident memory (VmRSS, sampled from
-/proc every 50 ms) grew by less than 32 MiB between the first second and the end; the --json
-result (pysandbox's stdout) is under 1 MiB, parses, and still reports network violations; each
-line of the --incident-log is under 1 MiB; and pysandbox exited within timeout + 1.5 s.
+/proc every 50 ms) grew by less than 32 MiB between the first second and the end (under a
+sanitizer: stayed under 192 MiB); the --json result (pysandbox's stdout) is under 1 MiB, parses,
+and still reports network violations; each line of the --incident-log is under 1 MiB; and
+pysandbox exited within timeout + 1.5 s.
 """
 import os
 import sys
@@ -23,7 +24,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
 TIMEOUT = 3.0
-RSS_GROWTH_MIB = 32 * (2 if os.environ.get("PYSANDBOX_SANITIZED") else 1)
+RSS_GROWTH_MIB = 32
+# Under ASan the supervisor's resident memory first climbs to about 100 MiB whatever it does
+# (the allocator's regions, its quarantine, the shadow of both), in under a second when the
+# machine is quiet but over several seconds on a loaded one, so "growth after the first second"
+# measures the sanitizer's warm-up there. A sanitizer build is judged by its peak instead.
+SANITIZED = bool(os.environ.get("PYSANDBOX_SANITIZED"))
+RSS_PEAK_MIB_SANITIZED = 192
 MAX_BYTES = 1 << 20
 
 SCRIPT = A.PROXY_CLIENT + r'''
@@ -99,9 +106,14 @@ def test():
                          f"({len(samples)} samples)")
     else:
         growth = (max(early) - early[0]) / 1024
-        judge.check(growth < RSS_GROWTH_MIB,
-                    f"the supervisor's resident memory grew by {growth:.1f} MiB after the first "
-                    f"second ({early[0] // 1024} -> {max(early) // 1024} MiB)")
+        if SANITIZED:
+            judge.check(max(early) / 1024 < RSS_PEAK_MIB_SANITIZED,
+                        f"the supervisor's resident memory reached {max(early) // 1024} MiB "
+                        f"under a sanitizer (bound {RSS_PEAK_MIB_SANITIZED} MiB)")
+        else:
+            judge.check(growth < RSS_GROWTH_MIB,
+                        f"the supervisor's resident memory grew by {growth:.1f} MiB after the "
+                        f"first second ({early[0] // 1024} -> {max(early) // 1024} MiB)")
     total = sb._readers[0].total
     if total >= MAX_BYTES:
         judge.escape(f"the --json result is {total / (1 << 20):.1f} MiB")
