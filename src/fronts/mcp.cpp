@@ -21,6 +21,7 @@
 #include "engine/pool.hpp"
 #include "engine/session.hpp"
 #include "fronts/front_loop.hpp"
+#include "fronts/mcp_protocol.hpp"
 #include "fronts/mcp_tools.hpp"
 #include "fronts/requests.hpp"
 #include "fronts/scratch_dir.hpp"
@@ -38,10 +39,6 @@ namespace {
 using json = nlohmann::json;
 using ordered_json = nlohmann::ordered_json;
 
-// The protocol versions spoken, oldest first. The newest is answered to a client that asks for
-// one not listed (MCP lifecycle, "Version Negotiation").
-constexpr std::string_view kProtocolVersions[] = {"2025-06-18", "2025-11-25"};
-constexpr std::string_view kLatestProtocol = kProtocolVersions[std::size(kProtocolVersions) - 1];
 // A message may carry files for /tmp/work, as a session's request line may: what it holds is
 // read whole, parsed and copied into a sandbox, so it is bounded as that line is.
 constexpr std::size_t kMaxMessage = kMaxRequestLine;
@@ -91,14 +88,20 @@ constexpr std::size_t kRememberedEnds = 256;
 
 class Server {
   public:
-    Server(std::vector<Offer> offers, const McpInvocation& invocation)
-        : loop_(offers.front().plan->ids.privileged, STDIN_FILENO, kMaxMessage),
+    // `unavailable`: why the profiles could not be planned (then `offers` is empty); the server
+    // still answers initialize and tools/list, and every tools/call with it.
+    Server(std::vector<Offer> offers, const McpInvocation& invocation, std::string unavailable)
+        : loop_(!offers.empty() && offers.front().plan->ids.privileged, STDIN_FILENO, kMaxMessage),
           offers_(std::move(offers)),
           max_sessions_(invocation.max_sessions),
           max_calls_(invocation.max_calls),
           verbose_(invocation.verbose),
-          schema_(ordered_json::parse(kResultSchemaText)) {
+          schema_(ordered_json::parse(kResultSchemaText)),
+          unavailable_(std::move(unavailable)) {
         for (const Offer& offer : offers_) offered_.push_back(offer.name);
+        if (!unavailable_.empty())
+            for (const std::string& name : invocation.profiles)
+                if (std::ranges::find(offered_, name) == offered_.end()) offered_.push_back(name);
         loop_.watch_signals([this](int sig) { on_signal(sig); });
         loop_.watch_lines([] { return true; });
         loop_.poller().watch(
@@ -111,7 +114,6 @@ class Server {
                 end_expired_sessions();
             },
             this);
-        tools_ = mcp::tool_list(offered_, schema_);
     }
 
     void start_pools(std::size_t size) {
@@ -134,14 +136,18 @@ class Server {
             }
             start_calls();
             arm_session_clock();
-            if (loop_.output().broken()) stop(0);
+            if (loop_.output().broken()) stop(served_code());
             // Stdin closed: the calls already made are answered, then the server ends.
-            if (loop_.input().exhausted() && waiting_.empty() && running() == 0) stop(0);
+            if (loop_.input().exhausted() && waiting_.empty() && running() == 0)
+                stop(served_code());
             if (loop_.stopping() && loop_.output().flushed()) return loop_.exit_code();
         }
     }
 
   private:
+    // How a server that served to the end exits: 0, or as `pysandbox mcp` exits on a bad profile.
+    int served_code() const { return unavailable_.empty() ? 0 : exit_codes::kSandboxError; }
+
     void say(const std::string& line) const {
         if (verbose_ > 0) pysandbox::say(line, "pysandbox mcp");
     }
@@ -233,7 +239,7 @@ class Server {
         } else if (method == "ping") {
             respond(id, ordered_json::object());
         } else if (method == "tools/list") {
-            respond(id, {{"tools", tools_}});
+            respond(id, {{"tools", mcp::tool_list(offered_, schema_, *protocol_)}});
         } else if (method == "tools/call") {
             call_tool(id, params);
         } else {
@@ -243,15 +249,15 @@ class Server {
 
     void initialize(const json& id, const json& params) {
         const auto asked = params.find("protocolVersion");
-        protocol_ = kLatestProtocol;
-        if (asked != params.end() && asked->is_string() &&
-            std::ranges::find(kProtocolVersions, asked->get<std::string>()) !=
-                std::end(kProtocolVersions))
-            protocol_ = asked->get<std::string>();
-        respond(id, {{"protocolVersion", protocol_},
+        protocol_ = &mcp::negotiate(asked != params.end() && asked->is_string()
+                                        ? asked->get_ref<const std::string&>()
+                                        : std::string_view());
+        ordered_json server = {{"name", "pysandbox"}};
+        if (protocol_->titles) server["title"] = "pysandbox";
+        server["version"] = kVersion;
+        respond(id, {{"protocolVersion", protocol_->version},
                      {"capabilities", {{"tools", {{"listChanged", false}}}}},
-                     {"serverInfo",
-                      {{"name", "pysandbox"}, {"title", "pysandbox"}, {"version", kVersion}}},
+                     {"serverInfo", std::move(server)},
                      {"instructions",
                       "run_python runs Python 3 in an isolated sandbox (no network, no host files, "
                       "limits on time, memory and output) and returns its output, the value of a "
@@ -259,16 +265,20 @@ class Server {
                       "across calls, start_session and pass its session_id."}});
     }
 
-    // Arguments a tool cannot run with. 2025-06-18 counts them among the protocol errors;
+    // Arguments a tool cannot run with. Up to 2025-06-18 they are among the protocol errors;
     // 2025-11-25 answers them as a tool's error, which the model reads and can correct (SEP-1303).
     void refuse(const json& id, const std::string& message) {
-        if (protocol_ == "2025-06-18")
-            respond_error(id, {kInvalidParams, message});
-        else
+        if (protocol_->argument_errors_as_results)
             respond(id, mcp::tool_error(message));
+        else
+            respond_error(id, {kInvalidParams, message});
     }
 
     void call_tool(const json& id, const json& params) {
+        if (!unavailable_.empty()) {
+            respond(id, mcp::tool_error(unavailable_));
+            return;
+        }
         const auto name = params.find("name");
         if (name == params.end() || !name->is_string())
             throw RpcError{kInvalidParams, "tools/call needs a \"name\""};
@@ -342,19 +352,16 @@ class Server {
         named.session = offer.pool->take();
         named.session->name_output("session-" + session_id, true);
         say("session " + session_id + " started (" + offer.name + ")");
-        respond(id, {{"content", ordered_json::array(
-                                     {{{"type", "text"}, {"text", "session_id: " + session_id}}})},
-                     {"structuredContent", {{"session_id", session_id}}}});
+        respond(id, mcp::text_result("session_id: " + session_id, {{"session_id", session_id}},
+                                     *protocol_));
     }
 
     void end_session(const json& id, const json& arguments) {
         const std::string session_id = mcp::parse_end_arguments(arguments);
         session_named(session_id);
         end_named_session(session_id, "end_session ended it");
-        respond(id,
-                {{"content", ordered_json::array({{{"type", "text"},
-                                                   {"text", "session " + session_id + " ended"}}})},
-                 {"structuredContent", {{"session_id", session_id}, {"ended", true}}}});
+        respond(id, mcp::text_result("session " + session_id + " ended",
+                                     {{"session_id", session_id}, {"ended", true}}, *protocol_));
     }
 
     // Ends a session for `why`. Calls still waiting for it are answered: the session they named
@@ -494,7 +501,8 @@ class Server {
         for (auto it = one_shots_.begin(); it != one_shots_.end();) {
             it->session->advance();
             if (auto result = it->session->take_result()) {
-                respond(it->call.id, mcp::run_result(one_shot_result(std::move(*result))));
+                respond(it->call.id,
+                        mcp::run_result(one_shot_result(std::move(*result)), *protocol_));
                 it->call.offer->pool->retire(std::move(it->session));
                 it = one_shots_.erase(it);
             } else {
@@ -512,7 +520,7 @@ class Server {
                 if (!named.ending.empty())
                     (*result)["message"] = "the session ended while this call ran (" +
                                            named.ending + "): the cell was killed";
-                respond(named.running->id, mcp::run_result(std::move(*result)));
+                respond(named.running->id, mcp::run_result(std::move(*result), *protocol_));
             }
             named.running.reset();
             named.cancelled = false;
@@ -552,8 +560,8 @@ class Server {
     const std::size_t max_calls_;
     const int verbose_;
     const ordered_json schema_;
-    ordered_json tools_;
-    std::string protocol_{kLatestProtocol};
+    const std::string unavailable_;
+    const mcp::Protocol* protocol_ = &mcp::kLatestProtocol;  // until initialize negotiates one
     std::deque<Call> waiting_;
     std::vector<OneShot> one_shots_;
     std::map<std::string, NamedSession> sessions_;
@@ -567,19 +575,41 @@ class Server {
     std::size_t one_shot_count_ = 0;
 };
 
+// Says on stderr why the server cannot run code, as main() says it for the other commands, and
+// returns what a client is told on each call: that, and where the fix goes.
+std::string start_up_error(std::string_view kind, std::string_view message) {
+    const std::string line = std::string(kind) + ": " + std::string(message);
+    pysandbox::say(line);
+    return "pysandbox mcp cannot run code: " + line +
+           "\nFix the server's command line (the arguments in this MCP client's configuration) "
+           "and restart the server.";
+}
+
 }  // namespace
 
 int run_mcp(const McpInvocation& invocation, const std::vector<std::string>& host_env) {
     McpInvocation options = invocation;
     if (options.max_calls == 0) options.max_calls = online_cpus();
     std::optional<ScratchDir> scratch;
-    if (!options.overrides.output_dir) {
-        scratch.emplace("mcp");
-        options.overrides.output_dir = scratch->files();
+    std::vector<Offer> offers;
+    // An MCP client shows its user what comes over the protocol, and seldom the server's stderr:
+    // a server whose profiles cannot be planned says why on stderr, as main() would, and serves
+    // it to the client as the answer to each call.
+    std::string unavailable;
+    try {
+        if (!options.overrides.output_dir) {
+            scratch.emplace("mcp");
+            options.overrides.output_dir = scratch->files();
+        }
+        offers = plan_offers(options.profiles, options.overrides, options.verbose, host_env);
+    } catch (const ProfileError& e) {
+        unavailable = start_up_error("profile error", e.what());
+    } catch (const UsageError& e) {
+        unavailable = start_up_error("error", e.what());
+    } catch (const SysError& e) {
+        unavailable = start_up_error("error", e.what());
     }
-    std::vector<Offer> offers =
-        plan_offers(options.profiles, options.overrides, options.verbose, host_env);
-    Server server(std::move(offers), options);
+    Server server(std::move(offers), options, std::move(unavailable));
     server.start_pools(options.pool);
     return server.run();
 }

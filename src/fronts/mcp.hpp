@@ -10,8 +10,9 @@
 
 namespace pysandbox {
 
-// Serves until stdin closes (0) or a signal (128 + it). Throws what make_plan throws (a profile
-// that does not load, bad options) before serving anything.
+// Serves until stdin closes (0) or a signal (128 + it). A profile that does not load or options
+// that cannot be planned do not stop it: it says why on stderr, answers each tools/call with that
+// as a tool error, and exits 125 when stdin closes.
 int run_mcp(const McpInvocation& invocation, const std::vector<std::string>& host_env);
 
 }  // namespace pysandbox

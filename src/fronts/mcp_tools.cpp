@@ -27,21 +27,24 @@ ordered_json object_schema(ordered_json properties, ordered_json required) {
             {"additionalProperties", false}};
 }
 
-// The text of one stream as the result holds it (UTF-8, or base64 of bytes that are not).
-std::string stream_text(const ordered_json& result, const char* stream) {
+// The text of one stream as the result holds it (UTF-8, or base64 of bytes that are not: then a
+// note, and the base64 itself where there is no structuredContent to hold it).
+std::string stream_text(const ordered_json& result, const char* stream, const Protocol& protocol) {
     const std::string& text = result[stream].get_ref<const std::string&>();
     if (result["encoding"][stream] == "utf-8") return text;
-    return "[" + std::string(stream) +
-           " is not UTF-8: " + std::to_string(result["bytes"][stream].get<std::uint64_t>()) +
-           " bytes, base64 in structuredContent." + stream + "]\n";
+    const std::string note = "[" + std::string(stream) + " is not UTF-8: " +
+                             std::to_string(result["bytes"][stream].get<std::uint64_t>()) +
+                             " bytes, base64 ";
+    if (protocol.structured_content) return note + "in structuredContent." + stream + "]\n";
+    return note + "follows]\n" + text + "\n";
 }
 
 // stdout and stderr in the order they came ("output": segments over the kept bytes).
-std::string interleaved(const ordered_json& result) {
+std::string interleaved(const ordered_json& result, const Protocol& protocol) {
     const bool utf8 =
         result["encoding"]["stdout"] == "utf-8" && result["encoding"]["stderr"] == "utf-8";
-    const std::string out = stream_text(result, "stdout");
-    const std::string err = stream_text(result, "stderr");
+    const std::string out = stream_text(result, "stdout", protocol);
+    const std::string err = stream_text(result, "stderr", protocol);
     if (!utf8) return out + err;
     std::string text;
     std::size_t out_at = 0;
@@ -132,7 +135,7 @@ std::optional<std::string> read_copy(const std::string& path, std::size_t cap) {
     return std::move(file.data);
 }
 
-ordered_json file_block(const ordered_json& file, std::size_t& embedded) {
+ordered_json file_block(const ordered_json& file, std::size_t& embedded, const Protocol& protocol) {
     const std::string uri_in_sandbox = "file:///tmp/work/" + file["path"].get<std::string>();
     const auto& host_path = file["host_path"];
     const std::uint64_t size = file["size"].get<std::uint64_t>();
@@ -149,6 +152,12 @@ ordered_json file_block(const ordered_json& file, std::size_t& embedded) {
             return {{"type", "resource"}, {"resource", std::move(resource)}};
         }
     }
+    if (!protocol.resource_links)
+        return {
+            {"type", "text"},
+            {"text", "The code wrote /tmp/work/" + file["path"].get<std::string>() + " (" +
+                         std::to_string(size) + " bytes, " + file["media_type"].get<std::string>() +
+                         "), too big to include here; the server's copy: " + path}};
     return {{"type", "resource_link"},
             {"uri", file_uri(path)},
             {"name", file["path"]},
@@ -191,9 +200,23 @@ ordered_json run_python_input(const ordered_json& profile) {
     return run_input;
 }
 
+// One tool as `protocol` defines it: its title where the protocol has a place for one, its output
+// schema where it has structured results.
+ordered_json tool(std::string_view name, std::string_view title, std::string_view description,
+                  ordered_json input_schema, ordered_json output_schema, const Protocol& protocol) {
+    ordered_json tool = {{"name", name}};
+    if (protocol.titles) tool["title"] = title;
+    tool["description"] = description;
+    tool["inputSchema"] = std::move(input_schema);
+    if (protocol.structured_content) tool["outputSchema"] = std::move(output_schema);
+    if (protocol.tool_annotations && !protocol.titles) tool["annotations"] = {{"title", title}};
+    return tool;
+}
+
 }  // namespace
 
-ordered_json tool_list(std::span<const std::string> profiles, const ordered_json& result_schema) {
+ordered_json tool_list(std::span<const std::string> profiles, const ordered_json& result_schema,
+                       const Protocol& protocol) {
     ordered_json profile = {{"type", "string"},
                             {"enum", profiles},
                             {"description", "The sandbox profile (default: " + profiles.front() +
@@ -201,37 +224,31 @@ ordered_json tool_list(std::span<const std::string> profiles, const ordered_json
     ordered_json run_input = run_python_input(profile);
     ordered_json id = {{"type", "string"}, {"description", "A session from start_session"}};
     return ordered_json::array(
-        {{{"name", "run_python"},
-          {"title", "Run Python in a sandbox"},
-          {"description",
-           "Runs Python 3 in an isolated sandbox: no network unless the profile allows it, "
-           "no access to the host's files, only /tmp writable, with time, memory and output "
-           "limits. Returns the output, the value of a final expression, the exception if one "
-           "was raised, each open matplotlib figure as an image, and the files the code wrote "
-           "in its working directory /tmp/work. Use a session (start_session) to keep variables "
-           "between calls."},
-          {"inputSchema", std::move(run_input)},
-          {"outputSchema", result_schema}},
-         {{"name", "start_session"},
-          {"title", "Start a Python session"},
-          {"description",
-           "Starts a sandboxed Python interpreter that keeps its variables, imports and files "
-           "across run_python calls given its session_id, like a notebook. End it with "
-           "end_session."},
-          {"inputSchema", object_schema({{"profile", profile}}, ordered_json::array())},
-          {"outputSchema", object_schema({{"session_id", id}}, {"session_id"})}},
-         {{"name", "end_session"},
-          {"title", "End a Python session"},
-          {"description", "Ends a session and everything in it."},
-          {"inputSchema", object_schema({{"session_id", id}}, {"session_id"})},
-          {"outputSchema", object_schema({{"session_id", id}, {"ended", {{"type", "boolean"}}}},
-                                         {"session_id", "ended"})}}});
+        {tool("run_python", "Run Python in a sandbox",
+              "Runs Python 3 in an isolated sandbox: no network unless the profile allows it, "
+              "no access to the host's files, only /tmp writable, with time, memory and output "
+              "limits. Returns the output, the value of a final expression, the exception if one "
+              "was raised, each open matplotlib figure as an image, and the files the code wrote "
+              "in its working directory /tmp/work. Use a session (start_session) to keep "
+              "variables between calls.",
+              std::move(run_input), result_schema, protocol),
+         tool("start_session", "Start a Python session",
+              "Starts a sandboxed Python interpreter that keeps its variables, imports and files "
+              "across run_python calls given its session_id, like a notebook. End it with "
+              "end_session.",
+              object_schema({{"profile", profile}}, ordered_json::array()),
+              object_schema({{"session_id", id}}, {"session_id"}), protocol),
+         tool("end_session", "End a Python session", "Ends a session and everything in it.",
+              object_schema({{"session_id", id}}, {"session_id"}),
+              object_schema({{"session_id", id}, {"ended", {{"type", "boolean"}}}},
+                            {"session_id", "ended"}),
+              protocol)});
 }
 
-ordered_json run_result(ordered_json result) {
+ordered_json run_result(ordered_json result, const Protocol& protocol) {
     shorten_output(result);
     shorten_figures(result);
-    std::string text = interleaved(result);
+    std::string text = interleaved(result, protocol);
     // The final expression's value, as a REPL shows it after the output.
     if (const auto value = result.find("value"); value != result.end() && value->is_string()) {
         if (!text.empty() && text.back() != '\n') text += '\n';
@@ -253,12 +270,20 @@ ordered_json run_result(ordered_json result) {
         content.push_back({{"type", "image"}, {"data", figure["data"]}, {"mimeType", "image/png"}});
     std::size_t embedded = 0;
     for (const auto& file : result["files"])
-        if (ordered_json block = file_block(file, embedded); !block.is_null())
+        if (ordered_json block = file_block(file, embedded, protocol); !block.is_null())
             content.push_back(std::move(block));
     const bool failed = status != "ok";
-    return {{"content", std::move(content)},
-            {"structuredContent", std::move(result)},
-            {"isError", failed}};
+    ordered_json answer = {{"content", std::move(content)}};
+    if (protocol.structured_content) answer["structuredContent"] = std::move(result);
+    answer["isError"] = failed;
+    return answer;
+}
+
+ordered_json text_result(std::string text, ordered_json structured, const Protocol& protocol) {
+    ordered_json answer = {
+        {"content", ordered_json::array({{{"type", "text"}, {"text", std::move(text)}}})}};
+    if (protocol.structured_content) answer["structuredContent"] = std::move(structured);
+    return answer;
 }
 
 ordered_json tool_error(std::string_view message) {

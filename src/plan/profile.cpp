@@ -640,6 +640,40 @@ std::uint64_t parse_limit_size(std::string_view text, std::uint64_t minimum) {
     return value;
 }
 
+namespace {
+
+// Levenshtein: the insertions, deletions and substitutions that turn `a` into `b`.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+// The profile a typo most likely meant: the nearest name, at most two edits away and fewer than
+// half its length.
+std::optional<std::string> nearest_profile(std::string_view ref,
+                                           std::span<const fs::path> search_dirs) {
+    std::optional<std::string> nearest;
+    std::size_t best = std::min<std::size_t>(3, (ref.size() + 1) / 2);
+    for (const auto& [name, file] : list_profiles(search_dirs))
+        if (const std::size_t distance = edit_distance(ref, name); distance < best) {
+            best = distance;
+            nearest = name;
+        }
+    return nearest;
+}
+
+}  // namespace
+
 fs::path find_profile(std::string_view ref, std::span<const fs::path> search_dirs) {
     if (ref.find('/') != std::string_view::npos) {
         fs::path file(ref);
@@ -658,8 +692,10 @@ fs::path find_profile(std::string_view ref, std::span<const fs::path> search_dir
         if (fs::exists(file, ec)) return file;
         tried += (tried.empty() ? "" : ", ") + dir.string();
     }
+    const std::optional<std::string> near = nearest_profile(ref, search_dirs);
     throw ProfileError("profile \"" + std::string(ref) + "\" not found (looked in " + tried +
-                       "; a path with '/' names a file)");
+                       "; a path with '/' names a file)" +
+                       (near ? "; did you mean \"" + *near + "\"?" : ""));
 }
 
 Profile load_profile(std::string_view ref, std::span<const fs::path> search_dirs) {

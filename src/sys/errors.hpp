@@ -1,6 +1,7 @@
 #pragma once
 // The error convention, before clone(): functions throw one of these; main() is the only catch and
-// maps them to exit codes. After clone() the child never throws: steps return 0 or -errno.
+// maps them to exit codes (but for `pysandbox mcp`, which serves a start-up error to its client:
+// run_mcp). After clone() the child never throws: steps return 0 or -errno.
 
 #include <cerrno>
 #include <cstring>

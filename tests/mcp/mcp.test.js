@@ -17,18 +17,18 @@ import { after, before, describe, test } from 'node:test';
 import {
   EMBED_CAP, LATEST_PROTOCOL_VERSION, McpServer, PNG_SIGNATURE, PROTOCOL_VERSIONS, REPO,
   RawServer, TIME_SLACK, blocksOf, descendants, isInvalidParams, poll, present,
-  processesSeeing, sdk, textOf,
+  processesSeeing, sdk, textOf, within,
 } from './support.js';
 
 // How the server must turn down arguments it cannot run, by the protocol version in force.
 // 2025-11-25 (server/tools, "Error Handling"; SEP-1303): input validation errors are tool
 // execution errors -- a result with isError: true whose text tells the model what to fix -- so
 // the model can correct itself; a JSON-RPC error would not reach it. Unknown tools and requests
-// that do not fit CallToolRequest stay JSON-RPC errors (-32602). 2025-06-18 lists "invalid
-// arguments" among the protocol errors: -32602 (checked over raw JSON-RPC below, since the SDK
-// always negotiates the newest version).
+// that do not fit CallToolRequest stay JSON-RPC errors (-32602). The versions before list
+// "invalid arguments" among the protocol errors: -32602 (checked over raw JSON-RPC below, and in
+// versions.test.js with older SDKs).
 async function assertRejectedArguments(server, name, args, mentioned) {
-  if (server.protocolVersion === '2025-06-18') {
+  if (server.protocolVersion !== '2025-11-25') {
     await assert.rejects(server.call(name, args), isInvalidParams);
     return;
   }
@@ -396,14 +396,56 @@ describe('closing stdin ends the server and everything it started', { timeout: 1
   });
 });
 
+describe('a server that cannot plan its profiles still starts and tells the client why',
+         { timeout: 120_000 }, () => {
+  test('a misspelt -p: initialize and tools/list answer; every call is a tool error naming it',
+       async () => {
+    const server = await McpServer.start(['-p', 'defualt', '-p', 'datascience', '--pool', '1']);
+    try {
+      assert.equal(server.protocolVersion, LATEST_PROTOCOL_VERSION);
+      assert.deepEqual(server.tools.map(tool => tool.name).sort(),
+                       ['end_session', 'run_python', 'start_session']);
+      assert.deepEqual(server.tool('run_python').inputSchema.properties.profile.enum,
+                       ['defualt', 'datascience'], 'the profiles as the command line names them');
+      for (const [name, args] of [['run_python', { code: 'print(1)' }], ['start_session', {}],
+                                  ['end_session', { session_id: 'x' }], ['run_shell', {}]]) {
+        const result = await server.call(name, args);
+        assert.equal(result.isError, true, `${name}: ${JSON.stringify(result)}`);
+        const text = textOf(result);
+        assert.ok(text.includes('profile error: profile "defualt" not found'), text);
+        assert.ok(text.includes('did you mean "default"?'), text);
+        assert.ok(text.includes("Fix the server's command line"), text);
+      }
+      // As today, stderr says it too; no sandbox was ever started.
+      assert.match(server.stderr.text,
+                   /^pysandbox: profile error: profile "defualt" not found .*did you mean "default"\?$/m);
+      assert.deepEqual(descendants(server.pid), []);
+      assert.deepEqual(server.errors.map(String), []);
+    } finally {
+      // The exit status a bad profile has always had, once the client goes.
+      await server.close({ code: 125 });
+    }
+  });
+
+  test('a bad flag still stops it before it serves anything: exit 125', async () => {
+    const raw = new RawServer(['--no-such-flag']);
+    raw.child.stdin.on('error', () => {});  // it may be gone before its stdin is written
+    const closed = new Promise(resolve => raw.child.once('close', () => resolve(true)));
+    assert.ok(await within(closed, 10_000 * TIME_SLACK), 'it did not exit by itself');
+    assert.deepEqual(raw.exited, { code: 125, signal: null });
+    assert.deepEqual(raw.lines, []);
+    assert.match(raw.stderr.text, /--no-such-flag/);
+  });
+});
+
 describe('raw JSON-RPC over stdio', { timeout: 300_000 }, () => {
   test('initialize: the client\'s version when supported, else the newest', async () => {
-    for (const [asked, expected] of [['2099-01-01', LATEST_PROTOCOL_VERSION],
-                                     ['2025-06-18', '2025-06-18'],
-                                     ['2025-11-25', '2025-11-25']]) {
+    const asked = [...PROTOCOL_VERSIONS.map(version => [version, version]),
+                   ['2099-01-01', LATEST_PROTOCOL_VERSION], ['2024-10-07', LATEST_PROTOCOL_VERSION]];
+    for (const [version, expected] of asked) {
       await RawServer.with(async raw => {
-        const result = await raw.initialize(asked);
-        assert.equal(result.protocolVersion, expected, `asked for ${asked}`);
+        const result = await raw.initialize(version);
+        assert.equal(result.protocolVersion, expected, `asked for ${version}`);
         assert.equal(result.serverInfo.name, 'pysandbox');
         assert.ok(result.capabilities.tools);
       });

@@ -24,8 +24,8 @@ export const RUN_AS = process.env.PYSANDBOX_AS ?? '';
 // precision of what is measured (tests/support/env.py's TIME_SLACK_SCALE).
 export const TIME_SLACK = process.env.PYSANDBOX_SANITIZED ? 4 : 1;
 
-// The protocol versions the server speaks (issue 18), oldest first.
-export const PROTOCOL_VERSIONS = ['2025-06-18', '2025-11-25'];
+// The protocol versions the server speaks (issues 18 and 34), oldest first.
+export const PROTOCOL_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'];
 export const LATEST_PROTOCOL_VERSION = PROTOCOL_VERSIONS.at(-1);
 // The command line the tests are written against: the first -p is the default profile.
 export const SERVER_ARGS = ['-p', 'default', '-p', 'datascience', '--pool', '1'];
@@ -35,20 +35,26 @@ export const EMBED_CAP = 64 * 1024;
 const NOBODY = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'];
 
 // The SDK, imported here so that a missing `npm ci` fails with the command that fixes it.
-async function importSdk() {
+async function importSdk(name) {
   try {
     const [client, stdio, types] = await Promise.all([
-      import('@modelcontextprotocol/sdk/client/index.js'),
-      import('@modelcontextprotocol/sdk/client/stdio.js'),
-      import('@modelcontextprotocol/sdk/types.js'),
+      import(`${name}/client/index.js`),
+      import(`${name}/client/stdio.js`),
+      import(`${name}/types.js`),
     ]);
     return { ...client, ...stdio, ...types };
   } catch (error) {
-    throw new Error(`the MCP TypeScript SDK is not installed (run: npm ci --prefix tests/mcp): ` +
-                    error.message);
+    throw new Error(`the MCP TypeScript SDK ${name} is not installed ` +
+                    `(run: npm ci --prefix tests/mcp): ${error.message}`);
   }
 }
-export const sdk = await importSdk();
+export const sdk = await importSdk('@modelcontextprotocol/sdk');
+// Older releases of the same SDK, each the last whose newest protocol version is the key
+// (package.json installs them under these aliases): the clients still deployed.
+export const OLD_SDKS = {
+  '2024-11-05': await importSdk('sdk-2024-11-05'),
+  '2025-03-26': await importSdk('sdk-2025-03-26'),
+};
 
 export function checkEnvironment() {
   assert.ok(['', 'root', 'nobody'].includes(RUN_AS),
@@ -86,15 +92,18 @@ class Tail {
 export class McpServer {
   // Starts the server, completes the initialize handshake and lists the tools (which makes the
   // SDK compile each tool's outputSchema: from then on callTool validates structuredContent).
-  static async start(args = SERVER_ARGS) {
-    const server = new McpServer();
+  // `client`: the SDK whose Client connects (default: the current one; OLD_SDKS for others).
+  static async start(args = SERVER_ARGS, { client = sdk } = {}) {
+    const server = new McpServer(client);
     await server.#connect(args);
     return server;
   }
 
-  constructor() {
+  constructor(clientSdk = sdk) {
+    this.sdk = clientSdk;
     this.protocolVersion = null;  // as the SDK negotiated it
     this.errors = [];             // what the SDK reported through Client.onerror
+    this.received = [];           // every message from the server, as it came, before the SDK
     this.closed = false;
   }
 
@@ -102,17 +111,23 @@ export class McpServer {
     const { command, args: argv } = serverCommand(args);
     // The whole environment, not the SDK's short default list: a sanitizer build's ASAN_OPTIONS
     // must reach the server.
-    this.transport = new sdk.StdioClientTransport({ command, args: argv, env: { ...process.env },
-                                                    stderr: 'pipe' });
+    this.transport = new this.sdk.StdioClientTransport({ command, args: argv,
+                                                         env: { ...process.env },
+                                                         stderr: 'pipe' });
     this.stderr = new Tail(this.transport.stderr);
-    // The SDK hands the negotiated version to the transport (a hook of the Transport interface).
+    // The SDK hands the negotiated version to the transport (a hook of the Transport interface,
+    // since 1.13); older ones do not, and the initialize result says it.
     this.transport.setProtocolVersion = version => { this.protocolVersion = version; };
-    this.client = new sdk.Client({ name: 'pysandbox-tests', version: '1.0.0' });
+    this.#recordMessages();
+    this.client = new this.sdk.Client({ name: 'pysandbox-tests', version: '1.0.0' });
     this.client.onerror = error => this.errors.push(error);
     try {
       await this.client.connect(this.transport, { timeout: 30_000 * TIME_SLACK });
-      // StdioClientTransport.pid: the spawned process; setpriv execs the binary in place.
-      this.pid = this.transport.pid;
+      this.initializeResult = this.received.find(message => message.id !== undefined)?.result;
+      this.protocolVersion ??= this.initializeResult?.protocolVersion;
+      // The spawned process (StdioClientTransport.pid, or before 1.13 its _process); setpriv
+      // execs the binary in place.
+      this.pid = this.transport.pid ?? this.transport._process?.pid;
       // The SDK (pinned in package.json) keeps the spawned ChildProcess in _process: only its
       // exit status tells a clean shutdown from a crash or a leak report.
       this.exit = exitOf(this.transport._process);
@@ -122,6 +137,22 @@ export class McpServer {
       throw new Error(`${command} ${argv.join(' ')}: ${error.message}\n` +
                       `  server stderr: ${this.stderr.text || '(empty)'}`);
     }
+  }
+
+  // Every message the transport hands the SDK passes here first: what the server sent, not what
+  // the SDK's parse kept of it.
+  #recordMessages() {
+    let handler;
+    Object.defineProperty(this.transport, 'onmessage', {
+      configurable: true,
+      get: () => handler,
+      set: fn => {
+        handler = fn && (message => {
+          this.received.push(structuredClone(message));
+          fn(message);
+        });
+      },
+    });
   }
 
   tool(name) {
@@ -135,21 +166,35 @@ export class McpServer {
   }
 
   call(name, args, options = {}) {
-    return this.client.callTool({ name, arguments: args }, sdk.CallToolResultSchema,
+    return this.client.callTool({ name, arguments: args }, this.sdk.CallToolResultSchema,
                                 { timeout: 120_000 * TIME_SLACK, ...options });
   }
 
-  // Closes the client (which closes the server's stdin) and checks that the server exited by
-  // itself, with status 0, before the SDK's escalation to SIGTERM (2 s after closing stdin).
-  async close() {
+  // One call, alone in flight: what the SDK made of it ({result} or {error}) and the response as
+  // the server sent it (raw).
+  async rawCall(name, args) {
+    const before = this.received.length;
+    const outcome = await this.call(name, args).then(result => ({ result }), error => ({ error }));
+    const responses = this.received.slice(before)
+      .filter(message => 'result' in message || 'error' in message);
+    assert.equal(responses.length, 1, `one response to ${name}: ${JSON.stringify(responses)}`);
+    return { ...outcome, raw: responses[0] };
+  }
+
+  // Closes the server's stdin, then the client, and checks that the server exited by itself,
+  // with `code`, before the SDK's escalation to SIGTERM (2 s after closing stdin; before 1.13
+  // the SDK sends SIGTERM at once, hence stdin is closed here first).
+  async close({ code = 0 } = {}) {
     if (this.closed) return;
     this.closed = true;
     const start = performance.now();
+    this.transport._process?.stdin?.end();
+    await within(this.exit, 2000);
     await this.client.close();
     const exit = await within(this.exit, 10_000);
     const ms = performance.now() - start;
     assert.ok(exit, `pysandbox mcp (pid ${this.pid}) did not exit after its stdin closed`);
-    assert.deepEqual(exit, { code: 0, signal: null },
+    assert.deepEqual(exit, { code, signal: null },
                      `pysandbox mcp did not exit cleanly when its stdin closed (after ${ms | 0} ms); ` +
                      `stderr: ${this.stderr.text}`);
     assert.ok(ms < 2000, `pysandbox mcp took ${ms | 0} ms to exit after its stdin closed: ` +

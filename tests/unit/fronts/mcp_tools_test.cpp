@@ -53,12 +53,117 @@ ordered_json cell_result(const std::string& status, const std::string& out, cons
         {"figures", ordered_json::array()}};
 }
 
+// run_python's result as the newest protocol shapes it.
+ordered_json run_latest(ordered_json cell) {
+    return mcp::run_result(std::move(cell), mcp::kLatestProtocol);
+}
+
+const mcp::Protocol& protocol(std::string_view version) {
+    const mcp::Protocol& found = mcp::negotiate(version);
+    REQUIRE(found.version == version);
+    return found;
+}
+
+// A directory of host copies, as the collector leaves them, removed at the end.
+struct CopiesDir {
+    CopiesDir() {
+        char dir_template[] = "/tmp/pysandbox-mcp-test-XXXXXX";
+        REQUIRE(::mkdtemp(dir_template) != nullptr);
+        path = dir_template;
+    }
+    ~CopiesDir() { std::filesystem::remove_all(path); }
+    CopiesDir(const CopiesDir&) = delete;
+    CopiesDir& operator=(const CopiesDir&) = delete;
+    std::string write(const std::string& name, const std::string& data) const {
+        std::ofstream(path / name, std::ios::binary) << data;
+        return (path / name).string();
+    }
+    std::filesystem::path path;
+};
+
+ordered_json made_file(const std::string& name, std::size_t size, ordered_json host) {
+    return ordered_json{{"path", name},
+                        {"size", size},
+                        {"media_type", "application/octet-stream"},
+                        {"host_path", std::move(host)}};
+}
+
 }  // namespace
+
+TEST_SUITE("mcp protocol versions") {
+    TEST_CASE("negotiation: the client's version when spoken, else the newest") {
+        for (const char* version : {"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
+            CHECK(mcp::negotiate(version).version == version);
+        CHECK(mcp::negotiate("2099-01-01").version == "2025-11-25");
+        CHECK(mcp::negotiate("2024-10-07").version == "2025-11-25");
+        CHECK(mcp::negotiate("").version == "2025-11-25");
+        CHECK(&mcp::kLatestProtocol == &mcp::negotiate("2025-11-25"));
+    }
+
+    TEST_CASE("tools/list: titles, annotations and output schemas only where defined") {
+        const ordered_json schema = {{"type", "object"}};
+        for (const auto& tool : mcp::tool_list(kOffered, schema, protocol("2024-11-05"))) {
+            CHECK_FALSE(tool.contains("title"));
+            CHECK_FALSE(tool.contains("annotations"));
+            CHECK_FALSE(tool.contains("outputSchema"));
+            CHECK(tool["inputSchema"]["type"] == "object");
+        }
+        const ordered_json march = mcp::tool_list(kOffered, schema, protocol("2025-03-26"));
+        CHECK(march[0]["annotations"] == ordered_json{{"title", "Run Python in a sandbox"}});
+        for (const auto& tool : march) {
+            CHECK_FALSE(tool.contains("title"));
+            CHECK_FALSE(tool.contains("outputSchema"));
+        }
+        for (const char* version : {"2025-06-18", "2025-11-25"})
+            for (const auto& tool : mcp::tool_list(kOffered, schema, protocol(version))) {
+                CHECK(tool["title"].is_string());
+                CHECK(tool["outputSchema"]["type"] == "object");
+                CHECK_FALSE(tool.contains("annotations"));
+            }
+    }
+
+    TEST_CASE("before 2025-06-18: no structuredContent; what only it held is in the text") {
+        const mcp::Protocol& old = protocol("2025-03-26");
+        ordered_json cell = cell_result("ok", "/w==", "", ordered_json::array());
+        cell["encoding"]["stdout"] = "base64";
+        cell["bytes"]["stdout"] = 2;
+        const ordered_json result = mcp::run_result(cell, old);
+        CHECK_FALSE(result.contains("structuredContent"));
+        CHECK(result["isError"] == false);
+        CHECK(result["content"][0]["text"] ==
+              "[stdout is not UTF-8: 2 bytes, base64 follows]\n/w==\n");
+        CHECK(run_latest(cell)["content"][0]["text"] ==
+              "[stdout is not UTF-8: 2 bytes, base64 in structuredContent.stdout]\n");
+
+        const ordered_json session = mcp::text_result("s", {{"session_id", "s"}}, old);
+        CHECK(session == ordered_json{{"content", {{{"type", "text"}, {"text", "s"}}}}});
+        CHECK(mcp::text_result("s", {{"session_id", "s"}},
+                               mcp::kLatestProtocol)["structuredContent"] ==
+              ordered_json{{"session_id", "s"}});
+    }
+
+    TEST_CASE("before 2025-06-18: a file too big to embed is named in text, not linked") {
+        const CopiesDir copies;
+        ordered_json cell = cell_result("ok", "", "", ordered_json::array());
+        cell["files"].push_back(made_file("small.txt", 2, copies.write("small.txt", "hi")));
+        const std::string big = copies.write("big.bin", std::string(mcp::kEmbedCap + 1, 'x'));
+        cell["files"].push_back(made_file("big.bin", mcp::kEmbedCap + 1, big));
+        const ordered_json content = mcp::run_result(cell, protocol("2024-11-05"))["content"];
+        REQUIRE(content.size() == 3);
+        CHECK(content[1]["type"] == "resource");
+        CHECK(content[2]["type"] == "text");
+        CHECK(content[2]["text"] ==
+              "The code wrote /tmp/work/big.bin (65537 bytes, "
+              "application/octet-stream), too big to include here; the "
+              "server's copy: " +
+                  big);
+    }
+}
 
 TEST_SUITE("mcp tools") {
     TEST_CASE("tools/list: three tools, the profiles offered, the result schema as outputSchema") {
         const ordered_json schema = {{"type", "object"}, {"title", "the result"}};
-        const ordered_json tools = mcp::tool_list(kOffered, schema);
+        const ordered_json tools = mcp::tool_list(kOffered, schema, mcp::kLatestProtocol);
         REQUIRE(tools.size() == 3);
         CHECK(tools[0]["name"] == "run_python");
         CHECK(tools[0]["outputSchema"] == schema);
@@ -105,7 +210,7 @@ TEST_SUITE("mcp tools") {
         ordered_json order =
             ordered_json::array({segment("stdout", 2), segment("stderr", 4), segment("stdout", 2)});
         const ordered_json result =
-            mcp::run_result(cell_result("timeout", "a\nb\n", "err\n", std::move(order)));
+            run_latest(cell_result("timeout", "a\nb\n", "err\n", std::move(order)));
         CHECK(result["isError"] == true);
         REQUIRE(result["content"].size() == 1);
         CHECK(result["content"][0]["text"] == "a\nerr\nb\nstopped: timeout\n");
@@ -116,25 +221,25 @@ TEST_SUITE("mcp tools") {
         ordered_json cell =
             cell_result("ok", "out", "", ordered_json::array({segment("stdout", 3)}));
         cell["value"] = "42";
-        CHECK(mcp::run_result(cell)["content"][0]["text"] == "out\n42\n");
+        CHECK(run_latest(cell)["content"][0]["text"] == "out\n42\n");
         cell["value"] = nullptr;
-        CHECK(mcp::run_result(cell)["content"][0]["text"] == "out");
+        CHECK(run_latest(cell)["content"][0]["text"] == "out");
     }
 
     TEST_CASE("an exception's traceback is added only when stderr does not hold it") {
         ordered_json cell = cell_result("exception", "", "", ordered_json::array());
         cell["exception"] = {{"traceback", "Traceback...\nValueError: x\n"}};
-        CHECK(mcp::run_result(cell)["content"][0]["text"] == "Traceback...\nValueError: x\n");
+        CHECK(run_latest(cell)["content"][0]["text"] == "Traceback...\nValueError: x\n");
         cell["stderr"] = "Traceback...\nValueError: x\n";
         cell["output"] =
             ordered_json::array({segment("stderr", cell["stderr"].get<std::string>().size())});
-        CHECK(mcp::run_result(cell)["content"][0]["text"] == "Traceback...\nValueError: x\n");
-        CHECK(mcp::run_result(cell)["isError"] == true);
+        CHECK(run_latest(cell)["content"][0]["text"] == "Traceback...\nValueError: x\n");
+        CHECK(run_latest(cell)["isError"] == true);
     }
 
     TEST_CASE("output over the message's share keeps its head and tail, with a warning") {
         const std::string big = std::string(mcp::kOutputShown, 'h') + std::string(1000, 't');
-        const ordered_json result = mcp::run_result(
+        const ordered_json result = run_latest(
             cell_result("ok", big, "", ordered_json::array({segment("stdout", big.size())})));
         const std::string& shown =
             result["structuredContent"]["stdout"].get_ref<const std::string&>();
@@ -149,26 +254,17 @@ TEST_SUITE("mcp tools") {
     }
 
     TEST_CASE("files: embedded up to the cap (text or blob), linked beyond, skipped ones not") {
-        char dir_template[] = "/tmp/pysandbox-mcp-test-XXXXXX";
-        REQUIRE(::mkdtemp(dir_template) != nullptr);
-        const std::filesystem::path dir = dir_template;
-        const auto write = [&](const std::string& name, const std::string& data) {
-            std::ofstream(dir / name, std::ios::binary) << data;
-            return (dir / name).string();
-        };
+        const CopiesDir copies;
+        const std::filesystem::path& dir = copies.path;
         ordered_json cell = cell_result("ok", "", "", ordered_json::array());
-        const auto file = [](const std::string& name, std::size_t size, ordered_json host) {
-            return ordered_json{{"path", name},
-                                {"size", size},
-                                {"media_type", "application/octet-stream"},
-                                {"host_path", std::move(host)}};
-        };
-        cell["files"].push_back(file("a.txt", 2, write("a.txt", "hi")));
-        cell["files"].push_back(file("b.bin", 2, write("b.bin", std::string("\xff\x00", 2))));
-        cell["files"].push_back(file("big name.bin", mcp::kEmbedCap + 1,
-                                     write("big name.bin", std::string(mcp::kEmbedCap + 1, 'x'))));
-        cell["files"].push_back(file("skipped", 1, nullptr));
-        const ordered_json content = mcp::run_result(cell)["content"];
+        cell["files"].push_back(made_file("a.txt", 2, copies.write("a.txt", "hi")));
+        cell["files"].push_back(
+            made_file("b.bin", 2, copies.write("b.bin", std::string("\xff\x00", 2))));
+        cell["files"].push_back(
+            made_file("big name.bin", mcp::kEmbedCap + 1,
+                      copies.write("big name.bin", std::string(mcp::kEmbedCap + 1, 'x'))));
+        cell["files"].push_back(made_file("skipped", 1, nullptr));
+        const ordered_json content = run_latest(cell)["content"];
         REQUIRE(content.size() == 4);
         CHECK(content[1]["resource"]["uri"] == "file:///tmp/work/a.txt");
         CHECK(content[1]["resource"]["text"] == "hi");
@@ -176,7 +272,6 @@ TEST_SUITE("mcp tools") {
         CHECK(content[3]["type"] == "resource_link");
         CHECK(content[3]["uri"] == mcp::file_uri((dir / "big name.bin").string()));
         CHECK(content[3]["uri"].get<std::string>().ends_with("/big%20name.bin"));
-        std::filesystem::remove_all(dir);
     }
 
     TEST_CASE("file URIs percent-encode what is not plain") {

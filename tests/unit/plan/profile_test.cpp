@@ -346,6 +346,16 @@ TEST_SUITE("profile") {
         CHECK(message_of<ProfileError>([&] { pysandbox::find_profile("nope", dirs); }) ==
               "profile \"nope\" not found (looked in " + first.path().string() + ", " +
                   second.path().string() + "; a path with '/' names a file)");
+        // A typo gets the nearest name; a name far from all gets none.
+        CHECK(message_of<ProfileError>([&] {
+                  pysandbox::find_profile("bith", dirs);
+              }).ends_with("; did you mean \"both\"?"));
+        CHECK(message_of<ProfileError>([&] {
+                  pysandbox::find_profile("only", dirs);
+              }).ends_with("; did you mean \"only2\"?"));
+        CHECK(message_of<ProfileError>([&] {
+                  pysandbox::find_profile("bo", dirs);
+              }).ends_with("names a file)"));
     }
 
     TEST_CASE("lookup: a bare name is never found in the current directory") {
