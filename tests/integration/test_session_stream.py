@@ -44,6 +44,7 @@ class StreamingSession(Session):
         """The event lines of the oldest unanswered request, each with when it was read, then its
         result. An event for any other id, or one after the result, fails the test."""
         expected = self.unanswered[0]
+        self.watch.note()  # the sandboxes, for the check that none is left (Session.response)
         events = []
         while True:
             line = self.read_line(timeout)
@@ -52,6 +53,7 @@ class StreamingSession(Session):
             now = time.monotonic()
             obj = json.loads(line)
             if "event" not in obj:
+                self.watch.note()
                 return events, self.check(line)
             result_schema.validate_event(obj)
             if obj["id"] != expected:
