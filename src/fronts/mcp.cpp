@@ -65,7 +65,8 @@ using Clock = std::chrono::steady_clock;
 
 // A call's output as notifications/progress, when the call carried _meta.progressToken (MCP
 // "Progress"): while the code runs, at most one every kProgressEvery with the text since the
-// last, and the rest just before the result. Bounded: at most the output limit (and what a
+// last. None goes with the result: what is left is in it, and the SDK handles a notification
+// after the response read with it, when it no longer knows the token. Bounded: at most the output limit (and what a
 // result shows, mcp::kOutputShown) of text in all, a note where it stops.
 struct Progress {
     json token;
@@ -540,7 +541,6 @@ class Server {
         for (auto it = one_shots_.begin(); it != one_shots_.end();) {
             it->session->advance();
             if (auto result = it->session->take_result()) {
-                send_progress(it->call, true);
                 respond(it->call.id, mcp::run_result(one_shot_result(std::move(*result))));
                 it->call.offer->pool->retire(std::move(it->session));
                 it = one_shots_.erase(it);
@@ -559,7 +559,6 @@ class Server {
                 if (!named.ending.empty())
                     (*result)["message"] = "the session ended while this call ran (" +
                                            named.ending + "): the cell was killed";
-                send_progress(*named.running, true);
                 respond(named.running->id, mcp::run_result(std::move(*result)));
             }
             named.running.reset();
