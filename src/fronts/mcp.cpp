@@ -66,12 +66,12 @@ using Clock = std::chrono::steady_clock;
 // A call's output as notifications/progress, when the call carried _meta.progressToken (MCP
 // "Progress"): while the code runs, at most one every kProgressEvery with the text since the
 // last. None goes with the result: what is left is in it, and the SDK handles a notification
-// after the response read with it, when it no longer knows the token. Bounded: at most the output limit (and what a
-// result shows, mcp::kOutputShown) of text in all, a note where it stops.
+// after the response read with it, when it no longer knows the token. Bounded: at most the output
+// limit (and what a result shows, mcp::kOutputShown) of text in all, a note where it stops.
 struct Progress {
     json token;
-    OutputEvents output;  // the cell's observer adds to it (Cell::on_output)
-    std::string text;     // not sent yet
+    OutputEvents output;     // the cell's observer adds to it (Cell::on_output)
+    std::string text;        // not sent yet
     std::uint64_t sent = 0;  // bytes of text sent: each notification's `progress`
     std::uint64_t room = 0;  // bytes of text that may still be sent, the note apart
     bool full = false;
@@ -576,8 +576,7 @@ class Server {
     void report_progress() {
         std::optional<Clock::time_point> due;
         auto report = [&](Call& call) {
-            if (auto next = send_progress(call, false); next && (!due || *next < *due))
-                due = next;
+            if (auto next = send_progress(call, false); next && (!due || *next < *due)) due = next;
         };
         for (OneShot& one : one_shots_) report(one.call);
         for (auto& [session_id, named] : sessions_)

@@ -100,7 +100,8 @@ TEST_SUITE("cell requests") {
         const auto plain = parse_cell_request(R"({"code": ""})", limits);
         REQUIRE(std::holds_alternative<CellRequest>(plain));
         CHECK_FALSE(std::get<CellRequest>(plain).stream);
-        const auto streamed = parse_cell_request(R"({"id": 1, "code": "", "stream": true})", limits);
+        const auto streamed =
+            parse_cell_request(R"({"id": 1, "code": "", "stream": true})", limits);
         REQUIRE(std::holds_alternative<CellRequest>(streamed));
         CHECK(std::get<CellRequest>(streamed).stream);
         const auto off = parse_cell_request(R"({"code": "", "stream": false})", limits);

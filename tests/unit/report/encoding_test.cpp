@@ -12,9 +12,9 @@ using namespace pysandbox;
 TEST_CASE("whole_characters keeps back only the start of a character cut short") {
     CHECK(encoding::whole_characters("") == 0);
     CHECK(encoding::whole_characters("abc") == 3);
-    const std::string e_acute = "\xc3\xa9";         // U+00E9, two bytes
-    const std::string euro = "\xe2\x82\xac";        // U+20AC, three bytes
-    const std::string emoji = "\xf0\x9f\x98\x80";   // U+1F600, four bytes
+    const std::string e_acute = "\xc3\xa9";        // U+00E9, two bytes
+    const std::string euro = "\xe2\x82\xac";       // U+20AC, three bytes
+    const std::string emoji = "\xf0\x9f\x98\x80";  // U+1F600, four bytes
     for (const std::string& character : {e_acute, euro, emoji}) {
         const std::string text = "ab" + character;
         CHECK(encoding::whole_characters(text) == text.size());
