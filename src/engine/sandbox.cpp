@@ -233,10 +233,10 @@ void Sandbox::open_streams(Pipes& pipes) {
         input_.emplace(dup_fd(STDIN_FILENO), std::move(child_stdin), PIPE_BUF);
     // else: the script's stdin is closed at once and reads EOF.
     if (plan_.capture_output) {
-        out_.emplace(
-            Stream::captured(std::move(pipes.out.read), transcript_, Transcript::kStdout, budget_));
-        err_.emplace(
-            Stream::captured(std::move(pipes.err.read), transcript_, Transcript::kStderr, budget_));
+        out_.emplace(Stream::captured(std::move(pipes.out.read), transcript_, Transcript::kStdout,
+                                      budget_, &observer_));
+        err_.emplace(Stream::captured(std::move(pipes.err.read), transcript_, Transcript::kStderr,
+                                      budget_, &observer_));
         return;
     }
     out_.emplace(std::move(pipes.out.read), dup_fd(STDOUT_FILENO),

@@ -112,6 +112,9 @@ class Sandbox {
     // wrote before it said a cell was done is there); the next cell's output budget starts
     // afresh.
     CutOutput cut_output();
+    // Captured output (plan.capture_output) is shown to `observer` as it is kept, until another
+    // is set (an empty one: none). Without one, nothing is copied for it.
+    void observe_output(OutputObserver observer) { observer_ = std::move(observer); }
     // Output read but not yet written to pysandbox's own stdout or stderr (passed through).
     bool output_pending() const;
     // Denied calls, the allocation evidence and the hook's records since the last take.
@@ -146,6 +149,7 @@ class Sandbox {
     policy::Records policy_records_;
     OutputBudget budget_;  // shared by stdout and stderr; renewed at each cut
     Transcript transcript_;
+    OutputObserver observer_;  // the captured streams point to it
     std::optional<Stream> input_;
     std::optional<Stream> out_;
     std::optional<Stream> err_;

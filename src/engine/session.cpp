@@ -109,6 +109,7 @@ void Session::run(Cell cell) {
             return;
         }
     }
+    sandbox_->observe_output(cell_->on_output);
     if (phase_ == Phase::idle) dispatch();
 }
 
@@ -172,6 +173,7 @@ void Session::close(int interrupted_by) {
         interrupted_by_ = interrupted_by;  // on_sandbox_end answers the cell
     } else {
         cell_.reset();
+        sandbox_->observe_output({});
         phase_ = Phase::ending;
     }
     sandbox_->kill();
@@ -223,6 +225,7 @@ void Session::finish(const json* done) {
     timer_.disarm();
     sandbox_->control()->expect_nothing();
     Outcome outcome = cell_outcome(done, nullptr);
+    sandbox_->observe_output({});
     result_ = cell_result(std::move(outcome), done);
     cell_.reset();
     phase_ = Phase::idle;

@@ -52,6 +52,10 @@ struct Cell {
     std::optional<std::vector<std::string>> argv;
     std::optional<std::string> stdin_data;
     std::string filename;
+    // Shown the cell's output while it runs, as the sandbox keeps it (OutputObserver, stream.hpp):
+    // what reaches it, in order, is what the result's stdout and stderr hold. Called until the
+    // result is there, or the session drops the cell (close()); never after.
+    OutputObserver on_output;
 };
 
 // A cell's result as the result of a sandbox that ran that one cell only (an MCP call, a batch

@@ -144,20 +144,23 @@ Stream Stream::preloaded(std::string content, sys::UniqueFd to) {
 }
 
 Stream Stream::captured(sys::UniqueFd from, Transcript& transcript, Transcript::Channel channel,
-                        OutputBudget& budget) {
+                        OutputBudget& budget, const OutputObserver* observer) {
     Stream stream(std::move(from), sys::UniqueFd{}, 0, &budget);
     // The head, then the tail and the line saying what was omitted between them (cut()).
     transcript.expect(static_cast<std::size_t>(budget.head_left) + budget.tail_capacity + 64);
     stream.transcript_ = &transcript;
+    stream.observer_ = observer;
     stream.channel_ = channel;
     return stream;
 }
 
 void Stream::deliver(std::string_view bytes) {
-    if (transcript_ != nullptr)
-        transcript_->append(channel_, bytes);
-    else
+    if (transcript_ == nullptr) {
         pending_.append(bytes);
+        return;
+    }
+    transcript_->append(channel_, bytes);
+    if (observer_ != nullptr && *observer_ && !bytes.empty()) (*observer_)(channel_, bytes);
 }
 
 void Stream::admit(const char* data, std::size_t n) {

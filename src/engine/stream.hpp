@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,6 +18,12 @@
 #include "sys/unique_fd.hpp"
 
 namespace pysandbox {
+
+// Sees each piece of captured output as the transcript takes it: the head of the output as it is
+// read, and at a cut (a cell's end, the sandbox's) the tail after its "[... N bytes omitted ...]"
+// marker. What it sees, in order, is what the result holds, and never more: bounded by the
+// output limit. Called from the poll loop's round; it must not block, and not touch the sandbox.
+using OutputObserver = std::function<void(OutputSegment::Channel, std::string_view)>;
 
 // The head budget shared by every output stream.
 struct OutputBudget {
@@ -106,9 +113,10 @@ class Stream {
            OutputBudget* budget = nullptr);
     // A stream whose whole content is known up front (the program given on stdin).
     static Stream preloaded(std::string content, sys::UniqueFd to);
-    // An output stream kept in `transcript` rather than written to a file descriptor.
+    // An output stream kept in `transcript` rather than written to a file descriptor; what it
+    // keeps is shown to `*observer` too when that is set (it may be set and reset later).
     static Stream captured(sys::UniqueFd from, Transcript& transcript, Transcript::Channel channel,
-                           OutputBudget& budget);
+                           OutputBudget& budget, const OutputObserver* observer = nullptr);
 
     bool wants_read() const { return from_ && pending() < kBuffer && !sink_full_; }
     bool wants_write() const { return to_ && (pending() > 0 || sink_full_); }
@@ -150,6 +158,7 @@ class Stream {
     OutputBudget* budget_;
     TailRing tail_;
     Transcript* transcript_ = nullptr;
+    const OutputObserver* observer_ = nullptr;
     Transcript::Channel channel_ = Transcript::kStdout;
     std::string pending_;  // read, not yet written; bytes before offset_ are written
     std::size_t offset_ = 0;

@@ -15,6 +15,8 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
+#include <utility>
 
 #include "embed/result_schema.hpp"
 #include "embed/version.hpp"
@@ -23,6 +25,7 @@
 #include "fronts/front_loop.hpp"
 #include "fronts/mcp_protocol.hpp"
 #include "fronts/mcp_tools.hpp"
+#include "fronts/output_events.hpp"
 #include "fronts/requests.hpp"
 #include "fronts/scratch_dir.hpp"
 #include "plan/plan.hpp"
@@ -55,12 +58,33 @@ struct RpcError {
     std::string message;
 };
 
+using Clock = std::chrono::steady_clock;
+
+// A call's output as notifications/progress, when the call carried _meta.progressToken (MCP
+// "Progress"): while the code runs, at most one every kProgressEvery with the text since the
+// last. None goes with the result: what is left is in it, and the SDK handles a notification
+// after the response read with it, when it no longer knows the token. Bounded: at most the output
+// limit (and what a result shows, mcp::kOutputShown) of text in all, a note where it stops.
+struct Progress {
+    json token;
+    OutputEvents output;     // the cell's observer adds to it (Cell::on_output)
+    std::string text;        // not sent yet
+    std::uint64_t sent = 0;  // bytes of text sent: each notification's `progress`
+    std::uint64_t room = 0;  // bytes of text that may still be sent, the note apart
+    bool full = false;
+    Clock::time_point last{};  // when the last one went
+};
+constexpr std::chrono::milliseconds kProgressEvery{50};
+constexpr std::string_view kProgressFull =
+    "\n[... the rest of the output is in the result only ...]\n";
+
 // A tools/call of run_python, from its arrival to its answer.
 struct Call {
     json id;  // the JSON-RPC request's
     Offer* offer = nullptr;
     std::string session_id;  // empty: a one-shot sandbox
     Cell cell;
+    std::unique_ptr<Progress> progress;  // with a progressToken; the cell's observer points in
 };
 
 // A one-shot call's own sandbox, for its one cell.
@@ -68,8 +92,6 @@ struct OneShot {
     Call call;
     std::unique_ptr<Session> session;
 };
-
-using Clock = std::chrono::steady_clock;
 
 struct NamedSession {
     Offer* offer = nullptr;
@@ -114,6 +136,11 @@ class Server {
                 end_expired_sessions();
             },
             this);
+        loop_.poller().watch(
+            [this] {
+                return sys::Poller::Interest{progress_clock_.get(), POLLIN};
+            },
+            [this](short) { progress_clock_.acknowledge(); }, this);
     }
 
     void start_pools(std::size_t size) {
@@ -129,6 +156,7 @@ class Server {
             for (Offer& offer : offers_) offer.pool->advance();
             answer_one_shots();
             answer_sessions();
+            report_progress();
             while (!loop_.stopping()) {
                 auto line = loop_.input().next();
                 if (!line) break;
@@ -294,7 +322,7 @@ class Server {
                 "no tool \"" + tool + "\" (tools: run_python, start_session, end_session)"};
         try {
             if (tool == "run_python")
-                run_python(id, arguments);
+                run_python(id, arguments, params);
             else if (tool == "start_session")
                 start_session(id, arguments);
             else
@@ -322,7 +350,7 @@ class Server {
                                     "\" (it ended, or was never started: start_session)");
     }
 
-    void run_python(const json& id, const json& arguments) {
+    void run_python(const json& id, const json& arguments, const json& params) {
         const mcp::RunArguments run = mcp::parse_run_arguments(arguments, offered_);
         Call call;
         call.id = id;
@@ -334,9 +362,28 @@ class Server {
         }
         call.cell = parse_cell_fields(arguments, call.offer->plan->profile.limits);
         call.cell.id = id;
+        call.progress = progress_for(params, call.offer->plan->profile.limits);
+        if (call.progress) call.cell.on_output = call.progress->output.observer();
         if (in_flight(id)) throw RpcError{kInvalidRequest, "a request with this id is running"};
         if (!call.session_id.empty()) sessions_.at(call.session_id).last_call = Clock::now();
         waiting_.push_back(std::move(call));
+    }
+
+    // The progress of a call that asked for it with _meta.progressToken (a string or an
+    // integer), else none; none under 2024-11-05 either, whose notifications carry no message.
+    std::unique_ptr<Progress> progress_for(const json& params, const Limits& limits) const {
+        const auto meta = params.find("_meta");
+        if (meta == params.end() || !meta->is_object()) return nullptr;
+        const auto token = meta->find("progressToken");
+        if (token == meta->end()) return nullptr;
+        if (!token->is_string() && !token->is_number_integer())
+            throw RpcError{kInvalidParams, "_meta.progressToken must be a string or an integer"};
+        if (!protocol_->progress_messages) return nullptr;
+        auto progress = std::make_unique<Progress>();
+        progress->token = *token;
+        progress->room = std::min<std::uint64_t>(limits.output_limit, mcp::kOutputShown);
+        progress->room -= std::min<std::uint64_t>(progress->room, kProgressFull.size());
+        return progress;
     }
 
     void start_session(const json& id, const json& arguments) {
@@ -530,6 +577,59 @@ class Server {
         });
     }
 
+    // ------------------------------------------------------------------ progress
+
+    // Each running call's output since the last round, to the clients that asked (a cancelled
+    // call's no more); the clock wakes the loop when one held back is due.
+    void report_progress() {
+        std::optional<Clock::time_point> due;
+        auto report = [&](Call& call) {
+            if (auto next = send_progress(call, false); next && (!due || *next < *due)) due = next;
+        };
+        for (OneShot& one : one_shots_) report(one.call);
+        for (auto& [session_id, named] : sessions_)
+            if (named.running && !named.cancelled) report(*named.running);
+        if (due)
+            progress_clock_.arm(*due - Clock::now());
+        else
+            progress_clock_.disarm();
+    }
+
+    // Sends a notification with `call`'s text when kProgressEvery has passed since the last, or
+    // at once when `final`; otherwise returns when it is due.
+    std::optional<Clock::time_point> send_progress(Call& call, bool final) {
+        Progress* progress = call.progress.get();
+        if (progress == nullptr) return std::nullopt;
+        for (OutputEvents::Piece& piece : progress->output.take(final)) {
+            if (progress->full) break;
+            std::string text = std::move(piece.bytes);
+            if (!piece.text)
+                text = "[" + std::to_string(text.size()) + " bytes of " +
+                       (piece.channel == OutputSegment::kStdout ? "stdout" : "stderr") +
+                       " that are not text: the result has them]\n";
+            if (text.size() > progress->room) {
+                text.resize(encoding::whole_characters(
+                    std::string_view(text).substr(0, static_cast<std::size_t>(progress->room))));
+                text += kProgressFull;
+                progress->full = true;
+            }
+            progress->room -= std::min<std::uint64_t>(progress->room, text.size());
+            progress->text += text;
+        }
+        if (progress->text.empty()) return std::nullopt;
+        const Clock::time_point now = Clock::now();
+        if (!final && now - progress->last < kProgressEvery) return progress->last + kProgressEvery;
+        progress->sent += progress->text.size();
+        progress->last = now;
+        send({{"jsonrpc", "2.0"},
+              {"method", "notifications/progress"},
+              {"params",
+               {{"progressToken", progress->token},
+                {"progress", progress->sent},
+                {"message", std::exchange(progress->text, {})}}}});
+        return std::nullopt;
+    }
+
     // ------------------------------------------------------------------ the end
 
     // The calls in flight are answered before the server goes: none is left without one.
@@ -571,6 +671,7 @@ class Server {
     };
     std::deque<EndedSession> ended_;
     sys::TimerFd session_clock_;
+    sys::TimerFd progress_clock_;  // a call's held-back progress is due
     std::optional<Clock::time_point> armed_for_;
     std::size_t one_shot_count_ = 0;
 };

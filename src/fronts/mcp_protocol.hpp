@@ -15,6 +15,9 @@ struct Protocol {
     std::string_view version;
     // Tool.annotations (2025-03-26). Where Tool.title is missing, its title is the tool's.
     bool tool_annotations;
+    // ProgressNotification.message (2025-03-26): a call's output streamed as progress. Before,
+    // a progress notification carries numbers only, so the server sends none.
+    bool progress_messages;
     // `title` on Tool and on Implementation (serverInfo) (2025-06-18).
     bool titles;
     // Tool.outputSchema and CallToolResult.structuredContent (2025-06-18).
@@ -28,10 +31,10 @@ struct Protocol {
 
 // Oldest first.
 inline constexpr Protocol kProtocols[] = {
-    {"2024-11-05", false, false, false, false, false},
-    {"2025-03-26", true, false, false, false, false},
-    {"2025-06-18", true, true, true, true, false},
-    {"2025-11-25", true, true, true, true, true},
+    {"2024-11-05", false, false, false, false, false, false},
+    {"2025-03-26", true, true, false, false, false, false},
+    {"2025-06-18", true, true, true, true, true, false},
+    {"2025-11-25", true, true, true, true, true, true},
 };
 inline constexpr const Protocol& kLatestProtocol = kProtocols[std::size(kProtocols) - 1];
 

@@ -25,7 +25,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::string_view kCellFields = "id, code, timeout, files";
+constexpr std::string_view kCellFields = "id, code, timeout, files, stream";
 constexpr std::string_view kJobFields = "id, code, script, args, stdin, timeout, profile, inputs";
 
 // JSON's name for a value's type ("number" for every kind of number).
@@ -271,7 +271,8 @@ Cell parse_cell_fields(const json& request, const Limits& limits) {
     return cell;
 }
 
-std::variant<Cell, BadRequest> parse_cell_request(std::string_view line, const Limits& limits) {
+std::variant<CellRequest, BadRequest> parse_cell_request(std::string_view line,
+                                                         const Limits& limits) {
     if (line.size() > kMaxRequestLine)
         return BadRequest{nullptr,
                           "the request line is over " + units::format_size(kMaxRequestLine)};
@@ -283,12 +284,20 @@ std::variant<Cell, BadRequest> parse_cell_request(std::string_view line, const L
     json id = request.contains("id") ? request["id"] : json(nullptr);
     try {
         for (const auto& [key, _] : request.items())
-            if (key != "id" && key != "code" && key != "timeout" && key != "files")
+            if (key != "id" && key != "code" && key != "timeout" && key != "files" &&
+                key != "stream")
                 throw std::invalid_argument("unknown field \"" + key +
                                             "\" (fields: " + std::string(kCellFields) + ")");
-        Cell cell = parse_cell_fields(request, limits);
-        cell.id = id;
-        return cell;
+        CellRequest parsed_request;
+        if (const auto stream = request.find("stream"); stream != request.end()) {
+            if (!stream->is_boolean())
+                throw std::invalid_argument("\"stream\" must be true or false, not " +
+                                            type_of(*stream));
+            parsed_request.stream = stream->get<bool>();
+        }
+        parsed_request.cell = parse_cell_fields(request, limits);
+        parsed_request.cell.id = id;
+        return parsed_request;
     } catch (const std::invalid_argument& e) {
         return BadRequest{std::move(id), e.what()};
     }

@@ -5,7 +5,7 @@
 // fields they share (code, timeout, files) are read by the same functions, with the same messages.
 //
 // A session request, as a line of NDJSON: {"id": any, "code": "...", "timeout": "2s" or seconds,
-// "files": [{"name": ..., "text": ... | "base64": ...}]}.
+// "files": [{"name": ..., "text": ... | "base64": ...}], "stream": true or false}.
 
 #include <chrono>
 #include <cstdint>
@@ -36,8 +36,15 @@ struct BadRequest {
     std::string message;
 };
 
+// A session's request: the cell, and whether its output goes to the client as it comes.
+struct CellRequest {
+    Cell cell;
+    bool stream = false;
+};
+
 // A timeout over the profile's limit is lowered to it, with a warning in the cell.
-std::variant<Cell, BadRequest> parse_cell_request(std::string_view line, const Limits& limits);
+std::variant<CellRequest, BadRequest> parse_cell_request(std::string_view line,
+                                                         const Limits& limits);
 
 // The code, timeout and files of a request object (its other fields are the caller's): the
 // timeout held to limits.wall_time (with a warning), the files to limits.tmp_size. Throws

@@ -11,10 +11,12 @@
 #include "engine/pool.hpp"
 #include "engine/session.hpp"
 #include "fronts/front_loop.hpp"
+#include "fronts/output_events.hpp"
 #include "fronts/requests.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "plan/units.hpp"
+#include "report/encoding.hpp"
 #include "report/exit_codes.hpp"
 #include "report/result.hpp"
 #include "sys/timer_fd.hpp"
@@ -119,7 +121,10 @@ class SessionFront {
                 say(human_summary(plan_, *failure));
                 return exit_codes::for_outcome(*failure);
             }
+            send_output(false);
             while (auto result = session_->take_result()) {
+                send_output(true);
+                streaming_.reset();
                 const bool lost = (*result)["state"] == "lost";
                 show(std::move(*result));
                 if (lost && pooled_) take_warm_sandbox();
@@ -189,8 +194,29 @@ class SessionFront {
                 show_bad(*bad);
                 continue;
             }
-            session_->run(std::move(std::get<Cell>(parsed)));
+            CellRequest& request = std::get<CellRequest>(parsed);
+            if (request.stream) {
+                streaming_ = request.cell.id;
+                request.cell.on_output = output_.observer();
+            }
+            session_->run(std::move(request.cell));
             return;
+        }
+    }
+
+    // A streamed cell's output since the last round, as lines {"id", "event", "data"} ahead of
+    // its result (`final`: the result is next). Each round's, so that what the cell flushed
+    // reaches the client at once; a stream's bytes that are not text go as base64, as in the
+    // result, with "encoding": "base64".
+    void send_output(bool final) {
+        if (!streaming_) return;
+        for (OutputEvents::Piece& piece : output_.take(final)) {
+            nlohmann::ordered_json event = {
+                {"id", *streaming_},
+                {"event", piece.channel == OutputSegment::kStdout ? "stdout" : "stderr"},
+                {"data", piece.text ? std::move(piece.bytes) : encoding::base64(piece.bytes)}};
+            if (!piece.text) event["encoding"] = "base64";
+            loop_.send(event);
         }
     }
 
@@ -276,6 +302,8 @@ class SessionFront {
     const bool pooled_;
     std::unique_ptr<Session> session_;
     ReplInput repl_input_;
+    OutputEvents output_;                      // the running cell's, when it streams
+    std::optional<nlohmann::json> streaming_;  // the id of the running cell, when it streams
     sys::TimerFd lifetime_;
     sys::TimerFd idle_;
     bool ready_ = false;

@@ -47,6 +47,21 @@ int utf8_sequence(const unsigned char* p, const unsigned char* end) {
     return length;
 }
 
+std::size_t whole_characters(std::string_view bytes) {
+    const auto* const begin = reinterpret_cast<const unsigned char*>(bytes.data());
+    const auto* const end = begin + bytes.size();
+    for (const auto* p = end; p > begin && end - p < 4;) {
+        --p;
+        if (*p < 0x80) break;  // ASCII: nothing after it begins a sequence
+        if (*p >= 0xc0) {      // where a sequence would begin
+            const int length = utf8_sequence(p, end);
+            return length < 0 && p - length == end ? static_cast<std::size_t>(p - begin)
+                                                   : bytes.size();
+        }
+    }
+    return bytes.size();
+}
+
 // ASCII, the common case, is passed a block at a time.
 bool is_utf8(std::string_view bytes) {
     const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());

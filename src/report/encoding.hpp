@@ -19,6 +19,10 @@ bool is_utf8(std::string_view bytes);
 // sequence). Bytes at `end` and past it do not fit.
 int utf8_sequence(const unsigned char* p, const unsigned char* end);
 
+// How much of `bytes` ends with a whole character: all of it, unless its last bytes (at most 3)
+// begin a well-formed UTF-8 sequence that the end cuts short, which a next piece may complete.
+std::size_t whole_characters(std::string_view bytes);
+
 // is_text over bytes that arrive in pieces (a captured stream), each scanned once as it comes.
 struct TextTally {
     std::size_t controls = 0;

@@ -114,6 +114,27 @@ def parse_lines(stdout: bytes | str) -> list[dict[str, Any]]:
     return results
 
 
+EVENT_SCHEMA_FILE = REPO / "schema" / "pysandbox.session-event.v1.json"
+
+
+@functools.cache
+def event_validator():
+    """A draft 2020-12 validator for a session's event lines ("stream": true)."""
+    import jsonschema
+    schema = json.loads(EVENT_SCHEMA_FILE.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def validate_event(obj: Any) -> dict[str, Any]:
+    """``obj`` itself when it is a valid session event line; SchemaError otherwise."""
+    found = [f"{e.json_path}: {_clip(e.message)}" for e in event_validator().iter_errors(obj)]
+    if found:
+        raise SchemaError(f"not a valid event ({EVENT_SCHEMA_FILE.relative_to(REPO)}):\n  "
+                          + "\n  ".join(found))
+    return obj
+
+
 def stream(result: dict[str, Any], name: str) -> bytes:
     """A result's ``stdout`` or ``stderr`` as bytes, decoded as its ``encoding`` says (base64,
     or text that may carry surrogate escapes); empty when it holds none."""

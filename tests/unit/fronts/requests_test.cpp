@@ -26,9 +26,9 @@ TEST_SUITE("cell requests") {
     namespace {
     Limits limits;
 
-    const Cell& cell_of(const std::variant<Cell, BadRequest>& parsed) {
-        REQUIRE(std::holds_alternative<Cell>(parsed));
-        return std::get<Cell>(parsed);
+    const Cell& cell_of(const std::variant<CellRequest, BadRequest>& parsed) {
+        REQUIRE(std::holds_alternative<CellRequest>(parsed));
+        return std::get<CellRequest>(parsed).cell;
     }
 
     std::string problem(std::string_view line) {
@@ -78,7 +78,7 @@ TEST_SUITE("cell requests") {
         CHECK(problem(R"({"id": 3})") == "\"code\" is missing");
         CHECK(problem(R"({"code": 3})") == "\"code\" must be a string, not number");
         CHECK(problem(R"({"code": "", "timout": "1s"})") ==
-              "unknown field \"timout\" (fields: id, code, timeout, files)");
+              "unknown field \"timout\" (fields: id, code, timeout, files, stream)");
         CHECK(problem(R"({"code": "", "timeout": -1})") ==
               "\"timeout\" must be more than 0 seconds");
         CHECK(problem(R"({"code": "", "timeout": "soon"})").starts_with("\"timeout\": "));
@@ -94,6 +94,27 @@ TEST_SUITE("cell requests") {
         CHECK(std::get<BadRequest>(parsed).id == "seven");
         CHECK(
             problem(std::string(kMaxRequestLine + 1, ' ')).starts_with("the request line is over"));
+    }
+
+    TEST_CASE("stream: absent is false; only true or false is taken") {
+        const auto plain = parse_cell_request(R"({"code": ""})", limits);
+        REQUIRE(std::holds_alternative<CellRequest>(plain));
+        CHECK_FALSE(std::get<CellRequest>(plain).stream);
+        const auto streamed =
+            parse_cell_request(R"({"id": 1, "code": "", "stream": true})", limits);
+        REQUIRE(std::holds_alternative<CellRequest>(streamed));
+        CHECK(std::get<CellRequest>(streamed).stream);
+        const auto off = parse_cell_request(R"({"code": "", "stream": false})", limits);
+        REQUIRE(std::holds_alternative<CellRequest>(off));
+        CHECK_FALSE(std::get<CellRequest>(off).stream);
+        CHECK(problem(R"({"code": "", "stream": 1})") ==
+              "\"stream\" must be true or false, not number");
+        CHECK(problem(R"({"code": "", "stream": "true"})") ==
+              "\"stream\" must be true or false, not string");
+        CHECK(problem(R"({"code": "", "stream": null})") ==
+              "\"stream\" must be true or false, not null");
+        const auto bad = parse_cell_request(R"({"id": "s", "code": "", "stream": []})", limits);
+        CHECK(std::get<BadRequest>(bad).id == "s");
     }
 
     TEST_CASE("files are held to limits.tmp_size together") {

@@ -1,0 +1,50 @@
+#pragma once
+// A running cell's output as a front passes it on to its client while the cell runs (a session's
+// "stream": true, an MCP call's progress notifications): the pieces the engine shows the cell's
+// observer (OutputObserver, engine/stream.hpp), kept in arrival order until the front takes them,
+// once a round of its poll loop. Nothing is held longer than that but the last bytes of a UTF-8
+// character the read cut short (at most 3 a stream), which wait for the rest or for the end.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/stream.hpp"
+#include "report/outcome.hpp"
+
+namespace pysandbox {
+
+class OutputEvents {
+  public:
+    using Channel = OutputSegment::Channel;
+    struct Piece {
+        Channel channel;
+        std::string bytes;
+        bool text;  // encoding::is_text: as the result, bytes that are not go as base64
+    };
+
+    OutputEvents() = default;
+    OutputEvents(const OutputEvents&) = delete;
+    OutputEvents& operator=(const OutputEvents&) = delete;
+
+    // For Cell::on_output: adds each piece to this object, which must outlive the cell's run.
+    OutputObserver observer() {
+        return [this](Channel channel, std::string_view bytes) { add(channel, bytes); };
+    }
+    void add(Channel channel, std::string_view bytes);
+
+    // The pieces since the last take, in order, adjacent ones of a stream together, each ending
+    // with a whole character. `final` (the cell's result is there): the bytes held back too.
+    std::vector<Piece> take(bool final = false);
+
+  private:
+    struct Raw {
+        Channel channel;
+        std::string bytes;
+    };
+    std::vector<Raw> pending_;
+    std::string held_[2];  // the start of a character, cut short, for each stream
+};
+
+}  // namespace pysandbox
