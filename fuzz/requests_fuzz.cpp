@@ -41,7 +41,7 @@ void check_cell(std::string_view line) {
         require(bad_request_json(*bad)["status"] == "bad_request");
         return;
     }
-    const Cell& cell = std::get<Cell>(parsed);
+    const Cell& cell = std::get<CellRequest>(parsed).cell;
     require(cell.timeout <= kLimits.wall_time);
     std::uint64_t total = 0;
     for (const CellFile& file : cell.files) {
