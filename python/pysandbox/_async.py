@@ -287,9 +287,19 @@ class AsyncSession:
         self._closed = True
         process = self._process
         if process is not None and process.returncode is None:
-            assert process.stdin is not None
-            process.stdin.close()
-            await _stop(process, grace=_session_module._CLOSE_GRACE_SECONDS)
+            await asyncio.shield(asyncio.ensure_future(_end(process)))
+
+
+async def _end(process: asyncio.subprocess.Process) -> None:
+    """A session's end: stdin closed, so that it ends once the cell running is answered; killed
+    if it has not within the grace period."""
+    assert process.stdin is not None
+    process.stdin.close()
+    try:
+        await asyncio.wait_for(process.wait(), _session_module._CLOSE_GRACE_SECONDS)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
 
 
 async def abatch(jobs: Iterable[JobSpec] | AsyncIterable[JobSpec], *,

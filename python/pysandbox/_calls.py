@@ -62,12 +62,16 @@ class OutputDir:
         """Moves what pysandbox copied into the target, removes the staging directory, and
         returns ``result`` with its artifacts' ``host_path`` in the target."""
         made = list(self.staging.iterdir())
-        if made:
-            if self.target.is_dir():
-                self.target.rmdir()  # empty, as checked: the rename takes its place
-            os.rename(made[0], self.target)
-        else:
-            self.target.mkdir(exist_ok=True)
+        try:
+            if made:
+                if self.target.is_dir():
+                    self.target.rmdir()  # empty, as checked: the rename takes its place
+                os.rename(made[0], self.target)
+            else:
+                self.target.mkdir(exist_ok=True)
+        except OSError as e:
+            raise SandboxError(f"the run's files stay in {made[0] if made else self.staging}: "
+                               f"they could not become {self.target} ({e})") from None
         self.discard()
         if not made or not result.files:
             return result

@@ -191,3 +191,16 @@ def test_leaving_abatch_early_or_cancelling_it_stops_the_batch():
     seen, took = asyncio.run(cancel_when_running(consume(), below=2))
     assert took < 30 and seen and not gone(seen)
     assert not descendants(os.getpid())
+
+
+def test_closing_an_async_session_ends_it_by_end_of_input():
+    async def main():
+        async with pysandbox.AsyncSession() as session:
+            assert (await session.run("1")).ok
+            process = session._process
+            sandbox = descendants(session.pid)
+        return process.returncode, sandbox, session.closed
+
+    returncode, sandbox, closed = asyncio.run(main())
+    assert (returncode, closed) == (0, True)  # not a signal: it ended when stdin did
+    assert sandbox and not gone(sandbox)

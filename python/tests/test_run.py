@@ -10,7 +10,7 @@ import pytest
 
 import pysandbox
 from pysandbox import SandboxError, Status
-from support import (REPO, checked, cmake_version, descendants, gone, result_schema, run,
+from support import (REPO, cmake_version, descendants, gone, result_schema, run,
                      started)
 
 
