@@ -51,7 +51,7 @@ class OutputDir:
     def __init__(self, target: StrPath) -> None:
         self.target = Path(os.path.abspath(target))
         if self.target.exists() and (not self.target.is_dir() or any(self.target.iterdir())):
-            raise SandboxError(f"output directory {self.target} is not empty (it must be "
+            raise SandboxError(f"output directory {self.target} is not an empty directory (it must be "
                                f"empty or absent, so that no artifact lands where something "
                                f"else picks it up)")
         self.target.parent.mkdir(parents=True, exist_ok=True)
@@ -138,38 +138,42 @@ def plan_run(*, code: str | None, script: StrPath | None, profile: StrPath | Non
         raise TypeError("on_stdout/on_stderr run the code as a session's cell, which has no "
                         "args or stdin")
     binary_path = _process.find_binary(binary)
-    inputs = list(inputs)
     if streaming:
+        text = code if code is not None else _script_text(script)  # type: ignore[arg-type]
         options = _process.run_options(profile=profile, timeout=timeout, inputs=inputs, env=env,
                                        net=net, extra_args=extra_args)
-        text = code if code is not None else _script_text(script)  # type: ignore[arg-type]
-        request = {"id": 1, "code": text, "stream": True}
         argv = [binary_path, "session", "--ndjson", *options]
-        data = json.dumps(request)
+        line = json.dumps({"id": 1, "code": text, "stream": True})
     else:
         profiles = [_process.profile_argument(profile)] if profile is not None else []
         options = batch_options(jobs_at_once=1, profiles=profiles, timeout=timeout, env=env,
                                 net=net, extra_args=extra_args)
-        job: dict[str, Any] = {"id": None}
-        if code is not None:
-            job["code"] = code
-        else:
-            job["script"] = os.path.abspath(script)  # type: ignore[arg-type]
-        if args:
-            job["args"] = list(args)
-        if stdin:
-            job["stdin"] = stdin
-        if inputs:
-            job["inputs"] = [_process.input_argument(spec, absolute=True) for spec in inputs]
         # No preload: a run starts the plain interpreter, as `pysandbox run` does.
         argv = [binary_path, "batch", "--no-preload", *options]
-        data = json.dumps(job)
+        line = json.dumps(_job(code, script, args, stdin, inputs))
     staging = OutputDir(output_dir) if output_dir is not None else None
     if staging is not None:
         argv += ["--output-dir", str(staging.staging)]
     if not streaming:
-        argv.append("-")
-    return RunCall(argv, data.encode("utf-8") + b"\n", bool(streaming), streaming, staging)
+        argv.append("-")  # the job on stdin
+    return RunCall(argv, line.encode("utf-8") + b"\n", bool(streaming), streaming, staging)
+
+
+def _job(code: str | None, script: StrPath | None, args: Sequence[str], stdin: str | None,
+         inputs: Iterable[InputSpec]) -> dict[str, Any]:
+    """The batch job of a run (its id null, as a run has none)."""
+    job: dict[str, Any] = {"id": None}
+    if code is not None:
+        job["code"] = code
+    elif script is not None:
+        job["script"] = os.path.abspath(script)
+    if args:
+        job["args"] = list(args)
+    if stdin:
+        job["stdin"] = stdin
+    if files := [_process.input_argument(spec, absolute=True) for spec in inputs]:
+        job["inputs"] = files
+    return job
 
 
 def batch_result(returncode: int, stdout: bytes, stderr: str) -> Result:

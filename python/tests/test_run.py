@@ -66,7 +66,7 @@ def test_output_dir_receives_the_files_the_code_made(shared_dir):
 
 def test_an_output_dir_that_is_not_empty_is_refused_and_left_as_it_was(shared_dir):
     kept = shared_dir.file("kept.txt", "mine")
-    with pytest.raises(SandboxError, match="not empty"):
+    with pytest.raises(SandboxError, match="not an empty directory"):
         pysandbox.run("open('kept.txt', 'w').write('theirs')", output_dir=shared_dir.path)
     assert list(shared_dir.path.iterdir()) == [kept] and kept.read_text() == "mine"
 
