@@ -51,9 +51,9 @@ class OutputDir:
     def __init__(self, target: StrPath) -> None:
         self.target = Path(os.path.abspath(target))
         if self.target.exists() and (not self.target.is_dir() or any(self.target.iterdir())):
-            raise SandboxError(f"output directory {self.target} is not an empty directory (it must be "
-                               f"empty or absent, so that no artifact lands where something "
-                               f"else picks it up)")
+            raise SandboxError(f"output directory {self.target} is not an empty directory "
+                               f"(it must be empty or absent, so that no artifact lands where "
+                               f"something else picks it up)")
         self.target.parent.mkdir(parents=True, exist_ok=True)
         self.staging = Path(tempfile.mkdtemp(prefix=".pysandbox-output-",
                                              dir=self.target.parent))
