@@ -124,7 +124,8 @@ def test_output_dir_gets_each_cell_s_files(shared_dir):
 def test_read_file_and_list_files_read_inside_the_sandbox():
     data = bytes(range(256)) * 1000
     with pysandbox.Session() as session:
-        cell(session, "import os\nos.makedirs('d/e')\nopen('d/e/x.bin', 'wb').write(bytes(range(256)) * 1000)\n"
+        cell(session, "import os\nos.makedirs('d/e')\n"
+                      "open('d/e/x.bin', 'wb').write(bytes(range(256)) * 1000)\n"
                       "open('/tmp/elsewhere.txt', 'w').write('not in /tmp/work')\nkept = 1")
         assert session.read_file("d/e/x.bin") == data
         assert session.read_file("/tmp/work/d/e/x.bin") == data
