@@ -15,14 +15,22 @@ argument, ``$PYSANDBOX_BINARY`` or on PATH) and gives its JSON result as typed d
     else:
         print(result.status, result.message)
 
-A :class:`Session` keeps one interpreter across cells (``pysandbox session``);
-:func:`batch` runs many jobs from warm sandboxes (``pysandbox batch``); :mod:`pysandbox.dask`
-sends them to a Dask cluster. Whatever the code does is a :class:`Result` whose :class:`Status`
+``result.value`` is the repr of a final expression, as at Python's prompt. A :class:`Session`
+keeps one interpreter across cells (``pysandbox session``), and reads back the files its cells
+made (:meth:`Session.read_file`, :meth:`Session.list_files`); :func:`batch` runs many jobs from
+warm sandboxes (``pysandbox batch``); :mod:`pysandbox.dask` sends them to a Dask cluster.
+``on_stdout``/``on_stderr`` callbacks get the output as it comes. :func:`arun`,
+:class:`AsyncSession` and :func:`abatch` are the same for asyncio, cancellation included::
+
+    result = await pysandbox.arun("sum(range(10))", timeout=2)    # result.value == '45'
+ Whatever the code does is a :class:`Result` whose :class:`Status`
 says how it ended; :class:`SandboxError` is raised only when pysandbox itself failed.
 """
 
+from ._async import AsyncSession, abatch, arun
 from ._batch import Job, batch
 from ._errors import SandboxError
+from ._files import FileInfo
 from ._result import (Artifact, Enforcement, Error, Figure, Limits, PythonException, Result,
                       Status, Streams, SyscallCount, Usage, Violation)
 from ._run import run
@@ -32,9 +40,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Artifact",
+    "AsyncSession",
     "CellResult",
     "Enforcement",
     "Error",
+    "FileInfo",
     "Job",
     "Figure",
     "Limits",
@@ -47,6 +57,8 @@ __all__ = [
     "SyscallCount",
     "Usage",
     "Violation",
+    "abatch",
+    "arun",
     "batch",
     "run",
 ]

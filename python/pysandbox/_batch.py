@@ -77,7 +77,7 @@ def job_line(job: JobSpec, position: int) -> str:
 def batch_options(*, jobs_at_once: int | None = None, profiles: Iterable[str] = (),
                   keep_order: bool = False, fork: bool = False,
                   timeout: float | str | None = None, env: EnvSpec = (), net: str | None = None,
-                  extra_args: Sequence[str] = ()) -> list[str]:
+                  output_dir: StrPath | None = None, extra_args: Sequence[str] = ()) -> list[str]:
     """The options of ``pysandbox batch`` these arguments stand for."""
     if isinstance(profiles, str):
         raise TypeError("profiles is a list of profile names, not one string")
@@ -90,6 +90,8 @@ def batch_options(*, jobs_at_once: int | None = None, profiles: Iterable[str] = 
         options.append("--keep-order")
     if fork:
         options.append("--fork")
+    if output_dir is not None:
+        options += ["--output-dir", os.path.abspath(output_dir)]
     return options + _process.run_options(timeout=timeout, env=env, net=net,
                                           extra_args=extra_args)
 
@@ -121,7 +123,8 @@ class _Feeder(threading.Thread):
 def batch(jobs: Iterable[JobSpec], *, jobs_at_once: int | None = None,
           profiles: Iterable[str] = (), keep_order: bool = False, fork: bool = False,
           timeout: float | str | None = None, env: EnvSpec = (), net: str | None = None,
-          binary: StrPath | None = None, extra_args: Sequence[str] = ()) -> Iterator[Result]:
+          output_dir: StrPath | None = None, binary: StrPath | None = None,
+          extra_args: Sequence[str] = ()) -> Iterator[Result]:
     """Run many jobs, each in a sandbox of its own, and yield their results
     (``pysandbox batch -``)::
 
@@ -133,7 +136,9 @@ def batch(jobs: Iterable[JobSpec], *, jobs_at_once: int | None = None,
     generator of any length. Each result carries its job's ``id`` (a job without one gets its
     position in ``jobs``, from 0). A job that is not one (a missing program, an unknown field,
     a profile the batch does not allow, a line that is not JSON) gets a result with status
-    ``bad_request``; the batch goes on. Leaving the loop early stops the batch.
+    ``bad_request``; the batch goes on. Leaving the loop early (or an interrupt) stops the
+    batch: SIGTERM, on which pysandbox kills the jobs running, then SIGKILL after a grace
+    period.
 
     Args:
         jobs: :class:`Job` objects, mappings with a job's JSON keys, or JSON lines as they are.
@@ -146,6 +151,8 @@ def batch(jobs: Iterable[JobSpec], *, jobs_at_once: int | None = None,
             ``pysandbox(1)`` lists (no cgroup of its own; up to 256 jobs share a memory layout).
         timeout: every job's wall-clock limit unless the job sets its own.
         env, net: as for :func:`pysandbox.run`, for every job.
+        output_dir: a host directory, empty or absent, into which pysandbox copies the files
+            each job made, as ``DIR/job-N`` (N: the job's line, from 1; ``--output-dir``).
         binary: the pysandbox executable; else ``$PYSANDBOX_BINARY``, else ``pysandbox`` on PATH.
         extra_args: other options of ``pysandbox batch`` (``["--memory", "256MiB"]``).
 
@@ -154,7 +161,8 @@ def batch(jobs: Iterable[JobSpec], *, jobs_at_once: int | None = None,
             every job (a bad option or profile: its message; killed by a signal).
     """
     options = batch_options(jobs_at_once=jobs_at_once, profiles=profiles, keep_order=keep_order,
-                            fork=fork, timeout=timeout, env=env, net=net, extra_args=extra_args)
+                            fork=fork, timeout=timeout, env=env, net=net, output_dir=output_dir,
+                            extra_args=extra_args)
     argv = [_process.find_binary(binary), "batch", *options, "-"]
     with tempfile.TemporaryFile() as stderr:
         try:
@@ -173,17 +181,21 @@ def batch(jobs: Iterable[JobSpec], *, jobs_at_once: int | None = None,
                 yield result
             process.wait()
         finally:
-            if process.poll() is None:  # the caller left early, or parsing failed
-                process.kill()
-                process.wait()
+            # The caller left early, was interrupted, or parsing failed.
+            _process.stop(process, _process.STOP_GRACE_SECONDS)
             process.stdout.close()
             feeder.join()
         if feeder.error is not None:
             raise feeder.error
-        # 0: every job ran. 125 after a sandbox_error result: a job's sandbox could not be set
-        # up, which its result says. Anything else is pysandbox's own failure.
-        if process.returncode != 0 and not (process.returncode == 125 and setup_failed):
-            _fail(process.returncode, stderr)
+        check_exit(process.returncode, setup_failed, stderr)
+
+
+def check_exit(returncode: int, setup_failed: bool, stderr: IO[bytes]) -> None:
+    """Raises SandboxError unless the batch's exit status says that every job ran: 0, or 125
+    after a sandbox_error result (a job's sandbox could not be set up, which its result
+    says). Anything else is pysandbox's own failure."""
+    if returncode != 0 and not (returncode == 125 and setup_failed):
+        _fail(returncode, stderr)
 
 
 def _fail(returncode: int, stderr: IO[bytes]) -> NoReturn:

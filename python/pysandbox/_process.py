@@ -28,6 +28,10 @@ EnvSpec = Union[Mapping[str, str], Iterable[str]]
 """Variables for ``--env``: a mapping, or ``"NAME"`` (passed from the caller's environment)
 and ``"NAME=VALUE"`` strings."""
 
+STOP_GRACE_SECONDS = 5.0
+"""How long an interrupted call lets pysandbox end on SIGTERM (killing its sandboxes, removing
+its scratch) before it is killed."""
+
 # pysandbox's stderr lines are quoted in an exception up to this many characters.
 _MAX_QUOTE = 2000
 
@@ -57,17 +61,20 @@ def duration(value: float | str) -> str:
     return f"{round(value * 1000)}ms"
 
 
-def _profile_argument(profile: StrPath) -> str:
+def profile_argument(profile: StrPath) -> str:
     # A string is a name or a path, as on the command line; a path object is always a file,
     # which pysandbox knows by a '/' in it.
     return profile if isinstance(profile, str) else os.path.abspath(profile)
 
 
-def _input_argument(spec: InputSpec) -> str:
-    if isinstance(spec, tuple):
-        path, name = spec
-        return f"{os.fspath(path)}={name}"
-    return os.fspath(spec)
+def input_argument(spec: InputSpec, *, absolute: bool = False) -> str:
+    """``FILE`` or ``FILE=NAME`` for ``spec``; FILE made absolute when ``absolute`` (a batch job
+    names host files, which keep their name unless given another)."""
+    path, name = spec if isinstance(spec, tuple) else (spec, None)
+    text = os.path.abspath(path) if absolute else os.fspath(path)
+    if name is None:
+        return f"{text}={os.path.basename(path)}" if absolute else text
+    return f"{text}={name}"
 
 
 def _env_arguments(env: EnvSpec) -> list[str]:
@@ -86,11 +93,11 @@ def run_options(*, profile: StrPath | None = None, timeout: float | str | None =
     ``extra_args`` (any other options) come last."""
     options: list[str] = []
     if profile is not None:
-        options += ["--profile", _profile_argument(profile)]
+        options += ["--profile", profile_argument(profile)]
     if timeout is not None:
         options += ["--timeout", duration(timeout)]
     for spec in inputs:
-        options += ["--input", _input_argument(spec)]
+        options += ["--input", input_argument(spec)]
     for variable in _env_arguments(env):
         options += ["--env", variable]
     if net is not None:
@@ -138,18 +145,34 @@ def single_result(completed: subprocess.CompletedProcess[bytes]) -> Result:
     """The result of a one-shot ``pysandbox run --json``: its stdout must be exactly one result
     line. Raises SandboxError when it is not, or when the result is a refusal (is_refusal),
     with pysandbox's own message."""
-    stderr = completed.stderr.decode("utf-8", "replace")
-    lines = completed.stdout.splitlines()
+    return single_result_of(completed.returncode, completed.stdout.splitlines(),
+                            completed.stderr.decode("utf-8", "replace"))
+
+
+def single_result_of(returncode: int, lines: Sequence[bytes], stderr: str) -> Result:
+    """single_result, from the exit status, the lines on stdout and what was on stderr."""
     if len(lines) != 1:
         said = _quote(stderr) or f"{len(lines)} lines on stdout, not one result"
-        raise SandboxError(f"pysandbox exited with status {completed.returncode} without a "
-                           f"result: {said}", returncode=completed.returncode, stderr=stderr)
+        raise SandboxError(f"pysandbox exited with status {returncode} without a "
+                           f"result: {said}", returncode=returncode, stderr=stderr)
     try:
         result = parse_result_line(lines[0])
     except SandboxError as e:
-        raise SandboxError(e.message, returncode=completed.returncode, stderr=stderr) from None
+        raise SandboxError(e.message, returncode=returncode, stderr=stderr) from None
     if is_refusal(result):
         message = result.message or (result.error.message if result.error else "") or stderr
-        raise SandboxError(message, returncode=completed.returncode, stderr=stderr,
-                           result=result)
+        raise SandboxError(message, returncode=returncode, stderr=stderr, result=result)
     return result
+
+
+def stop(process: subprocess.Popen[bytes], grace: float) -> None:
+    """End ``process`` now, as an interrupted call must: SIGTERM, on which pysandbox kills its
+    sandboxes and removes what it made, then SIGKILL if it has not ended within ``grace``
+    seconds (its sandboxes die with it, by PR_SET_PDEATHSIG)."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

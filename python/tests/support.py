@@ -6,6 +6,7 @@ import os
 import select
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pysandbox
@@ -90,3 +91,21 @@ def exits(pid: int, within: float) -> bool:
         return bool(select.select([fd], [], [], within)[0])
     finally:
         os.close(fd)
+
+
+def started(pid: int, count: int, within: float) -> set[int]:
+    """The processes below ``pid`` once there are at least ``count`` of them (pysandbox, the
+    sandbox's init, its interpreter), looked for until ``within`` seconds have passed: a
+    process tree that grows sends no notification, so /proc is read again every 10 ms."""
+    deadline = time.monotonic() + within
+    while len(found := descendants(pid)) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"fewer than {count} processes below {pid} after {within} s: "
+                                 f"{sorted(found)}")
+        time.sleep(0.01)
+    return found
+
+
+def gone(pids: set[int], within: float = 5) -> list[int]:
+    """Those of ``pids`` still running after ``within`` seconds (each awaited on a pidfd)."""
+    return [pid for pid in pids if not exits(pid, within)]

@@ -1,14 +1,17 @@
 """pysandbox.run against the built binary: each outcome comes back as a typed Result (checked
 against schema/pysandbox.result.v1.json too), and only pysandbox's own failures raise."""
 
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 import pysandbox
 from pysandbox import SandboxError, Status
-from support import REPO, checked, cmake_version, result_schema, run
+from support import (REPO, cmake_version, descendants, gone, result_schema, run,
+                     started)
 
 
 def test_ok_fills_every_field():
@@ -34,6 +37,92 @@ def test_ok_fills_every_field():
     assert result.id is None and result.figures == () and result.cell is None
 
 
+def test_a_final_expression_is_the_value(shared_dir):
+    result = run("import math\nprint('side')\nmath.factorial(20)")
+    assert (result.status, result.stdout, result.value) == (Status.OK, "side\n",
+                                                            "2432902008176640000")
+    assert run("x = 1").value is None and run("None").value is None
+    script = shared_dir.file("last.py", "import sys\n{'args': sys.argv[1:]}\n")
+    assert run(script=script, args=["a"]).value == "{'args': ['a']}"
+
+
+def test_output_dir_receives_the_files_the_code_made(shared_dir):
+    target = shared_dir.path / "out"
+    result = run("import os\nopen('a.txt', 'w').write('hi')\nos.mkdir('d')\n"
+                 "open('d/b.txt', 'w').write('b')", output_dir=target)
+    assert result.ok, result
+    made = sorted(p.relative_to(target).as_posix() for p in target.rglob("*"))
+    assert made == ["a.txt", "d", "d/b.txt"]
+    assert (target / "a.txt").read_text() == "hi" and (target / "d/b.txt").read_text() == "b"
+    assert {f.path: f.host_path for f in result.files} == {
+        "a.txt": str(target / "a.txt"), "d/b.txt": str(target / "d/b.txt")}
+    assert list(shared_dir.path.iterdir()) == [target]  # nothing else left beside it
+    empty = shared_dir.path / "empty"
+    empty.mkdir()
+    assert run("1", output_dir=empty).ok and list(empty.iterdir()) == []
+    assert run("1", output_dir=shared_dir.path / "new").ok
+    assert (shared_dir.path / "new").is_dir()
+
+
+def test_an_output_dir_that_is_not_empty_is_refused_and_left_as_it_was(shared_dir):
+    kept = shared_dir.file("kept.txt", "mine")
+    with pytest.raises(SandboxError, match="not an empty directory"):
+        pysandbox.run("open('kept.txt', 'w').write('theirs')", output_dir=shared_dir.path)
+    assert list(shared_dir.path.iterdir()) == [kept] and kept.read_text() == "mine"
+
+
+def test_callbacks_get_stdout_and_stderr_and_the_result_holds_them_too():
+    out, err = [], []
+    result = run("import sys\nprint('a', flush=True)\nprint('b', file=sys.stderr)\n6 * 7",
+                 on_stdout=out.append, on_stderr=err.append)
+    assert result.ok and result.value == "42", result
+    assert ("".join(out), "".join(err)) == ("a\n", "b\n") == (result.stdout, result.stderr)
+
+
+def test_callbacks_get_the_output_while_the_code_runs_and_can_stop_it():
+    class Seen(Exception):
+        pass
+
+    def on_stdout(text: str) -> None:
+        raise Seen(text)
+
+    began = time.monotonic()
+    with pytest.raises(Seen, match="first"):
+        pysandbox.run("print('first', flush=True)\nimport time\ntime.sleep(60)", timeout=90,
+                      on_stdout=on_stdout)
+    # The callback ran while the code slept, and its exception stopped the run there.
+    assert time.monotonic() - began < 30
+    assert not descendants(os.getpid()), "nothing of the run may be left"
+
+
+def test_callbacks_take_no_args_or_stdin():
+    with pytest.raises(TypeError, match="no args or stdin"):
+        pysandbox.run("1", args=["a"], on_stdout=print)
+    with pytest.raises(TypeError, match="no args or stdin"):
+        pysandbox.run("1", stdin="x", on_stderr=print)
+
+
+def test_an_interrupt_stops_the_run_and_leaves_nothing(monkeypatch):
+    # What a KeyboardInterrupt does while run() waits for pysandbox, raised as it waits.
+    real = subprocess.Popen.communicate
+    seen: set[int] = set()
+
+    def interrupted(process, input=None, timeout=None):
+        process.stdin.write(input)  # the job: its sandbox starts and runs it
+        process.stdin.close()
+        seen.update(started(process.pid, 2, within=30))  # the sandbox's init, its interpreter
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess.Popen, "communicate", interrupted)
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        pysandbox.run("import time\ntime.sleep(60)", timeout=90)
+    monkeypatch.setattr(subprocess.Popen, "communicate", real)
+    assert time.monotonic() - began < 30
+    assert seen and not gone(seen)
+    assert not descendants(os.getpid())
+
+
 def test_an_exception_is_a_result_with_its_fields_parsed():
     result = run("def f(x):\n    return 1 / x\n\nf(0)\n")
     assert result.status is Status.EXCEPTION and not result.ok
@@ -54,7 +143,9 @@ def test_a_timeout_is_a_result(timeout):
     assert (result.exit_code, result.pysandbox_exit_code) == (None, 124)
     assert result.limits is not None and result.limits.wall_time_ms == 300
     assert pysandbox.Violation("resource", "wall_time", 1, "killed") in result.violations
-    assert result.message == "wall-clock limit of 300ms reached; the sandbox was killed"
+    # The run is a batch job, whose words are "the run was stopped".
+    assert result.message is not None
+    assert result.message.startswith("wall-clock limit of 300ms reached; the ")
 
 
 def test_inputs_appear_in_the_working_directory(shared_dir):
@@ -80,11 +171,18 @@ def test_code_that_looks_like_an_option_is_code():
     assert run("").ok
 
 
-@pytest.mark.parametrize("data", ["héllo\n", b"h\xe9llo\n"])
+@pytest.mark.parametrize("data", ["héllo\n", "héllo\n".encode()])
 def test_stdin_is_the_scripts_stdin(data):
-    result = run("import sys\nsys.stdout.buffer.write(sys.stdin.buffer.read()[::-1])", stdin=data)
-    raw = data.encode() if isinstance(data, str) else data
-    assert result.ok and result.stdout_bytes == raw[::-1]
+    result = run("import sys\nprint(sys.stdin.read()[::-1], end='')", stdin=data)
+    text = data.decode() if isinstance(data, bytes) else data
+    assert result.ok and result.stdout == text[::-1]
+
+
+def test_stdin_that_is_not_utf8_is_refused_before_anything_runs(shared_dir):
+    # A run's stdin travels in the JSON line of a batch job: text only.
+    with pytest.raises(ValueError, match="UTF-8"):
+        pysandbox.run("print(1)", stdin=b"h\xe9llo\n", output_dir=shared_dir.path / "out")
+    assert list(shared_dir.path.iterdir()) == []
 
 
 def test_without_stdin_the_script_reads_nothing():
@@ -142,8 +240,8 @@ def test_a_usage_error_raises_with_pysandboxs_message(kwargs, said):
     assert said in str(caught.value)
     assert caught.value.returncode == 125
     assert f"pysandbox: {caught.value.message}" in caught.value.stderr
-    refusal = checked(caught.value.result)
-    assert refusal.status is Status.SANDBOX_ERROR and refusal.usage is None
+    # The run is a batch job, and a batch that refuses to start prints no result.
+    assert caught.value.result is None
 
 
 def test_a_missing_binary_raises():
