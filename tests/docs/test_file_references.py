@@ -163,6 +163,11 @@ def document_lines(text: str) -> list[tuple[int, str]]:
     return list(enumerate(text.splitlines(), 1))
 
 
+def roff_lines(text: str) -> list[tuple[int, str]]:
+    """A man page's lines as they read: roff's minus sign (backslash, minus) is a hyphen."""
+    return document_lines(text.replace("\\-", "-"))
+
+
 def reader(path: str):
     """What of a file is prose for a reader: its comments, or all of it for a document; None for
     a file of another kind."""
@@ -173,6 +178,8 @@ def reader(path: str):
         return python_comments
     if name == "CMakeLists.txt" or name.endswith((".sh", ".cmake")):
         return hash_comments
+    if path.startswith("man/") and name.endswith(".in"):
+        return roff_lines
     if name.endswith((".md", ".in")):
         return document_lines
     return None
@@ -221,10 +228,12 @@ class FileReferencesTest(unittest.TestCase):
                           "# /usr/lib/python3/os.py is absolute; missing.py is not\n"
                           'print("elsewhere.py")\n',
             "python/README.md": "[up](../README.md), [gone](../gone.md), ./x.py, x.py\n",
+            "man/p.1.in": ".I gone\\-name.json and attack.py\n",
         }
         self.assertEqual(stale_references(files, texts), [
             "bench/b.py:1: tests/attack.py",
             "bench/b.py:2: missing.py",
+            "man/p.1.in:1: gone-name.json",
             "python/README.md:1: ../gone.md",
             "src/a.cpp:1: gone.hpp",
             "src/a.cpp:2: engine/child.cpp",

@@ -766,6 +766,9 @@ class Sandbox:
                              f"{answer.get('id')!r}"))
         result = answer.get("result")
         r = result.get("structuredContent") if isinstance(result, dict) else None
+        if not isinstance(r, dict) and isinstance(result, dict) and \
+                result.get("isError") is True and front_rc not in (0, None):
+            return None  # a server that cannot run code says why to the call, then exits non-zero
         if not isinstance(r, dict):
             problems.append(("misbehaved", "the call was answered without a result object: "
                              f"{str(answer)[:300]}"))
