@@ -22,7 +22,7 @@ from . import _files, _process
 from . import _session as _session_module
 from ._batch import JobSpec, batch_options, check_exit, job_line
 from ._calls import CellReader, OutputCallback, RunCall, Streaming
-from ._calls import batch_result, checked_run_result, plan_run
+from ._calls import batch_result, one_cell_result, plan_run
 from ._errors import SandboxError
 from ._files import FileInfo
 from ._process import EnvSpec, InputSpec, StrPath
@@ -135,11 +135,7 @@ async def _session_cell(call: RunCall) -> Result:
             await _stop(process)
         stderr.seek(0)
         said = stderr.read().decode("utf-8", "replace")
-    if result is None:
-        raise SandboxError(f"pysandbox session ended (exit status {process.returncode}) without "
-                           f"a result: {said.strip()[-2000:] or 'no message'}",
-                           returncode=process.returncode, stderr=said)
-    return checked_run_result(result, process.returncode, said)
+    return one_cell_result(result, process.returncode, said)
 
 
 class AsyncSession:

@@ -187,6 +187,16 @@ def batch_result(returncode: int, stdout: bytes, stderr: str) -> Result:
                               stderr)
 
 
+def one_cell_result(result: Result | None, returncode: int | None, stderr: str) -> Result:
+    """What a one-cell ``pysandbox session`` answered (``run()`` of code), checked as
+    :func:`checked_run_result`; a SandboxError when it ended without a result."""
+    if result is None:
+        raise SandboxError(f"pysandbox session ended (exit status {returncode}) without "
+                           f"a result: {stderr.strip()[-2000:] or 'no message'}",
+                           returncode=returncode, stderr=stderr)
+    return checked_run_result(result, returncode, stderr)
+
+
 def checked_run_result(result: Result, returncode: int | None, stderr: str) -> Result:
     """``result``, unless it says that pysandbox could not take the request (a script or an
     input it could not read): that is a SandboxError, as a refused ``pysandbox run`` is."""

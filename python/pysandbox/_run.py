@@ -9,7 +9,7 @@ from typing import IO
 
 from . import _process
 from ._calls import CellReader, OutputCallback, RunCall, Streaming
-from ._calls import batch_result, checked_run_result, plan_run
+from ._calls import batch_result, one_cell_result, plan_run
 from ._errors import SandboxError
 from ._process import EnvSpec, InputSpec, StrPath
 from ._result import Result
@@ -125,8 +125,4 @@ def _run_session_cell(call: RunCall) -> Result:
             process.stdout.close()
         stderr.seek(0)
         said = stderr.read().decode("utf-8", "replace")
-    if result is None:
-        raise SandboxError(f"pysandbox session ended (exit status {process.returncode}) without "
-                           f"a result: {said.strip()[-2000:] or 'no message'}",
-                           returncode=process.returncode, stderr=said)
-    return checked_run_result(result, process.returncode, said)
+    return one_cell_result(result, process.returncode, said)
