@@ -237,12 +237,23 @@ void Sandbox::open_streams(Pipes& pipes) {
                                       budget_, &observer_));
         err_.emplace(Stream::captured(std::move(pipes.err.read), transcript_, Transcript::kStderr,
                                       budget_, &observer_));
+        rewrite_traceback_paths();
         return;
     }
     out_.emplace(std::move(pipes.out.read), dup_fd(STDOUT_FILENO),
                  sys::write_size_after_pollout(STDOUT_FILENO), &budget_);
     err_.emplace(std::move(pipes.err.read), dup_fd(STDERR_FILENO),
                  sys::write_size_after_pollout(STDERR_FILENO), &budget_);
+    rewrite_traceback_paths();
+}
+
+// The script's frames in tracebacks name the caller's path (Plan::script_in_sandbox). Only the
+// exact prefix is swapped, on stderr only: a line the script prints itself with that prefix is
+// rewritten the same way, which is harmless.
+void Sandbox::rewrite_traceback_paths() {
+    if (plan_.script_in_sandbox.empty()) return;
+    auto prefix = [](const std::string& file) { return "  File \"" + file + "\", line "; };
+    err_->rewrite_lines(prefix(plan_.script_in_sandbox), prefix(plan_.script_file));
 }
 
 void Sandbox::feed_stdin(std::string content) {

@@ -132,6 +132,7 @@ class Sandbox {
     void watch(sys::Poller& poller);
     void watch_stream(std::optional<Stream>& stream, sys::Poller& poller);
     void open_streams(Pipes& pipes);
+    void rewrite_traceback_paths();
     void on_report();
     void on_notification();
     Outcome outcome(Ending ending) const;

@@ -154,7 +154,55 @@ Stream Stream::captured(sys::UniqueFd from, Transcript& transcript, Transcript::
     return stream;
 }
 
+void LineRewrite::feed(std::string_view bytes, std::string& out) {
+    std::size_t at = 0;
+    while (at < bytes.size()) {
+        if (line_start_ && rewritten_ < kMaxLines) {
+            // A byte at a time while the line's start matches `from_` (at most its length).
+            if (bytes[at] == from_[held_.size()]) {
+                held_ += bytes[at++];
+                if (held_.size() == from_.size()) {
+                    out.append(to_);
+                    ++rewritten_;
+                    held_.clear();
+                    line_start_ = false;
+                }
+                continue;
+            }
+            out.append(held_);  // not the prefix: the line as it was, from this byte on
+            held_.clear();
+            line_start_ = false;
+        }
+        const std::size_t newline = bytes.find('\n', at);
+        const std::size_t end = newline == std::string_view::npos ? bytes.size() : newline + 1;
+        out.append(bytes.substr(at, end - at));
+        at = end;
+        line_start_ = newline != std::string_view::npos;
+    }
+}
+
+void LineRewrite::flush(std::string& out) {
+    out.append(held_);
+    held_.clear();
+    line_start_ = true;
+}
+
+void Stream::rewrite_lines(std::string from, std::string to) {
+    rewrite_.emplace(std::move(from), std::move(to));
+    splice_ = false;
+}
+
 void Stream::deliver(std::string_view bytes) {
+    if (rewrite_) {
+        std::string rewritten;
+        rewrite_->feed(bytes, rewritten);
+        deliver_as_is(rewritten);
+        return;
+    }
+    deliver_as_is(bytes);
+}
+
+void Stream::deliver_as_is(std::string_view bytes) {
     if (transcript_ == nullptr) {
         pending_.append(bytes);
         return;
@@ -243,6 +291,11 @@ void Stream::read_available() {
 void Stream::deliver_tail() {
     omitted_ += tail_.omitted();
     deliver(tail_.drain());
+    if (rewrite_) {  // the end of the stream or of a cell: what was held back, as it was
+        std::string held;
+        rewrite_->flush(held);
+        deliver_as_is(held);
+    }
 }
 
 Stream::Cut Stream::cut() {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -106,6 +107,30 @@ class TailRing {
     std::uint64_t omitted_ = 0;
 };
 
+// Swaps one exact prefix at the start of a line for another, as bytes pass: what `run` uses so
+// that the script's traceback names the caller's path for it (`  File "examples/risky.py", line
+// 4`), not its place inside (`  File "/sandbox/risky.py", line 4`). The script writes these
+// bytes, so a line it prints itself with that prefix is rewritten the same way: harmless, as only
+// the exact prefix is swapped. Bounded: a line split across reads keeps at most the prefix's
+// length back until it is known, and at most kMaxLines lines are rewritten (the rest pass as they
+// are), so the output grows by at most kMaxLines times the difference in length.
+class LineRewrite {
+  public:
+    static constexpr std::size_t kMaxLines = 256;
+    LineRewrite(std::string from, std::string to) : from_(std::move(from)), to_(std::move(to)) {}
+    // `bytes`, rewritten, appended to `out`; a possible prefix at the end is held back.
+    void feed(std::string_view bytes, std::string& out);
+    // What is held back, as it was (the stream ended, or a cell did).
+    void flush(std::string& out);
+
+  private:
+    std::string from_;
+    std::string to_;
+    std::string held_;  // the start of a line that may still become `from_` (shorter than it)
+    bool line_start_ = true;
+    std::size_t rewritten_ = 0;
+};
+
 class Stream {
   public:
     // `budget` is null for the script's stdin, which is not capped.
@@ -139,13 +164,16 @@ class Stream {
     Cut cut();
     void on_writable();
     void on_sink_error();  // nothing more can be delivered
+    // Rewrites the lines that start with `from` from now on (LineRewrite); no splicing then.
+    void rewrite_lines(std::string from, std::string to);
 
   private:
     static constexpr std::size_t kBuffer = 64 * 1024;
 
     std::size_t pending() const { return pending_.size() - offset_; }
     void admit(const char* data, std::size_t n);
-    void deliver(std::string_view bytes);  // to the sink: pending_, or the transcript
+    void deliver(std::string_view bytes);        // to the sink: pending_, or the transcript
+    void deliver_as_is(std::string_view bytes);  // the same, past rewrite_
     void close_sink_if_done();
     bool splice_head();  // false: splicing is not possible here, copy instead
     void deliver_tail();
@@ -168,6 +196,7 @@ class Stream {
     // this process; sink_full_ waits for the sink to drain.
     bool splice_ = false;
     bool sink_full_ = false;
+    std::optional<LineRewrite> rewrite_;
 };
 
 }  // namespace pysandbox

@@ -134,7 +134,11 @@ struct Plan {
     std::vector<std::string> envp;
     std::optional<std::string> stdin_program;  // `-`: fed to the interpreter's stdin, then EOF
     std::string script_label;                  // for messages: the path, "-c" or "-"
-    std::string script_file;  // as Python names it in tracebacks: /sandbox/x.py, <string>, <stdin>
+    std::string script_file;  // as tracebacks name it: examples/risky.py, <string>, <cell>
+    // A script file's place inside (/sandbox/x.py), which Python's tracebacks name: the engine
+    // rewrites the `  File "/sandbox/x.py", line ` lines of its stderr to name script_file, the
+    // caller's path as given. Empty: nothing to rewrite.
+    std::string script_in_sandbox;
     // Where the program as given (the file, CODE or stdin) is kept: one of files[index],
     // argv[index] or stdin_program; none for a session, whose cells come later. Not a copy: a
     // script may be 16 MiB.

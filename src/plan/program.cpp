@@ -108,9 +108,17 @@ void add_program(const Program& program, Plan& plan) {
             plan.program_text = {Plan::ProgramText::In::stdin_program, 0};
             break;
         case Program::Kind::script_file:
-            plan.script_file = add_script_file(program.text, plan);
-            plan.argv.push_back(plan.script_file);
+            plan.script_in_sandbox = add_script_file(program.text, plan);
+            plan.argv.push_back(plan.script_in_sandbox);
             plan.script_label = program.text;
+            // Tracebacks name the caller's path, as given, unless Python could not have printed
+            // it as it is (a quote or a control character): then they keep /sandbox/NAME.
+            plan.script_file =
+                std::ranges::any_of(
+                    program.text, [](unsigned char c) { return c < 0x20 || c == 0x7f || c == '"'; })
+                    ? plan.script_in_sandbox
+                    : program.text;
+            if (plan.script_file == plan.script_in_sandbox) plan.script_in_sandbox.clear();
             break;
         case Program::Kind::check: {
             // The analyzer needs the standard library only: no site (nor the .pth files it runs).

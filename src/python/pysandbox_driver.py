@@ -309,16 +309,39 @@ def _without_driver_frames(tb: "TracebackType | None") -> "TracebackType | None"
     return tb
 
 
-def _print_exception(error: BaseException) -> None:
-    """As the interpreter prints an uncaught exception: through sys.excepthook, where the
-    [policy] hook leaves its own frames out, as it does for `run`."""
-    error.__traceback__ = _without_driver_frames(error.__traceback__)
-    try:
-        sys.excepthook(type(error), error, error.__traceback__)
-    except BaseException:  # the cell replaced the hook with one that fails
-        import traceback
+# The hook the sandbox started with: Python's own, or the [policy] hook (sitecustomize), which
+# leaves its own frames out and then calls Python's. Taken when this module is imported, which is
+# before the preload (pysandbox_zygote too), so a hook a preload module or a cell sets is theirs.
+_STARTUP_HOOK = sys.excepthook
 
-        traceback.print_exception(type(error), error, error.__traceback__)
+
+def _print_traceback(kind: "type[BaseException]", value: BaseException,
+                     tb: "TracebackType | None") -> None:
+    """Python's own printing, in Python: Python 3.11's C printer (sys.__excepthook__) reads a
+    frame's line from the file its filename names, and a cell's ("<cell-3>") names none, so it
+    would print no line at all; traceback reads linecache, which holds every cell's source
+    (_LinecacheSources). Newer Pythons print through traceback themselves."""
+    import traceback
+
+    traceback.print_exception(kind, value, tb)
+
+
+def _print_exception(error: BaseException) -> None:
+    """As the interpreter prints an uncaught exception, with each cell frame's source line, as
+    Jupyter does: through sys.excepthook when the cell (or a preload module) set its own, and
+    otherwise through the hook the sandbox started with, printing with _print_traceback."""
+    error.__traceback__ = _without_driver_frames(error.__traceback__)
+    kind, tb = type(error), error.__traceback__
+    hook = sys.excepthook
+    try:
+        if hook is sys.__excepthook__:
+            _print_traceback(kind, error, tb)
+        elif hook is _STARTUP_HOOK:  # the [policy] hook: `default` is whom it passes it on to
+            hook(kind, error, tb, default=_print_traceback)  # type: ignore[call-arg]
+        else:
+            hook(kind, error, tb)
+    except BaseException:  # the cell replaced the hook with one that fails
+        _print_traceback(kind, error, tb)
 
 
 def _flush() -> None:

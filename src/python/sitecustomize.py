@@ -146,6 +146,7 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
 
     def excepthook(kind: "type[BaseException]", value: BaseException,
                    tb: "TracebackType | None", default: "Any" = sys.excepthook) -> None:
+        # `default` prints; the cell driver passes its own (pysandbox_driver._print_exception).
         seen: "set[int]" = new_set()
         exception: "BaseException | None" = value
         while exception is not None and identity(exception) not in seen:  # chained ones too

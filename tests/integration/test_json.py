@@ -165,7 +165,8 @@ class StatusTest(JsonTestCase):
         offset = len(REPORT_HELPER.lstrip().splitlines())
         self.assertEqual(e["line"], offset + 2, "where it was raised, in the script")
         self.assertTrue(e["traceback"].startswith("Traceback (most recent call last):\n"))
-        self.assertIn('File "/sandbox/probe.py", line', e["traceback"])
+        # The caller's path for the script, as given (an absolute one here), not /sandbox/NAME.
+        self.assertRegex(e["traceback"], r'File "(?!/sandbox/)/[^"]*/probe\.py", line')
         self.assertNotIn("/sandbox/.pysandbox", e["traceback"])
         self.assertTrue(e["traceback"].endswith("ZeroDivisionError: division by zero\n"))
         self.assertEqual(e["summary"], f"ZeroDivisionError: division by zero (line {offset + 2})")

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "engine/stream.hpp"
@@ -178,4 +179,54 @@ TEST_CASE("stream: passed through, the head is spliced and the tail follows at t
         CHECK(stream.total() == text.size());
         CHECK(got == kept(text, kLimit / 2, kLimit / 4));
     }
+}
+
+namespace {
+
+// `text` through a LineRewrite in pieces of `piece` bytes, then flushed.
+std::string rewritten(std::string_view text, std::size_t piece) {
+    LineRewrite rewrite("  File \"/sandbox/x.py\", line ", "  File \"examples/x.py\", line ");
+    std::string out;
+    for (std::size_t at = 0; at < text.size(); at += piece)
+        rewrite.feed(text.substr(at, piece), out);
+    rewrite.flush(out);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("stream: a traceback's script lines name the caller's path, however the reads cut them") {
+    const std::string traceback =
+        "Traceback (most recent call last):\n"
+        "  File \"/sandbox/x.py\", line 3, in <module>\n    f()\n"
+        "  File \"/usr/lib/python3.11/json/__init__.py\", line 346, in loads\n"
+        "x  File \"/sandbox/x.py\", line 9\n"  // not at a line's start
+        "  File \"/sandbox/x.pyc\", line 1\n"  // another file
+        "  File \"/sandbox/x.py\", line 2\n"
+        "  File \"/sandbox/x.py\"";  // cut short by the end: kept as it was
+    const std::string expected =
+        "Traceback (most recent call last):\n"
+        "  File \"examples/x.py\", line 3, in <module>\n    f()\n"
+        "  File \"/usr/lib/python3.11/json/__init__.py\", line 346, in loads\n"
+        "x  File \"/sandbox/x.py\", line 9\n"
+        "  File \"/sandbox/x.pyc\", line 1\n"
+        "  File \"examples/x.py\", line 2\n"
+        "  File \"/sandbox/x.py\"";
+    for (std::size_t piece : {1, 2, 3, 7, 29, 30, 31, 64, 4096}) {
+        CAPTURE(piece);
+        CHECK(rewritten(traceback, piece) == expected);
+    }
+}
+
+TEST_CASE("stream: at most kMaxLines lines are rewritten") {
+    std::string many;
+    for (std::size_t i = 0; i < LineRewrite::kMaxLines + 10; ++i)
+        many += "  File \"/sandbox/x.py\", line 1\n";
+    const std::string out = rewritten(many, 100);
+    std::size_t changed = 0;
+    for (std::size_t at = out.find("examples/x.py"); at != std::string::npos;
+         at = out.find("examples/x.py", at + 1))
+        ++changed;
+    CHECK(changed == LineRewrite::kMaxLines);
+    CHECK(out.ends_with("  File \"/sandbox/x.py\", line 1\n"));
 }
