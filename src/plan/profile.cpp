@@ -14,6 +14,7 @@
 
 #include "plan/host_files.hpp"
 #include "plan/policy.hpp"
+#include "plan/spelling.hpp"
 #include "plan/toml_prescan.hpp"
 #include "plan/units.hpp"
 #include "sys/errors.hpp"
@@ -450,7 +451,7 @@ bool is_table_prefix(std::string_view path) {
                                [&](const KeySpec& k) { return k.path.starts_with(prefix); });
 }
 
-std::string known_keys_under(std::string_view prefix) {
+std::vector<std::string> keys_under(std::string_view prefix) {
     std::set<std::string> names;
     for (const auto& key : key_specs()) {
         std::string_view path = key.path;
@@ -462,9 +463,21 @@ std::string known_keys_under(std::string_view prefix) {
         }
         names.emplace(path.substr(0, path.find('.')));
     }
-    std::string out;
-    for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
-    return out;
+    return {names.begin(), names.end()};
+}
+
+// "unknown key; did you mean limits.wall_time?", or the keys the table accepts when no name is
+// close.
+std::string unknown_key_message(std::string_view prefix, std::string_view key) {
+    const std::vector<std::string> known = keys_under(prefix);
+    const std::string scope = prefix.empty() ? "" : std::string(prefix) + ".";
+    if (const std::optional<std::string> near = spelling::nearest(key, known))
+        return "unknown key; did you mean " + scope + *near + "?";
+    std::string list;
+    for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
+    return "unknown key" +
+           (prefix.empty() ? " (known: " : " ([" + std::string(prefix) + "] accepts: ") + list +
+           ")";
 }
 
 std::string where(const fs::path& file, const toml::source_region& region) {
@@ -491,10 +504,8 @@ void validate(const toml::table& table, const fs::path& file, const std::string&
         } else if (node.is_table() && is_table_prefix(path)) {
             validate(*node.as_table(), file, path);
         } else {
-            std::string known = known_keys_under(prefix);
-            throw ProfileError(where(file, key.source()) + ": " + path + ": unknown key" +
-                               (prefix.empty() ? " (known: " : " ([" + prefix + "] accepts: ") +
-                               known + ")");
+            throw ProfileError(where(file, key.source()) + ": " + path + ": " +
+                               unknown_key_message(prefix, key.str()));
         }
     }
 }
@@ -642,34 +653,10 @@ std::uint64_t parse_limit_size(std::string_view text, std::uint64_t minimum) {
 
 namespace {
 
-// Levenshtein: the insertions, deletions and substitutions that turn `a` into `b`.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
-
-// The profile a typo most likely meant: the nearest name, at most two edits away and fewer than
-// half its length.
-std::optional<std::string> nearest_profile(std::string_view ref,
-                                           std::span<const fs::path> search_dirs) {
-    std::optional<std::string> nearest;
-    std::size_t best = std::min<std::size_t>(3, (ref.size() + 1) / 2);
-    for (const auto& [name, file] : list_profiles(search_dirs))
-        if (const std::size_t distance = edit_distance(ref, name); distance < best) {
-            best = distance;
-            nearest = name;
-        }
-    return nearest;
+std::vector<std::string> profile_names(std::span<const fs::path> search_dirs) {
+    std::vector<std::string> names;
+    for (const auto& [name, file] : list_profiles(search_dirs)) names.push_back(name);
+    return names;
 }
 
 }  // namespace
@@ -692,7 +679,7 @@ fs::path find_profile(std::string_view ref, std::span<const fs::path> search_dir
         if (fs::exists(file, ec)) return file;
         tried += (tried.empty() ? "" : ", ") + dir.string();
     }
-    const std::optional<std::string> near = nearest_profile(ref, search_dirs);
+    const std::optional<std::string> near = spelling::nearest(ref, profile_names(search_dirs));
     throw ProfileError("profile \"" + std::string(ref) + "\" not found (looked in " + tried +
                        "; a path with '/' names a file)" +
                        (near ? "; did you mean \"" + *near + "\"?" : ""));
