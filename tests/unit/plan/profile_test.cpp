@@ -148,7 +148,8 @@ TEST_SUITE("profile") {
         fs::path file = kFixtures / "bad_unit.toml";
         CHECK(load_error(file) == file.string() +
                                       ":3:14: limits.cpu_time: invalid duration \"12 parsecs\" "
-                                      "(unknown unit; expected e.g. 5s, 250ms, 2m)");
+                                      "(unknown unit \"parsecs\"; expected e.g. 5, 0.5, 250ms, "
+                                      "1.5s, 1m30s, 2h)");
     }
 
     TEST_CASE("a bad network mode lists the modes") {
