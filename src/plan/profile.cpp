@@ -228,7 +228,8 @@ NetMode parse_net_mode(const std::string& text) {
 void add_top_keys(std::vector<KeySpec>& keys) {
     keys.push_back({"extends",
                     "string",
-                    "Profile this one builds on: a name, or a path relative to this file.",
+                    "Profile this one builds on: a name, or a path relative to this file; "
+                    "without it, default; \"\" starts from the built-in defaults.",
                     [](const toml::node& n, Profile&) { expect_string(n); },
                     {}});
     keys.push_back(string_key("description", "One line saying what the profile is for.",
@@ -566,33 +567,49 @@ struct Chain {
     std::vector<fs::path> sources;
 };
 
+// What a profile without `extends` builds on: the profile named default, unless this file is
+// it, or no default can be found (a profile read on its own, with no search directories).
+std::string implicit_base(const fs::path& origin, std::span<const fs::path> search_dirs) {
+    fs::path found;
+    try {
+        found = find_profile("default", search_dirs);
+    } catch (const ProfileError&) {
+        return {};
+    }
+    std::error_code ec;  // an origin that is no file (a profile given as text) is not default
+    const bool is_default = fs::equivalent(found, origin, ec);
+    return is_default && !ec ? "" : "default";
+}
+
 Chain load_chain(std::string_view text, const fs::path& origin,
                  std::span<const fs::path> search_dirs, std::set<fs::path>& visited) {
     toml::table table = parse(text, origin);
     validate(table, origin, "");
     Chain chain;
-    if (const toml::node* extends = table.get("extends")) {
-        std::string ref = extends->as_string()->get();
+    const toml::node* extends = table.get("extends");
+    const std::string ref =
+        extends ? extends->as_string()->get() : implicit_base(origin, search_dirs);
+    const std::string at = extends ? where(origin, extends->source()) : origin.string();
+    if (!ref.empty()) {
         fs::path base_file;
         try {
             base_file = ref.find('/') != std::string::npos
                             ? (fs::absolute(origin).parent_path() / ref).lexically_normal()
                             : find_profile(ref, search_dirs);
         } catch (const ProfileError& e) {
-            throw ProfileError(where(origin, extends->source()) + ": extends: " + e.what());
+            throw ProfileError(at + ": extends: " + e.what());
         }
         // A path the host cannot look at (too long, not searchable) is the profile's error.
         std::error_code ec;
         fs::path canonical = fs::weakly_canonical(base_file, ec);
         if (ec || !fs::exists(base_file, ec))
-            throw ProfileError(where(origin, extends->source()) + ": extends: profile file " +
-                               base_file.string() + (ec ? ": " + ec.message() : " not found"));
+            throw ProfileError(at + ": extends: profile file " + base_file.string() +
+                               (ec ? ": " + ec.message() : " not found"));
         if (!visited.insert(canonical).second)
-            throw ProfileError(where(origin, extends->source()) + ": extends: \"" + ref +
-                               "\" makes a cycle");
+            throw ProfileError(at + ": extends: \"" + ref + "\" makes a cycle");
         chain = load_chain(read_profile_file(base_file), base_file, search_dirs, visited);
-        table.erase("extends");
     }
+    table.erase("extends");
     merge_into(chain.merged, table);
     chain.sources.insert(chain.sources.begin(), origin);
     return chain;

@@ -77,5 +77,20 @@ class UnitsTest(SandboxTestCase):
                       'expected e.g. 5, 0.5, 250ms, 1.5s, 1m30s, 2h)', result.stderr.decode())
 
 
+class ImplicitDefaultTest(SandboxTestCase):
+    def test_a_profile_without_extends_builds_on_default(self):
+        path = profile('[limits]\nwall_time = "3s"\n')
+        result = run(["run", "--json", "-p", str(path), "-c", "print('ran')"])
+        self.assertExit(result, 0)
+        answer = json.loads(result.stdout)
+        self.assertEqual((answer["stdout"], answer["limits"]["wall_time_ms"]), ("ran\n", 3000))
+
+    def test_extends_empty_starts_from_nothing(self):
+        path = profile('extends = ""\n[limits]\nwall_time = "3s"\n')
+        shown = run(["profile", "show", str(path)])
+        self.assertExit(shown, 0)
+        self.assertIn(b"ro = []", shown.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -112,6 +112,21 @@ TEST_SUITE("profile") {
         CHECK(p.env_set.count("PYTHONPATH") == 0);
     }
 
+    TEST_CASE("a profile without extends builds on default; extends = \"\" on nothing") {
+        const Dirs dirs{kShippedProfiles};
+        const Profile base = pysandbox::load_profile("default", dirs);
+        REQUIRE_FALSE(base.ro_paths.empty());
+        Profile p =
+            pysandbox::load_profile_text("[limits]\nwall_time = \"3s\"\n", "own.toml", dirs);
+        CHECK(p.limits.wall_time == 3000ms);
+        CHECK(p.limits.memory == base.limits.memory);
+        CHECK(p.ro_paths == base.ro_paths);
+        CHECK(p.sources == std::vector<fs::path>{"own.toml", kShippedProfiles / "default.toml"});
+        Profile bare = pysandbox::load_profile_text("extends = \"\"\n", "bare.toml", dirs);
+        CHECK(bare.ro_paths.empty());
+        CHECK(bare.sources == std::vector<fs::path>{"bare.toml"});
+    }
+
     TEST_CASE("every shipped profile loads and survives a round trip") {
         const Dirs dirs{kShippedProfiles};
         auto shipped = pysandbox::list_profiles(dirs);
