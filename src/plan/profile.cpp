@@ -729,7 +729,8 @@ std::map<std::string, fs::path> list_profiles(std::span<const fs::path> search_d
 
 std::string to_toml(const Profile& resolved) {
     Profile profile = resolved;  // the key table's accessors are non-const
-    toml::table root;
+    // Every key is shown: the text is the whole profile, and builds on nothing (not on default).
+    toml::table root{{"extends", ""}};
     for (const auto& key : key_specs()) {
         if (!key.show) continue;
         std::string_view path = key.path;
