@@ -444,10 +444,22 @@ std::vector<std::string> option_names(const CLI::App& command) {
     return names;
 }
 
+// `profile shwo`: a word where a command of `command` was due.
+void explain_unknown_subcommand(const CLI::App& app, const CLI::App& command) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : command.get_subcommands([](const CLI::App*) { return true; }))
+        names.push_back(sub->get_name());
+    const std::vector<std::string> left = app.remaining(true);
+    if (names.empty() || left.empty() || left.front().starts_with('-')) return;
+    throw CLI::ValidationError("unknown command " + command.get_name() + " " + left.front() +
+                               spelling::did_you_mean(left.front(), names));
+}
+
 // CLI11 lists every word it could not place, the script after a misspelt option among them; the
 // error names only the option, and the one it most likely meant.
 void explain_extras(const CLI::App& app) {
     const CLI::App& command = innermost_command(app);
+    explain_unknown_subcommand(app, command);
     for (const std::string& word : app.remaining(true)) {
         if (!word.starts_with('-') || word == "-") continue;
         const std::string option = word.substr(0, word.find('='));
@@ -490,6 +502,9 @@ void CommandLine::parse(int argc, const char* const* argv) {
         app_->parse(split.head);
     } catch (const CLI::ExtrasError&) {
         explain_extras(*app_);
+        throw;
+    } catch (const CLI::RequiredError&) {
+        explain_unknown_subcommand(*app_, innermost_command(*app_));
         throw;
     }
     invocation_.run.request.program.args = std::move(split.script_args);

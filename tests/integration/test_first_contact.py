@@ -25,6 +25,10 @@ class DidYouMeanTest(SandboxTestCase):
 
     def test_misspelt_command(self):
         self.assertRefused(["rnu"], "error: unknown command rnu; did you mean run?")
+        result = run(["profile", "shwo", "strict"])
+        self.assertExit(result, 125)
+        self.assertEqual(result.stderr.decode().splitlines()[0],
+                         "pysandbox: error: unknown command profile shwo; did you mean show?")
 
     def test_misspelt_profile(self):
         result = run(["run", "-p", "datasci", "-c", "print('must not run')"])

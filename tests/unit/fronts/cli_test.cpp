@@ -182,6 +182,10 @@ TEST_SUITE("cli") {
     TEST_CASE("a misspelt command is named with the command it most likely meant") {
         CHECK(parse_error({"rnu", "s.py"}) == "unknown command rnu; did you mean run?");
         CHECK(parse_error({"sesion"}) == "unknown command sesion; did you mean session?");
+        CHECK(parse_error({"profile", "shwo", "strict"}) ==
+              "unknown command profile shwo; did you mean show?");
+        CHECK(parse_error({"profile", "lsit"}) ==
+              "unknown command profile lsit; did you mean list?");
         CHECK(parse_error({"frobnicate"}) ==
               "unknown command frobnicate (commands: run, check, session, mcp, batch, profile, "
               "doctor)");
