@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "embed/version.hpp"
+#include "plan/spelling.hpp"
 #include "plan/units.hpp"
 
 namespace pysandbox {
@@ -68,21 +69,21 @@ CLI::Validator net_mode_validator() {
         "{" + names + "}");
 }
 
-void add_limit_options(CLI::App& run, Overrides& o) {
+// --timeout means what the command does at it: `timeout` says so, per command.
+void add_limit_options(CLI::App& run, Overrides& o, const std::string& timeout) {
     parsed_option(
         run, "--timeout", "--timeout",
-        [&o](const std::string& t) { o.wall_time = parse_limit_duration(t); },
-        "Wall-clock limit, e.g. 5s, 250ms, 2m (exit 124)")
+        [&o](const std::string& t) { o.wall_time = parse_limit_duration(t); }, timeout)
         ->type_name("DUR");
     parsed_option(
         run, "--cpu-time", "--cpu-time",
         [&o](const std::string& t) { o.cpu_time = parse_limit_duration(t); },
-        "CPU time limit, e.g. 10s")
+        "CPU time limit, e.g. 10 (seconds), 1m30s")
         ->type_name("DUR");
     parsed_option(
         run, "--memory", "--memory",
         [&o](const std::string& t) { o.memory = parse_limit_size(t, kMinMemory); },
-        "Memory limit, e.g. 256MiB, 1G")
+        "Memory limit, e.g. 256MiB, 64mb, 1G (units are powers of 1024)")
         ->type_name("SIZE");
     run.add_option_function<std::int64_t>(
            "--max-procs", [&o](std::int64_t n) { o.max_procs = static_cast<std::uint64_t>(n); },
@@ -204,7 +205,8 @@ void add_run_command(CLI::App& app, Invocation& out) {
     RunInvocation& r = out.run;
     run->add_option("-p,--profile", r.profile, "Profile name, or a path containing '/'")
         ->type_name("PROFILE");
-    add_limit_options(*run, r.request.overrides);
+    add_limit_options(*run, r.request.overrides,
+                      "Wall-clock limit, e.g. 5 (seconds), 0.5, 250ms, 1m30s (exit 124)");
     add_network_options(*run, r.request.overrides);
     add_file_options(*run, r.request.overrides);
     run->add_option("-c", r.code, "Run CODE instead of a script file")->type_name("CODE");
@@ -244,7 +246,9 @@ void add_session_command(CLI::App& app, Invocation& out) {
     SessionInvocation& s = out.session;
     session->add_option("-p,--profile", s.profile, "Profile name, or a path containing '/'")
         ->type_name("PROFILE");
-    add_limit_options(*session, s.overrides);
+    add_limit_options(*session, s.overrides,
+                      "Longest a cell may run, and its default, e.g. 5 (seconds), 1m30s; a cell "
+                      "past it is interrupted and has status timeout (see SESSIONS)");
     add_session_limit_options(*session, s.overrides);
     add_network_options(*session, s.overrides);
     add_input_options(*session, s.overrides);
@@ -294,7 +298,9 @@ void add_mcp_command(CLI::App& app, Invocation& out) {
                     "Calls running at once; more wait their turn (default: one per CPU)")
         ->type_name("N")
         ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
-    add_limit_options(*mcp, m.overrides);
+    add_limit_options(*mcp, m.overrides,
+                      "Longest a call may run, and its default, e.g. 30 (seconds), 2m; a call "
+                      "past it has status timeout");
     add_session_limit_options(*mcp, m.overrides);
     add_network_options(*mcp, m.overrides);
     add_input_options(*mcp, m.overrides);
@@ -337,7 +343,9 @@ void add_batch_command(CLI::App& app, Invocation& out) {
                     "Fork each job's sandbox from a warm one that has imported the profile's "
                     "preload: many times faster; up to 256 jobs share its memory layout, and a "
                     "job has no cgroup of its own (see BATCH in pysandbox(1))");
-    add_limit_options(*batch, b.overrides);
+    add_limit_options(*batch, b.overrides,
+                      "Longest a job may run, and its default, e.g. 5 (seconds), 1m30s; a job "
+                      "past it has status timeout");
     add_network_options(*batch, b.overrides);
     repeated_option(
         *batch, "--env",
@@ -409,10 +417,55 @@ void check_command_name(const SplitArgs& split) {
     if (split.head.empty() || split.head.back().starts_with('-')) return;
     const std::string& name = split.head.back();
     if (is_command(name)) return;
+    std::vector<std::string> names;
     std::string known;
-    for (const CommandSpec& command : kCommands)
+    for (const CommandSpec& command : kCommands) {
+        names.emplace_back(command.name);
         known += (known.empty() ? "" : ", ") + std::string(command.name);
-    throw CLI::ValidationError("unknown command \"" + name + "\" (commands: " + known + ")");
+    }
+    if (const std::optional<std::string> near = spelling::nearest(name, names))
+        throw CLI::ValidationError("unknown command " + name + "; did you mean " + *near + "?");
+    throw CLI::ValidationError("unknown command " + name + " (commands: " + known + ")");
+}
+
+// The command whose options a word was given among: the deepest one the line named.
+const CLI::App& innermost_command(const CLI::App& app) {
+    for (const CLI::App* sub : app.get_subcommands())
+        if (sub->count() > 0) return innermost_command(*sub);
+    return app;
+}
+
+std::vector<std::string> option_names(const CLI::App& command) {
+    std::vector<std::string> names;
+    for (const CLI::Option* option : command.get_options()) {
+        for (const std::string& name : option->get_lnames()) names.push_back("--" + name);
+        for (const std::string& name : option->get_snames()) names.push_back("-" + name);
+    }
+    return names;
+}
+
+// `profile shwo`: a word where a command of `command` was due.
+void explain_unknown_subcommand(const CLI::App& app, const CLI::App& command) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : command.get_subcommands([](const CLI::App*) { return true; }))
+        names.push_back(sub->get_name());
+    const std::vector<std::string> left = app.remaining(true);
+    if (names.empty() || left.empty() || left.front().starts_with('-')) return;
+    throw CLI::ValidationError("unknown command " + command.get_name() + " " + left.front() +
+                               spelling::did_you_mean(left.front(), names));
+}
+
+// CLI11 lists every word it could not place, the script after a misspelt option among them; the
+// error names only the option, and the one it most likely meant.
+void explain_extras(const CLI::App& app) {
+    const CLI::App& command = innermost_command(app);
+    explain_unknown_subcommand(app, command);
+    for (const std::string& word : app.remaining(true)) {
+        if (!word.starts_with('-') || word == "-") continue;
+        const std::string option = word.substr(0, word.find('='));
+        throw CLI::ValidationError("unknown option " + option +
+                                   spelling::did_you_mean(option, option_names(command)));
+    }
 }
 
 }  // namespace
@@ -438,13 +491,22 @@ SplitArgs split_at_double_dash(int argc, const char* const* argv) {
 
 // A line that starts with a command's name needs only that command: the others' options are
 // not built (a quarter of a millisecond of every run's start). Anything else (--help, --version,
-// nothing at all) gets all of them, so help lists every command.
+// nothing at all) gets all of them, so help lists every command; nothing at all is a call for it.
 void CommandLine::parse(int argc, const char* const* argv) {
     SplitArgs split = split_at_double_dash(argc, argv);
     const bool named = !split.head.empty() && is_command(split.head.back());
     app_ = build_cli(invocation_, named ? std::string_view(split.head.back()) : "");
+    if (split.head.empty() && split.script_args.empty()) throw CLI::CallForHelp();
     check_command_name(split);
-    app_->parse(split.head);
+    try {
+        app_->parse(split.head);
+    } catch (const CLI::ExtrasError&) {
+        explain_extras(*app_);
+        throw;
+    } catch (const CLI::RequiredError&) {
+        explain_unknown_subcommand(*app_, innermost_command(*app_));
+        throw;
+    }
     invocation_.run.request.program.args = std::move(split.script_args);
 }
 

@@ -189,14 +189,17 @@ std::chrono::milliseconds parse_cell_timeout(const json& value) {
     }
     if (!value.is_number())
         throw std::invalid_argument(
-            "\"timeout\" must be a duration string (\"2s\", \"500ms\") or "
+            "\"timeout\" must be a duration string (\"2s\", \"500ms\", \"1m30s\") or "
             "a number of seconds, not " +
             type_of(value));
     const double seconds = value.get<double>();
-    if (!std::isfinite(seconds) || seconds <= 0 || seconds > 1e9)
-        throw std::invalid_argument("\"timeout\" must be more than 0 seconds");
-    return std::chrono::milliseconds(
-        std::max<std::int64_t>(1, static_cast<std::int64_t>(std::llround(seconds * 1000))));
+    if (!(seconds > 0)) throw std::invalid_argument("\"timeout\" must be more than 0 seconds");
+    try {
+        // A positive timeout shorter than a millisecond is one: it asked for a limit, not none.
+        return std::max(std::chrono::milliseconds(1), units::seconds(seconds));
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("\"timeout\": ") + e.what());
+    }
 }
 
 std::chrono::milliseconds capped_timeout(const json& value, const Limits& limits,

@@ -14,6 +14,7 @@
 
 #include "plan/host_files.hpp"
 #include "plan/policy.hpp"
+#include "plan/spelling.hpp"
 #include "plan/toml_prescan.hpp"
 #include "plan/units.hpp"
 #include "sys/errors.hpp"
@@ -227,7 +228,8 @@ NetMode parse_net_mode(const std::string& text) {
 void add_top_keys(std::vector<KeySpec>& keys) {
     keys.push_back({"extends",
                     "string",
-                    "Profile this one builds on: a name, or a path relative to this file.",
+                    "Profile this one builds on: a name, or a path relative to this file; "
+                    "without it, default; \"\" starts from the built-in defaults.",
                     [](const toml::node& n, Profile&) { expect_string(n); },
                     {}});
     keys.push_back(string_key("description", "One line saying what the profile is for.",
@@ -450,7 +452,7 @@ bool is_table_prefix(std::string_view path) {
                                [&](const KeySpec& k) { return k.path.starts_with(prefix); });
 }
 
-std::string known_keys_under(std::string_view prefix) {
+std::vector<std::string> keys_under(std::string_view prefix) {
     std::set<std::string> names;
     for (const auto& key : key_specs()) {
         std::string_view path = key.path;
@@ -462,9 +464,21 @@ std::string known_keys_under(std::string_view prefix) {
         }
         names.emplace(path.substr(0, path.find('.')));
     }
-    std::string out;
-    for (const auto& name : names) out += (out.empty() ? "" : ", ") + name;
-    return out;
+    return {names.begin(), names.end()};
+}
+
+// "unknown key; did you mean limits.wall_time?", or the keys the table accepts when no name is
+// close.
+std::string unknown_key_message(std::string_view prefix, std::string_view key) {
+    const std::vector<std::string> known = keys_under(prefix);
+    const std::string scope = prefix.empty() ? "" : std::string(prefix) + ".";
+    if (const std::optional<std::string> near = spelling::nearest(key, known))
+        return "unknown key; did you mean " + scope + *near + "?";
+    std::string list;
+    for (const auto& name : known) list += (list.empty() ? "" : ", ") + name;
+    return "unknown key" +
+           (prefix.empty() ? " (known: " : " ([" + std::string(prefix) + "] accepts: ") + list +
+           ")";
 }
 
 std::string where(const fs::path& file, const toml::source_region& region) {
@@ -491,10 +505,8 @@ void validate(const toml::table& table, const fs::path& file, const std::string&
         } else if (node.is_table() && is_table_prefix(path)) {
             validate(*node.as_table(), file, path);
         } else {
-            std::string known = known_keys_under(prefix);
-            throw ProfileError(where(file, key.source()) + ": " + path + ": unknown key" +
-                               (prefix.empty() ? " (known: " : " ([" + prefix + "] accepts: ") +
-                               known + ")");
+            throw ProfileError(where(file, key.source()) + ": " + path + ": " +
+                               unknown_key_message(prefix, key.str()));
         }
     }
 }
@@ -555,33 +567,49 @@ struct Chain {
     std::vector<fs::path> sources;
 };
 
+// What a profile without `extends` builds on: the profile named default, unless this file is
+// it, or no default can be found (a profile read on its own, with no search directories).
+std::string implicit_base(const fs::path& origin, std::span<const fs::path> search_dirs) {
+    fs::path found;
+    try {
+        found = find_profile("default", search_dirs);
+    } catch (const ProfileError&) {
+        return {};
+    }
+    std::error_code ec;  // an origin that is no file (a profile given as text) is not default
+    const bool is_default = fs::equivalent(found, origin, ec);
+    return is_default && !ec ? "" : "default";
+}
+
 Chain load_chain(std::string_view text, const fs::path& origin,
                  std::span<const fs::path> search_dirs, std::set<fs::path>& visited) {
     toml::table table = parse(text, origin);
     validate(table, origin, "");
     Chain chain;
-    if (const toml::node* extends = table.get("extends")) {
-        std::string ref = extends->as_string()->get();
+    const toml::node* extends = table.get("extends");
+    const std::string ref =
+        extends ? extends->as_string()->get() : implicit_base(origin, search_dirs);
+    const std::string at = extends ? where(origin, extends->source()) : origin.string();
+    if (!ref.empty()) {
         fs::path base_file;
         try {
             base_file = ref.find('/') != std::string::npos
                             ? (fs::absolute(origin).parent_path() / ref).lexically_normal()
                             : find_profile(ref, search_dirs);
         } catch (const ProfileError& e) {
-            throw ProfileError(where(origin, extends->source()) + ": extends: " + e.what());
+            throw ProfileError(at + ": extends: " + e.what());
         }
         // A path the host cannot look at (too long, not searchable) is the profile's error.
         std::error_code ec;
         fs::path canonical = fs::weakly_canonical(base_file, ec);
         if (ec || !fs::exists(base_file, ec))
-            throw ProfileError(where(origin, extends->source()) + ": extends: profile file " +
-                               base_file.string() + (ec ? ": " + ec.message() : " not found"));
+            throw ProfileError(at + ": extends: profile file " + base_file.string() +
+                               (ec ? ": " + ec.message() : " not found"));
         if (!visited.insert(canonical).second)
-            throw ProfileError(where(origin, extends->source()) + ": extends: \"" + ref +
-                               "\" makes a cycle");
+            throw ProfileError(at + ": extends: \"" + ref + "\" makes a cycle");
         chain = load_chain(read_profile_file(base_file), base_file, search_dirs, visited);
-        table.erase("extends");
     }
+    table.erase("extends");
     merge_into(chain.merged, table);
     chain.sources.insert(chain.sources.begin(), origin);
     return chain;
@@ -642,34 +670,10 @@ std::uint64_t parse_limit_size(std::string_view text, std::uint64_t minimum) {
 
 namespace {
 
-// Levenshtein: the insertions, deletions and substitutions that turn `a` into `b`.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
-
-// The profile a typo most likely meant: the nearest name, at most two edits away and fewer than
-// half its length.
-std::optional<std::string> nearest_profile(std::string_view ref,
-                                           std::span<const fs::path> search_dirs) {
-    std::optional<std::string> nearest;
-    std::size_t best = std::min<std::size_t>(3, (ref.size() + 1) / 2);
-    for (const auto& [name, file] : list_profiles(search_dirs))
-        if (const std::size_t distance = edit_distance(ref, name); distance < best) {
-            best = distance;
-            nearest = name;
-        }
-    return nearest;
+std::vector<std::string> profile_names(std::span<const fs::path> search_dirs) {
+    std::vector<std::string> names;
+    for (const auto& [name, file] : list_profiles(search_dirs)) names.push_back(name);
+    return names;
 }
 
 }  // namespace
@@ -692,7 +696,7 @@ fs::path find_profile(std::string_view ref, std::span<const fs::path> search_dir
         if (fs::exists(file, ec)) return file;
         tried += (tried.empty() ? "" : ", ") + dir.string();
     }
-    const std::optional<std::string> near = nearest_profile(ref, search_dirs);
+    const std::optional<std::string> near = spelling::nearest(ref, profile_names(search_dirs));
     throw ProfileError("profile \"" + std::string(ref) + "\" not found (looked in " + tried +
                        "; a path with '/' names a file)" +
                        (near ? "; did you mean \"" + *near + "\"?" : ""));
@@ -725,7 +729,8 @@ std::map<std::string, fs::path> list_profiles(std::span<const fs::path> search_d
 
 std::string to_toml(const Profile& resolved) {
     Profile profile = resolved;  // the key table's accessors are non-const
-    toml::table root;
+    // Every key is shown: the text is the whole profile, and builds on nothing (not on default).
+    toml::table root{{"extends", ""}};
     for (const auto& key : key_specs()) {
         if (!key.show) continue;
         std::string_view path = key.path;

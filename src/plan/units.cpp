@@ -21,9 +21,10 @@ std::string_view trim(std::string_view s) {
     return s;
 }
 
-// Splits "1.5GiB" into 1.5 and "GiB"; the number must be a plain non-negative decimal.
-std::pair<double, std::string_view> split_number(std::string_view text) {
-    text = trim(text);
+// Reads the plain non-negative decimal at the front of `text` ("1.5" of "1.5GiB") and removes it.
+double take_number(std::string_view& text) {
+    if (text.empty()) throw std::invalid_argument("empty");
+    if (text.front() == '-') throw std::invalid_argument("negative");
     std::size_t end = 0;
     while (end < text.size() &&
            (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.'))
@@ -32,38 +33,53 @@ std::pair<double, std::string_view> split_number(std::string_view text) {
     auto [ptr, ec] = std::from_chars(text.data(), text.data() + end, value);
     if (end == 0 || ec != std::errc{} || ptr != text.data() + end || !std::isfinite(value))
         throw std::invalid_argument("not a number");
-    return {value, trim(text.substr(end))};
+    text.remove_prefix(end);
+    return value;
+}
+
+// Removes and returns the letters at the front of `text` ("m" of "m30s").
+std::string_view take_unit(std::string_view& text) {
+    std::size_t end = 0;
+    while (end < text.size() && std::isalpha(static_cast<unsigned char>(text[end]))) ++end;
+    std::string_view unit = text.substr(0, end);
+    text.remove_prefix(end);
+    return unit;
+}
+
+std::string lowercase(std::string_view text) {
+    std::string out(text);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
 }
 
 template <std::size_t N>
 double factor_of(std::string_view suffix, const std::array<Unit, N>& table) {
     for (const auto& unit : table)
         if (unit.suffix == suffix) return unit.factor;
-    throw std::invalid_argument("unknown unit");
+    throw std::invalid_argument(suffix.empty() ? "trailing characters"
+                                               : "unknown unit \"" + std::string(suffix) + "\"");
 }
 
 constexpr double kKi = 1024.0;
 constexpr double kMi = 1024.0 * kKi;
 constexpr double kGi = 1024.0 * kMi;
 constexpr double kTi = 1024.0 * kGi;
-constexpr std::array<Unit, 17> kSizeUnits{{
+// Compared lowercased: "64MB", "64mb", "64M" and "64MiB" are one size.
+constexpr std::array<Unit, 14> kSizeUnits{{
     {"", 1},
-    {"B", 1},
+    {"b", 1},
     {"k", kKi},
-    {"K", kKi},
-    {"KB", kKi},
-    {"KiB", kKi},
-    {"M", kMi},
-    {"MB", kMi},
-    {"MiB", kMi},
+    {"kb", kKi},
+    {"kib", kKi},
     {"m", kMi},
-    {"G", kGi},
-    {"GB", kGi},
-    {"GiB", kGi},
+    {"mb", kMi},
+    {"mib", kMi},
     {"g", kGi},
-    {"T", kTi},
-    {"TB", kTi},
-    {"TiB", kTi},
+    {"gb", kGi},
+    {"gib", kGi},
+    {"t", kTi},
+    {"tb", kTi},
+    {"tib", kTi},
 }};
 
 constexpr std::array<Unit, 5> kDurationUnits{{
@@ -74,34 +90,57 @@ constexpr std::array<Unit, 5> kDurationUnits{{
     {"h", 3'600'000},
 }};
 
+constexpr double kMaxMilliseconds = 1e12;
+
+// Rounded before the bound is checked: 999999999999.9ms would otherwise pass and come back as
+// 1e12 ms, a value this parser refuses.
+std::chrono::milliseconds checked_milliseconds(double ms) {
+    ms = std::round(ms);
+    if (!(ms < kMaxMilliseconds)) throw std::invalid_argument("too large");
+    return std::chrono::milliseconds(static_cast<std::int64_t>(ms));
+}
+
 }  // namespace
 
 std::uint64_t parse_size(std::string_view text) {
     try {
-        auto [value, suffix] = split_number(text);
-        double bytes = value * factor_of(suffix, kSizeUnits);
+        std::string_view rest = trim(text);
+        const double value = take_number(rest);
+        const double bytes = value * factor_of(lowercase(trim(rest)), kSizeUnits);
         if (bytes >= static_cast<double>(std::numeric_limits<std::int64_t>::max()))
             throw std::invalid_argument("too large");
         return static_cast<std::uint64_t>(bytes);
     } catch (const std::invalid_argument& e) {
         throw std::invalid_argument("invalid size \"" + std::string(text) + "\" (" + e.what() +
-                                    "; expected e.g. 256MiB, 1G, 512k or a number of bytes)");
+                                    "; expected e.g. 256MiB, 64mb, 1G, 512k or a number of bytes)");
     }
 }
 
 std::chrono::milliseconds parse_duration(std::string_view text) {
     try {
-        auto [value, suffix] = split_number(text);
-        if (suffix.empty()) throw std::invalid_argument("missing unit");
-        // Rounded before the bound is checked: 999999999999.9ms would otherwise pass and come
-        // back as 1e12 ms, a value this function refuses.
-        double ms = std::round(value * factor_of(suffix, kDurationUnits));
-        if (ms >= 1e12) throw std::invalid_argument("too large");
-        return std::chrono::milliseconds(static_cast<std::int64_t>(ms));
+        std::string_view rest = trim(text);
+        const double first = take_number(rest);
+        if (rest.empty()) return checked_milliseconds(first * 1000);  // a bare number: seconds
+        rest = trim(rest);
+        double ms = first * factor_of(take_unit(rest), kDurationUnits);
+        while (!(rest = trim(rest)).empty()) {
+            const double value = take_number(rest);
+            rest = trim(rest);
+            const std::string_view unit = take_unit(rest);
+            if (unit.empty()) throw std::invalid_argument("a unit is needed after each number");
+            ms += value * factor_of(unit, kDurationUnits);
+        }
+        return checked_milliseconds(ms);
     } catch (const std::invalid_argument& e) {
         throw std::invalid_argument("invalid duration \"" + std::string(text) + "\" (" + e.what() +
-                                    "; expected e.g. 5s, 250ms, 2m)");
+                                    "; expected e.g. 5, 0.5, 250ms, 1.5s, 1m30s, 2h)");
     }
+}
+
+std::chrono::milliseconds seconds(double value) {
+    if (!std::isfinite(value)) throw std::invalid_argument("not a number");
+    if (value < 0) throw std::invalid_argument("negative");
+    return checked_milliseconds(value * 1000);
 }
 
 std::string format_size(std::uint64_t bytes) {

@@ -60,3 +60,40 @@ class ManPageTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def section(page: str, name: str) -> str:
+    """The rendered text of one section, up to the next heading."""
+    match = re.search(rf"(?ms)^{re.escape(name)}$(.*?)(?=^[A-Z][A-Z -]+$|\Z)", page)
+    assert match, f"no section {name}"
+    return match.group(1)
+
+
+class ShippedProfilesTest(unittest.TestCase):
+    def test_every_shipped_profile_is_named_in_both_pages(self):
+        shipped = sorted(p.stem for p in (REPO / "profiles").glob("*.toml"))
+        self.assertIn("network", shipped)
+        files = " ".join(section(rendered("man/pysandbox.1"), "FILES").split())
+        listed = section(rendered("man/pysandbox-profile.5"), "SHIPPED PROFILES")
+        for name in shipped:
+            with self.subTest(profile=name):
+                self.assertRegex(files, rf"The shipped profiles \([^)]*\b{name}\b")
+                self.assertRegex(listed, rf"(?m)^ {{7}}{name}(\s|$)")
+
+
+class TimeoutHelpTest(unittest.TestCase):
+    def timeout_line(self, command: str) -> str:
+        text = subprocess.run([PYSANDBOX, command, "--help"], capture_output=True, text=True,
+                              check=True).stdout
+        match = re.search(r"--timeout DUR\s+(.*?)(?=\n  +-|\n\n)", text, re.DOTALL)
+        self.assertIsNotNone(match, text)
+        return " ".join(match.group(1).split())
+
+    def test_only_run_exits_124_at_its_timeout(self):
+        self.assertIn("(exit 124)", self.timeout_line("run"))
+        for command, unit in (("session", "cell"), ("mcp", "call"), ("batch", "job")):
+            with self.subTest(command=command):
+                line = self.timeout_line(command)
+                self.assertNotIn("124", line)
+                self.assertIn(f"Longest a {unit} may run", line)
+                self.assertIn("status timeout", line)

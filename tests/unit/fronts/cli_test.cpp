@@ -167,6 +167,30 @@ TEST_SUITE("cli") {
               std::string::npos);
     }
 
+    TEST_CASE("a misspelt option names only itself and what it most likely meant") {
+        CHECK(parse_error({"run", "--timout", "1s", "examples/hello.py"}) ==
+              "unknown option --timout; did you mean --timeout?");
+        CHECK(parse_error({"run", "examples/hello.py", "--jsno"}) ==
+              "unknown option --jsno; did you mean --json?");
+        CHECK(parse_error({"session", "--idle-timout=5"}) ==
+              "unknown option --idle-timout; did you mean --idle-timeout?");
+        CHECK(parse_error({"batch", "--job", "2", "jobs.jsonl"}) ==
+              "unknown option --job; did you mean --jobs?");
+        CHECK(parse_error({"run", "--frobnicate", "s.py"}) == "unknown option --frobnicate");
+    }
+
+    TEST_CASE("a misspelt command is named with the command it most likely meant") {
+        CHECK(parse_error({"rnu", "s.py"}) == "unknown command rnu; did you mean run?");
+        CHECK(parse_error({"sesion"}) == "unknown command sesion; did you mean session?");
+        CHECK(parse_error({"profile", "shwo", "strict"}) ==
+              "unknown command profile shwo; did you mean show?");
+        CHECK(parse_error({"profile", "lsit"}) ==
+              "unknown command profile lsit; did you mean list?");
+        CHECK(parse_error({"frobnicate"}) ==
+              "unknown command frobnicate (commands: run, check, session, mcp, batch, profile, "
+              "doctor)");
+    }
+
     TEST_CASE("bad values and missing commands are ParseErrors") {
         CHECK(parse_error({"run", "--net", "wifi", "s.py"}).find("wifi") != std::string::npos);
         CHECK(parse_error({"run", "--max-procs", "many", "s.py"}).find("many") !=
@@ -180,10 +204,11 @@ TEST_SUITE("cli") {
         CHECK_THROWS_AS(parse({"run", "a.py", "b.py"}), CLI::ParseError);
     }
 
-    TEST_CASE("--help and --version are ParseErrors with exit code 0") {
-        for (auto args : {std::initializer_list<const char*>{"--help"},
-                          std::initializer_list<const char*>{"--version"},
-                          std::initializer_list<const char*>{"run", "--help"}}) {
+    TEST_CASE("--help, --version and nothing at all are ParseErrors with exit code 0") {
+        for (auto args :
+             {std::initializer_list<const char*>{}, std::initializer_list<const char*>{"--help"},
+              std::initializer_list<const char*>{"--version"},
+              std::initializer_list<const char*>{"run", "--help"}}) {
             try {
                 parse(args);
                 FAIL("no exception");

@@ -152,19 +152,21 @@ TEST_SUITE("plan") {
     }
 
     TEST_CASE("a bad flag value is a ParseError that names the flag") {
-        CHECK(flag_error({"--timeout", "5", "s.py"}) ==
-              "--timeout: invalid duration \"5\" (missing unit; expected e.g. 5s, 250ms, 2m)");
+        CHECK(flag_error({"--timeout", "5x", "s.py"}) ==
+              "--timeout: invalid duration \"5x\" (unknown unit \"x\"; expected e.g. 5, 0.5, "
+              "250ms, 1.5s, 1m30s, 2h)");
         CHECK(flag_error({"--timeout", "-1s", "s.py"}) ==
-              "--timeout: invalid duration \"-1s\" (not a number; expected e.g. 5s, 250ms, 2m)");
+              "--timeout: invalid duration \"-1s\" (negative; expected e.g. 5, 0.5, 250ms, 1.5s, "
+              "1m30s, 2h)");
         CHECK(flag_error({"--cpu-time", "soon", "s.py"}) ==
-              "--cpu-time: invalid duration \"soon\" (not a number; expected e.g. 5s, 250ms, "
-              "2m)");
+              "--cpu-time: invalid duration \"soon\" (not a number; expected e.g. 5, 0.5, 250ms, "
+              "1.5s, 1m30s, 2h)");
         CHECK(flag_error({"--memory", "lots", "s.py"}) ==
-              "--memory: invalid size \"lots\" (not a number; expected e.g. 256MiB, 1G, 512k or "
-              "a number of bytes)");
-        CHECK(flag_error({"--memory", "12 parsecs", "s.py"}) ==
-              "--memory: invalid size \"12 parsecs\" (unknown unit; expected e.g. 256MiB, 1G, "
+              "--memory: invalid size \"lots\" (not a number; expected e.g. 256MiB, 64mb, 1G, "
               "512k or a number of bytes)");
+        CHECK(flag_error({"--memory", "12 parsecs", "s.py"}) ==
+              "--memory: invalid size \"12 parsecs\" (unknown unit \"parsecs\"; expected e.g. "
+              "256MiB, 64mb, 1G, 512k or a number of bytes)");
         CHECK(flag_error({"--tmp-size", "x", "s.py"}).starts_with("--tmp-size: invalid size"));
         CHECK(flag_error({"--output-limit", "x", "s.py"})
                   .starts_with("--output-limit: invalid size"));
