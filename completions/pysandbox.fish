@@ -121,7 +121,8 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'batch|--allow' \
             'batch|--env' \
             'batch|--output-dir' \
-            'batch|--incident-log'
+            'batch|--incident-log' \
+            'batch|--junit'
             return 0
     end
     return 1
@@ -155,6 +156,7 @@ complete -c pysandbox -n '__pysandbox_at run' -l workdir -x -a '(__fish_complete
 complete -c pysandbox -n '__pysandbox_at run' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
 complete -c pysandbox -n '__pysandbox_at run' -s c -x -d 'Run CODE instead of a script file'
 complete -c pysandbox -n '__pysandbox_at run' -l json -d 'Print one JSON result (schema pysandbox.result/v1) with the output inside'
+complete -c pysandbox -n '__pysandbox_at run' -l fail-on-truncation -d 'Exit 1 instead of 0 when the output limit cut stdout or stderr (so that a make recipe writing stdout to a file fails rather than keep a cut file)'
 complete -c pysandbox -n '__pysandbox_at run' -s v -l verbose -d 'Say what the sandbox does, step by step'
 complete -c pysandbox -n '__pysandbox_at run' -l trace-syscalls -d 'List the system calls the script made and what the profile does with each (slower: every call is checked by pysandbox)'
 complete -c pysandbox -n '__pysandbox_at run' -F
@@ -222,6 +224,9 @@ complete -c pysandbox -n '__pysandbox_at batch' -l allow -x -d 'Let the proxy re
 complete -c pysandbox -n '__pysandbox_at batch' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at batch' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy the files each job made into host DIR/job-N (N: the job'\''s line); DIR must be empty or absent'
 complete -c pysandbox -n '__pysandbox_at batch' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
+complete -c pysandbox -n '__pysandbox_at batch' -l fail-on-error -d 'Exit 1 when any job'\''s status is not ok (default: 0 when every job ran)'
+complete -c pysandbox -n '__pysandbox_at batch' -l junit -r -F -d 'Write a JUnit XML report to FILE, one testcase a job (replaced at the end, never followed if a symlink)'
+complete -c pysandbox -n '__pysandbox_at batch' -s q -l quiet -d 'No progress line and no summary on stderr (the results are still written)'
 complete -c pysandbox -n '__pysandbox_at batch' -s v -l verbose -d 'Say on stderr what the batch does'
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'list' -d 'List the profiles that can be named'
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'show' -d 'Print a profile, fully resolved, as TOML'

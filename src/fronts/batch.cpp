@@ -10,12 +10,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 
 #include "engine/pool.hpp"
 #include "fronts/front_loop.hpp"
+#include "fronts/junit.hpp"
 #include "plan/plan.hpp"
 #include "plan/units.hpp"
 #include "report/exit_codes.hpp"
@@ -56,12 +58,16 @@ struct Running {
 
 class Batch {
   public:
-    Batch(std::vector<Offer> offers, const BatchInvocation& invocation, int jobs_fd)
+    Batch(std::vector<Offer> offers, const BatchInvocation& invocation, int jobs_fd,
+          JunitReport* junit)
         : loop_(offers.front().plan->ids.privileged, jobs_fd, kMaxRequestLine),
           offers_(std::move(offers)),
           parallel_(invocation.jobs),
           keep_order_(invocation.keep_order),
-          progress_shown_(::isatty(STDERR_FILENO) == 1) {
+          fail_on_error_(invocation.fail_on_error),
+          summary_shown_(!invocation.quiet),
+          progress_shown_(!invocation.quiet && ::isatty(STDERR_FILENO) == 1),
+          junit_(junit) {
         for (const Offer& offer : offers_) {
             names_.push_back(offer.name);
             limits_.push_back(&offer.plan->profile.limits);
@@ -139,7 +145,7 @@ class Batch {
             line.reset();  // the job holds what it needs of it: not two copies of the code
             if (auto* bad = std::get_if<BadRequest>(&parsed)) {
                 count("bad_request");
-                emit(number, bad_request_json(*bad));
+                emit(number, bad_request_json(*bad));  // a line that is not a job: its number
                 continue;
             }
             Job& job = std::get<Job>(parsed);
@@ -169,10 +175,14 @@ class Batch {
 
     void count(const std::string& status) {
         ++done_;
+        ++statuses_[status];
         if (status != "ok") ++failures_[status];
     }
 
-    void emit(std::size_t line, const ordered_json& result) {
+    // Every result says which input line it answers.
+    void emit(std::size_t line, ordered_json result) {
+        result["line"] = line;
+        if (junit_ != nullptr) junit_->add(line, result);
         std::string text = dump_line(result) + "\n";
         if (!keep_order_) {
             loop_.output().write(text);
@@ -232,8 +242,28 @@ class Batch {
             finished_.clear();
         }
         loop_.flush(1000);
+        const std::chrono::duration<double> elapsed = Clock::now() - start_;
+        if (junit_ != nullptr) junit_->finish(elapsed);
         show_progress(true);
+        show_summary(elapsed);
+        if (exit_code == 0 && fail_on_error_ && !failures_.empty()) return 1;
         return exit_code;
+    }
+
+    // One line at the end, at a terminal or not (below the progress line's last state): the jobs
+    // by status and the time taken.
+    void show_summary(std::chrono::duration<double> elapsed) {
+        if (!summary_shown_) return;
+        char line[128];
+        std::snprintf(line, sizeof line, "pysandbox batch: %zu job%s in %.2fs", done_,
+                      done_ == 1 ? "" : "s", elapsed.count());
+        std::string text = line;
+        const char* separator = ": ";
+        for (const auto& [status, jobs] : statuses_) {
+            text += separator + status + " " + std::to_string(jobs);
+            separator = ", ";
+        }
+        std::cerr << text << "\n" << std::flush;
     }
 
     FrontLoop loop_;  // first: the signals are blocked before the first sandbox is cloned
@@ -243,8 +273,11 @@ class Batch {
     const std::size_t parallel_;
     bool pools_closed_ = false;  // the input is exhausted: no sandbox is started ahead any more
     const bool keep_order_;
+    const bool fail_on_error_;
+    const bool summary_shown_;
     sys::TimerFd progress_timer_;
     const bool progress_shown_;
+    JunitReport* junit_;  // none without --junit
     std::optional<std::size_t> total_;
     Clock::time_point start_;
     std::vector<Running> running_;
@@ -254,6 +287,7 @@ class Batch {
     std::vector<std::size_t> skipped_;
     std::size_t done_ = 0;
     std::map<std::string, std::size_t> failures_;
+    std::map<std::string, std::size_t> statuses_;  // every job's, ok included
     bool setup_failed_ = false;
 };
 
@@ -272,7 +306,14 @@ int run_batch(const BatchInvocation& invocation, const std::vector<std::string>&
     }
     std::vector<Offer> offers =
         plan_offers(options.profiles, options.overrides, options.verbose, host_env, options.fork);
-    Batch batch(std::move(offers), options, jobs_fd);
+    // Made before any job runs: a report that cannot be written stops the batch at the start.
+    std::optional<JunitReport> junit;
+    if (!options.junit.empty())
+        junit.emplace(options.junit,
+                      options.jobs_file == "-"
+                          ? std::string("stdin")
+                          : std::filesystem::path(options.jobs_file).filename().string());
+    Batch batch(std::move(offers), options, jobs_fd, junit ? &*junit : nullptr);
     return batch.run();
 }
 

@@ -16,8 +16,9 @@
 
 namespace pysandbox {
 
-// Runs the jobs to their end: 0 when every job ran (whatever its status), 125 when a sandbox
-// could not be set up for one, 128 + a signal that stopped the batch. Throws what make_plan
+// Runs the jobs to their end: 0 when every job ran (whatever its status; 1 with
+// --fail-on-error when a job's status is not ok), 125 when a sandbox could not be set up for
+// one, 128 + a signal that stopped the batch. Throws what make_plan
 // throws (a profile that does not load) and std::system_error for a jobs file that cannot be
 // opened, before running anything.
 int run_batch(const BatchInvocation& invocation, const std::vector<std::string>& host_env);

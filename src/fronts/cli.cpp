@@ -212,6 +212,9 @@ void add_run_command(CLI::App& app, Invocation& out) {
     run->add_option("-c", r.code, "Run CODE instead of a script file")->type_name("CODE");
     run->add_flag("--json", r.request.capture_output,
                   "Print one JSON result (schema pysandbox.result/v1) with the output inside");
+    run->add_flag("--fail-on-truncation", r.fail_on_truncation,
+                  "Exit 1 instead of 0 when the output limit cut stdout or stderr (so that "
+                  "a make recipe writing stdout to a file fails rather than keep a cut file)");
     run->add_flag("-v,--verbose", r.request.verbose, "Say what the sandbox does, step by step");
     run->add_flag("--trace-syscalls", r.request.trace_syscalls,
                   "List the system calls the script made and what the profile does with each "
@@ -361,6 +364,15 @@ void add_batch_command(CLI::App& app, Invocation& out) {
                      "must be empty or absent")
         ->type_name("DIR");
     add_incident_log_option(*batch, b.overrides.incident_log);
+    batch->add_flag("--fail-on-error", b.fail_on_error,
+                    "Exit 1 when any job's status is not ok (default: 0 when every job ran)");
+    batch
+        ->add_option("--junit", b.junit,
+                     "Write a JUnit XML report to FILE, one testcase a job (replaced at the end, "
+                     "never followed if a symlink)")
+        ->type_name("FILE");
+    batch->add_flag("-q,--quiet", b.quiet,
+                    "No progress line and no summary on stderr (the results are still written)");
     batch->add_flag("-v,--verbose", b.verbose, "Say on stderr what the batch does");
     batch->add_option("jobs", b.jobs_file, "The jobs, one JSON object a line ('-': stdin)")
         ->required()
@@ -371,8 +383,9 @@ void add_batch_command(CLI::App& app, Invocation& out) {
         if (out.batch.profiles.empty()) out.batch.profiles.push_back("default");
     });
     batch->footer(
-        "Exit status: 0 when every job ran (whatever its status), 125 when a sandbox could not "
-        "be set up, 128+N after signal N. See BATCH in pysandbox(1).");
+        "Exit status: 0 when every job ran (whatever its status; with --fail-on-error, 1 when "
+        "a job's status is not ok), 125 when a sandbox could not be set up, 128+N after signal "
+        "N. See BATCH in pysandbox(1).");
 }
 
 void add_profile_command(CLI::App& app, Invocation& out) {

@@ -23,6 +23,7 @@ struct RunInvocation {
     // As typed, until the run command's callback turns them into request.program.
     std::optional<std::string> code;  // -c CODE
     std::string script;               // path, or "-" for stdin; empty with -c
+    bool fail_on_truncation = false;  // exit 1, not 0, when the output limit cut the output
 };
 
 // `pysandbox check`.
@@ -58,6 +59,9 @@ struct BatchInvocation {
     std::size_t jobs = 0;               // at once; 0: one per CPU
     bool keep_order = false;            // results in the input's order, not as jobs finish
     bool fork = false;                  // experimental: jobs forked by a zygote (zygote.hpp)
+    bool fail_on_error = false;         // exit 1 when a job's status is not ok
+    bool quiet = false;                 // no progress and no summary on stderr
+    std::string junit;                  // a JUnit XML report to write; "": none
     std::string jobs_file;              // "-": stdin
     Overrides overrides;
     int verbose = 0;

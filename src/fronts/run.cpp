@@ -14,6 +14,7 @@
 #include "report/incident.hpp"
 #include "report/json_text.hpp"
 #include "report/result.hpp"
+#include "report/status.hpp"
 #include "sys/write_size.hpp"
 
 namespace pysandbox {
@@ -78,7 +79,10 @@ int run(const RunInvocation& invocation, const std::vector<std::string>& host_en
         say("setup " + std::to_string(outcome.setup.count()) + " ms, script " +
             std::to_string(outcome.wall.count()) + " ms wall, " + std::to_string(outcome.cpu_ms) +
             " ms cpu, " + std::to_string(outcome.max_rss_kib) + " KiB max rss");
-    const int exit_code = exit_codes::for_outcome(outcome);
+    int exit_code = exit_codes::for_outcome(outcome);
+    // The script ended well but its output was cut: with --fail-on-truncation that is a failure.
+    if (invocation.fail_on_truncation && exit_code == 0 && output_truncated(outcome))
+        exit_code = exit_codes::kOutputTruncated;
     if (const auto entry = incident::run_entry(*plan, outcome); !entry.is_null())
         if (std::string problem = incident::append(*plan, entry); !problem.empty())
             say("warning: " + problem);

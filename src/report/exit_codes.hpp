@@ -9,4 +9,7 @@ namespace pysandbox::exit_codes {
 
 int for_outcome(const Outcome& outcome);
 
+// `run --fail-on-truncation`: the script exited 0, but the output limit cut its output.
+inline constexpr int kOutputTruncated = 1;
+
 }  // namespace pysandbox::exit_codes

@@ -71,6 +71,10 @@ CELL_TIMEOUT = {
 BAD_REQUEST = {"schema": "pysandbox.result/v1", "version": "0.1.0", "status": "bad_request",
                "id": None, "message": "line 3: not JSON"}
 
+# A batch job's result and a batch line that was no job: each with its line in the input.
+BATCH_JOB = {**EXCEPTION, "id": "job-a", "line": 2}
+BATCH_BAD_LINE = {**BAD_REQUEST, "line": 3}
+
 
 def changed(base: dict, path: str, value=None, *, delete: bool = False) -> dict:
     """A deep copy of ``base`` with the value at ``path`` ("a.b.0") replaced or deleted."""
@@ -146,6 +150,8 @@ BAD = {
     "sandbox as a string": changed(CELL, "sandbox", "1"),
     "value that is not a repr string": changed(CELL, "value", 42),
     "an empty worker": changed(CELL, "worker", ""),
+    "a batch line 0": changed(BATCH_JOB, "line", 0),
+    "a batch line as a string": changed(BATCH_BAD_LINE, "line", "3"),
     "not an object": ["pysandbox.result/v1"],
 }
 
@@ -171,7 +177,8 @@ class ResultSchemaTest(unittest.TestCase):
     def test_what_pysandbox_and_the_front_doors_write_is_accepted(self):
         for name, obj in [("ok", OK), ("exception", EXCEPTION), ("early error", EARLY_ERROR),
                           ("session cell", CELL), ("cell timeout", CELL_TIMEOUT),
-                          ("bad request", BAD_REQUEST)]:
+                          ("bad request", BAD_REQUEST), ("batch job", BATCH_JOB),
+                          ("batch bad line", BATCH_BAD_LINE)]:
             with self.subTest(name):
                 self.assertEqual(result_schema.problems(obj), [])
 

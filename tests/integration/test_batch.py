@@ -1,6 +1,6 @@
 """`pysandbox batch` at the command line, cloned and forked (--fork): SIGINT writes the results of
 the jobs that finished and leaves nothing running; the progress line is on stderr at a terminal
-only; job fields (a script, its args and stdin, a timeout as a duration string) reach the job.
+only (the summary line at the end, at a terminal or not: test_batch_ci); job fields (a script, its args and stdin, a timeout as a duration string) reach the job.
 
 Judged from the host: the batch's exit status, its stdout and stderr, and no live process
 carrying the run's marker afterwards (a [python] preload module that does not exist: the
@@ -54,14 +54,16 @@ class BatchTest(SandboxTestCase):
                 self.assertEqual(wait_for_no_leftovers(marker, 5.0), [],
                                  "a sandbox outlived the interrupted batch")
 
-    def test_progress_is_on_stderr_at_a_terminal_only(self):
+    def test_progress_is_on_stderr_at_a_terminal_only_and_the_summary_ends_it(self):
         jobs = jobs_file([{"id": n, "code": "1 / 0" if n == 2 else "pass"} for n in range(4)])
         for mode, options in MODES.items():
             with self.subTest(mode):
                 argv = command_prefix() + [PYSANDBOX, "batch", *options, "-j", "2", str(jobs)]
                 piped = subprocess.run(argv, capture_output=True, timeout=60)
                 self.assertEqual(piped.returncode, 0, piped.stderr)
-                self.assertEqual(piped.stderr, b"")
+                # Not a terminal: no progress, only the summary line.
+                self.assertRegex(piped.stderr.decode(),
+                                 r"\Apysandbox batch: 4 jobs in \d+\.\d\ds: exception 1, ok 3\n\Z")
                 self.assertEqual(len(piped.stdout.splitlines()), 4)
 
                 controller, terminal = pty.openpty()
@@ -83,11 +85,15 @@ class BatchTest(SandboxTestCase):
                 self.assertEqual(batch.returncode, 0, shown)
                 self.assertEqual(len(out.splitlines()), 4)
                 # The last state of the one updating line (ended by a newline, which the
-                # terminal shows as \r\n): every job, the failure by status.
-                self.assertTrue(shown.endswith(b"\r\n"), shown)
-                last = shown[:-2].split(b"\r")[-1]
+                # terminal shows as \r\n): every job, the failure by status; then the summary.
+                lines = shown.split(b"\r\n")
+                self.assertEqual(len(lines), 3, shown)
+                self.assertEqual(lines[2], b"", shown)
+                last = lines[0].split(b"\r")[-1]
                 self.assertIn(b"pysandbox batch: 4/4 done", last, shown)
                 self.assertIn(b"exception 1", last, shown)
+                self.assertRegex(lines[1], rb"\Apysandbox batch: 4 jobs in [\d.]+s: "
+                                           rb"exception 1, ok 3\Z", shown)
 
     def test_a_scripts_args_stdin_and_timeout_reach_its_job(self):
         program = script("import sys\nprint(sys.argv[1:], sys.stdin.read())\n", name="job.py")
