@@ -20,6 +20,35 @@ async function withProgress(server, args) {
   return { result, notes, resultAt: performance.now() };
 }
 
+// What the SDK reported, judged against the messages as the server sent them. No progress
+// notification may follow its call's response. One sent just before the response can still be
+// reported as "for an unknown token": the SDK runs notification handlers a microtask later than
+// it takes a response from the same read, so it has forgotten the token by then. That one is
+// the SDK's, and only that one is forgiven.
+function assertNoProgressAfterResult(server) {
+  const answered = new Set();
+  for (const message of server.received) {
+    if (message.id !== undefined && message.method === undefined) answered.add(message.id);
+    const token = message.method === 'notifications/progress' ? message.params?.progressToken
+                                                              : undefined;
+    assert.ok(token === undefined || !answered.has(token),
+              `a progress notification came after its call's result: ${JSON.stringify(message)}`);
+  }
+  const unexpected = server.errors.filter(error => {
+    const sent = /^Received a progress notification for an unknown token: (.*)$/s
+      .exec(error.message)?.[1];
+    if (sent === undefined) return true;
+    const { progressToken, progress } = JSON.parse(sent).params ?? {};
+    const at = server.received.findIndex(m => m.method === 'notifications/progress' &&
+                                              m.params?.progressToken === progressToken &&
+                                              m.params?.progress === progress);
+    const answer = server.received.findIndex(m => m.id === progressToken &&
+                                                  m.method === undefined);
+    return at < 0 || answer < 0 || at > answer;
+  });
+  assert.deepEqual(unexpected, []);
+}
+
 function assertIncreasing(notes) {
   for (let i = 1; i < notes.length; ++i) {
     assert.ok(notes[i].progress > notes[i - 1].progress,
@@ -50,7 +79,7 @@ describe('notifications/progress through the official TypeScript SDK', { timeout
     // The result is the same as without progress.
     assert.equal(result.structuredContent.stdout, 'first\nsecond\n');
     assert.equal(textOf(result), 'first\nsecond\n');
-    assert.deepEqual(server.errors, []);
+    assertNoProgressAfterResult(server);
   });
 
   test('stdout and stderr in the order they came, at most one notification every 50 ms',
@@ -77,7 +106,7 @@ describe('notifications/progress through the official TypeScript SDK', { timeout
     const result = await server.runPython({ code: "print('plain', flush=True)" });
     assert.equal(textOf(result), 'plain\n');
     // The SDK reports a notification for a token it did not send as an error.
-    assert.deepEqual(server.errors, []);
+    assertNoProgressAfterResult(server);
   });
 
   test('a session call reports progress too', async () => {
