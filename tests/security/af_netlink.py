@@ -9,7 +9,6 @@ process of the run holds a netlink (or any non-AF_UNIX) socket, none of the host
 MAC addresses appears in the output, and the seccomp filter denies socket(AF_NETLINK).
 """
 import os
-import socket
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -11,7 +11,6 @@ of that refusal (stderr) must be there. A bomb that neither filled half the limi
 tested nothing, and fails (attack.check_bomb_went_off).
 """
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

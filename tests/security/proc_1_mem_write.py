@@ -10,7 +10,6 @@ supervisor's argv). Judged from the host: the host reads init's memory itself an
 the token while the run is held open.
 """
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
