@@ -33,7 +33,8 @@ fs::path store_dir(const std::optional<std::string>& flag,
     auto absolute = [](const std::string& dir, std::string_view from) {
         if (dir.empty() || dir.front() != '/')
             throw UsageError(std::string(from) + ": \"" + dir + "\" must be an absolute path");
-        return fs::path(dir).lexically_normal();
+        fs::path path = fs::path(dir).lexically_normal();
+        return path.has_filename() || path == path.root_path() ? path : path.parent_path();
     };
     if (flag) return absolute(*flag, "--cache-dir");
     if (auto dir = variable(host_env, kCacheVariable); dir && !dir->empty())
