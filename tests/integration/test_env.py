@@ -130,6 +130,18 @@ class CreateAndUseTest(EnvTestCase):
                          "the same distributions are one environment")
         self.assertEqual(len(os.listdir(self.store / "envs")), 1)
 
+    def test_run_says_what_inline_metadata_asks_for(self):
+        script = write_file(temp_dir() / "needs.py",
+                            "# /// script\n# dependencies = [\"tinypkg\"]\n# ///\nprint('ran')\n")
+        r = run(["run", "--json", str(script)])
+        obj = r.json()
+        self.assertEqual(obj["stdout"], "ran\n", r.describe())
+        self.assertTrue(any("env create --script" in w for w in obj["warnings"]), obj["warnings"])
+        env_id = self.create("--find-links", str(self.house), "--script", str(script))
+        r = run(["run", "--json", "--with-env", env_id, "--cache-dir", str(self.store),
+                 str(script)])
+        self.assertEqual(r.json()["warnings"], [], r.describe())
+
     def test_index_on_loopback_through_the_proxy(self):
         index = Index(self.house)
         try:
