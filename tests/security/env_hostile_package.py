@@ -6,9 +6,11 @@ package code that runs whenever a script imports from the environment.
    connects to a listener on the host's loopback directly and through the install's proxy, and
    writes into the package store. The install's index is a PEP 503 index on 127.0.0.1 (the one
    destination allowed); the listener is another port there.
-2. A wheel with a .pth file (run at every interpreter start) and a module, installed from a
-   wheelhouse; a script run --with-env that environment imports it; both try to rewrite the
-   environment's files, add one, and write a host file.
+2. A wheel with a .pth file and a module, installed from a wheelhouse; a script run --with-env
+   that environment imports it and tries to rewrite the environment's files, add one, and write
+   a host file. (The .pth carries the same writes, but pysandbox puts the environment on
+   PYTHONPATH, not among the site directories, so Python does not run it today; should that
+   change, this file judges what it does.)
 
 Contained when, judged from the host: the host files never appear, the listener saw no
 connection, the store holds nothing the packages wrote, and `env show --verify` still finds
