@@ -40,9 +40,11 @@ end
 function __pysandbox_subcommands  # $argv: a command path
     switch "$argv"
         case ''
-            echo run check session mcp batch profile doctor
+            echo run check session mcp batch profile doctor env
         case 'profile'
             echo list show
+        case 'env'
+            echo create list show rm prune
     end
 end
 function __pysandbox_takes_value  # $argv[1]: 'path|option'
@@ -61,6 +63,8 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'run|--allow' \
             'run|--env' \
             'run|--input' \
+            'run|--with-env' \
+            'run|--cache-dir' \
             'run|--output-dir' \
             'run|--workdir' \
             'run|--incident-log' \
@@ -83,6 +87,8 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'session|--allow' \
             'session|--env' \
             'session|--input' \
+            'session|--with-env' \
+            'session|--cache-dir' \
             'session|--output-dir' \
             'session|--incident-log' \
             'session|--pool' \
@@ -104,6 +110,8 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'mcp|--allow' \
             'mcp|--env' \
             'mcp|--input' \
+            'mcp|--with-env' \
+            'mcp|--cache-dir' \
             'mcp|--output-dir' \
             'mcp|--incident-log' \
             'batch|-p' \
@@ -122,7 +130,21 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'batch|--env' \
             'batch|--output-dir' \
             'batch|--incident-log' \
-            'batch|--junit'
+            'batch|--junit' \
+            'env create|-r' \
+            'env create|--requirement' \
+            'env create|--script' \
+            'env create|--find-links' \
+            'env create|--index-url' \
+            'env create|--timeout' \
+            'env create|--max-size' \
+            'env create|--cache-dir' \
+            'env list|--cache-dir' \
+            'env show|--cache-dir' \
+            'env rm|--cache-dir' \
+            'env prune|--older-than' \
+            'env prune|--max-size' \
+            'env prune|--cache-dir'
             return 0
     end
     return 1
@@ -136,6 +158,7 @@ complete -c pysandbox -n '__pysandbox_at' -f -a 'mcp' -d 'Serve the Model Contex
 complete -c pysandbox -n '__pysandbox_at' -f -a 'batch' -d 'Run many jobs (JSON lines: code or script, args, stdin, timeout, profile, inputs), N at a time, each in a sandbox of its own; one result line per job on stdout'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'profile' -d 'List or show profiles'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'doctor' -d 'Check what this host allows, and how to fix what it does not'
+complete -c pysandbox -n '__pysandbox_at' -f -a 'env' -d 'Create, list, show and remove package environments'
 complete -c pysandbox -n '__pysandbox_at' -s h -l help -d 'Print this help message and exit'
 complete -c pysandbox -n '__pysandbox_at' -l version -d 'Display program version information and exit'
 complete -c pysandbox -n '__pysandbox_at run' -s h -l help -d 'Print this help message and exit'
@@ -151,6 +174,8 @@ complete -c pysandbox -n '__pysandbox_at run' -l net -x -a 'none loopback proxy'
 complete -c pysandbox -n '__pysandbox_at run' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
 complete -c pysandbox -n '__pysandbox_at run' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at run' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
+complete -c pysandbox -n '__pysandbox_at run' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s'
+complete -c pysandbox -n '__pysandbox_at run' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
 complete -c pysandbox -n '__pysandbox_at run' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy the run'\''s artifacts (new or modified files under /tmp/work) into host DIR, which must be empty or absent (it is then made)'
 complete -c pysandbox -n '__pysandbox_at run' -l workdir -x -a '(__fish_complete_directories)' -d 'Show the host DIR as /tmp/work and write the script'\''s changes back to it after the run, as plain files; it must be writable by the uid the script runs as (65534 when root runs pysandbox)'
 complete -c pysandbox -n '__pysandbox_at run' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
@@ -180,6 +205,8 @@ complete -c pysandbox -n '__pysandbox_at session' -l net -x -a 'none loopback pr
 complete -c pysandbox -n '__pysandbox_at session' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
 complete -c pysandbox -n '__pysandbox_at session' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at session' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
+complete -c pysandbox -n '__pysandbox_at session' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s'
+complete -c pysandbox -n '__pysandbox_at session' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
 complete -c pysandbox -n '__pysandbox_at session' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy what each cell changed under /tmp/work into host DIR/cell-N; DIR must be empty or absent (it is then made)'
 complete -c pysandbox -n '__pysandbox_at session' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
 complete -c pysandbox -n '__pysandbox_at session' -l pool -x -d 'Keep N more sandboxes started, so that the cell after a lost state runs in a warm one (0: it starts a new one)'
@@ -203,6 +230,8 @@ complete -c pysandbox -n '__pysandbox_at mcp' -l net -x -a 'none loopback proxy'
 complete -c pysandbox -n '__pysandbox_at mcp' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
 complete -c pysandbox -n '__pysandbox_at mcp' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at mcp' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
+complete -c pysandbox -n '__pysandbox_at mcp' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s'
+complete -c pysandbox -n '__pysandbox_at mcp' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
 complete -c pysandbox -n '__pysandbox_at mcp' -l output-dir -x -a '(__fish_complete_directories)' -d 'Keep the files each call made in host DIR (linked from results); DIR must be empty or absent. Default: a private directory removed at exit'
 complete -c pysandbox -n '__pysandbox_at mcp' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
 complete -c pysandbox -n '__pysandbox_at mcp' -s v -l verbose -d 'Say on stderr what the server does'
@@ -236,3 +265,33 @@ complete -c pysandbox -n '__pysandbox_at profile show' -s h -l help -d 'Print th
 complete -c pysandbox -n '__pysandbox_at profile show' -a '(__pysandbox_profiles)'
 complete -c pysandbox -n '__pysandbox_at doctor' -s h -l help -d 'Print this help message and exit'
 complete -c pysandbox -n '__pysandbox_at doctor' -l json -d 'Print one JSON object: each check, its result and fix, and whether all required ones passed'
+complete -c pysandbox -n '__pysandbox_at env' -f -a 'create' -d 'Install packages with pip inside a sandbox into a new read-only environment'
+complete -c pysandbox -n '__pysandbox_at env' -f -a 'list' -d 'List the package environments'
+complete -c pysandbox -n '__pysandbox_at env' -f -a 'show' -d 'Show what an environment holds, its size and what it was made from'
+complete -c pysandbox -n '__pysandbox_at env' -f -a 'rm' -d 'Remove environments'
+complete -c pysandbox -n '__pysandbox_at env' -f -a 'prune' -d 'Remove environments older than DUR, or the oldest beyond a total size'
+complete -c pysandbox -n '__pysandbox_at env' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at env create' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at env create' -s r -l requirement -r -F -d 'Install from the requirements FILE (repeatable)'
+complete -c pysandbox -n '__pysandbox_at env create' -l script -r -F -d 'Install the dependencies of SCRIPT'\''s inline metadata (PEP 723: # /// script ... dependencies = [...])'
+complete -c pysandbox -n '__pysandbox_at env create' -l find-links -x -a '(__fish_complete_directories)' -d 'A local wheelhouse DIR, copied in read-only; without --index-url no index is used and the install has no network (repeatable)'
+complete -c pysandbox -n '__pysandbox_at env create' -l index-url -x -d 'A package index (PEP 503/691); its HOST:PORT is the only destination the install'\''s proxy allows (default: https://pypi.org/simple)'
+complete -c pysandbox -n '__pysandbox_at env create' -l allow-build -d 'Let pip build sdists (inside the sandbox too); default: wheels only'
+complete -c pysandbox -n '__pysandbox_at env create' -l timeout -x -d 'Wall-clock limit of the install (default 5m)'
+complete -c pysandbox -n '__pysandbox_at env create' -l max-size -x -d 'Most the install may write (default 1GiB)'
+complete -c pysandbox -n '__pysandbox_at env create' -l json -d 'Print the environment as one JSON object'
+complete -c pysandbox -n '__pysandbox_at env create' -s v -l verbose -d 'Say what the install does, and pip'\''s output'
+complete -c pysandbox -n '__pysandbox_at env create' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
+complete -c pysandbox -n '__pysandbox_at env list' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at env list' -l json -d 'Print one JSON object per line'
+complete -c pysandbox -n '__pysandbox_at env list' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
+complete -c pysandbox -n '__pysandbox_at env show' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at env show' -l json -d 'Print the environment as one JSON object'
+complete -c pysandbox -n '__pysandbox_at env show' -l verify -d 'Hash every file again and check the environment is what its ID says (exit 1 when not)'
+complete -c pysandbox -n '__pysandbox_at env show' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
+complete -c pysandbox -n '__pysandbox_at env rm' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at env rm' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
+complete -c pysandbox -n '__pysandbox_at env prune' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at env prune' -l older-than -x -d 'Remove environments created more than DUR ago (e.g. 168h)'
+complete -c pysandbox -n '__pysandbox_at env prune' -l max-size -x -d 'Remove the oldest environments until all together take at most SIZE'
+complete -c pysandbox -n '__pysandbox_at env prune' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'

@@ -14,6 +14,7 @@
 #include "fronts/check.hpp"
 #include "fronts/cli.hpp"
 #include "fronts/doctor.hpp"
+#include "fronts/env.hpp"
 #include "fronts/mcp.hpp"
 #include "fronts/profile.hpp"
 #include "fronts/run.hpp"
@@ -98,6 +99,11 @@ int dispatch(const Invocation& invocation) {
         case Command::profile_list: return profile_list();
         case Command::profile_show: return profile_show(invocation.profile_name);
         case Command::doctor: return doctor::report(doctor::run_checks(), invocation.doctor_json);
+        case Command::env_create: return env::create(invocation.env, host_environment());
+        case Command::env_list: return env::list(invocation.env, host_environment());
+        case Command::env_show: return env::show(invocation.env, host_environment());
+        case Command::env_rm: return env::remove(invocation.env, host_environment());
+        case Command::env_prune: return env::prune(invocation.env, host_environment());
         case Command::none: break;
     }
     throw UsageError("no command given; see pysandbox --help");

@@ -57,6 +57,14 @@ void add_incident_log_option(CLI::App& command, std::optional<std::string>& path
         ->type_name("PATH");
 }
 
+void add_cache_dir_option(CLI::App& command, std::optional<std::string>& dir) {
+    command
+        .add_option("--cache-dir", dir,
+                    "The package store (default: $PYSANDBOX_CACHE_DIR, else "
+                    "$XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)")
+        ->type_name("DIR");
+}
+
 // --net, checked against the one table of network modes.
 CLI::Validator net_mode_validator() {
     std::string names;
@@ -157,6 +165,11 @@ void add_input_options(CLI::App& run, Overrides& o) {
         "Make host FILE readable as /tmp/work/NAME (default: its basename); "
         "repeatable")
         ->type_name("FILE[=NAME]");
+    run.add_option("--with-env", o.packages,
+                   "Mount package environment ID (`pysandbox env create` made it; a unique "
+                   "prefix will do) read-only, its packages importable ahead of the host's")
+        ->type_name("ID");
+    add_cache_dir_option(run, o.cache_dir);
 }
 
 void add_file_options(CLI::App& run, Overrides& o) {
@@ -409,6 +422,108 @@ void add_doctor_command(CLI::App& app, Invocation& out) {
     doctor->callback([&out] { out.command = Command::doctor; });
 }
 
+void add_env_create_command(CLI::App& env, Invocation& out) {
+    EnvInvocation& e = out.env;
+    CLI::App* create = env.add_subcommand(
+        "create", "Install packages with pip inside a sandbox into a new read-only environment");
+    create->add_option("packages", e.specs, "Requirement specifiers, as pip takes them")
+        ->type_name("PKG");
+    create
+        ->add_option("-r,--requirement", e.requirement_files,
+                     "Install from the requirements FILE (repeatable)")
+        ->type_name("FILE")
+        ->allow_extra_args(false);
+    create
+        ->add_option("--script", e.script,
+                     "Install the dependencies of SCRIPT's inline metadata (PEP 723: "
+                     "# /// script ... dependencies = [...])")
+        ->type_name("SCRIPT");
+    create
+        ->add_option("--find-links", e.find_links,
+                     "A local wheelhouse DIR, copied in read-only; without --index-url no index "
+                     "is used and the install has no network (repeatable)")
+        ->type_name("DIR")
+        ->allow_extra_args(false);
+    create
+        ->add_option("--index-url", e.index_url,
+                     "A package index (PEP 503/691); its HOST:PORT is the only destination the "
+                     "install's proxy allows (default: https://pypi.org/simple)")
+        ->type_name("URL");
+    create->add_flag("--allow-build", e.allow_build,
+                     "Let pip build sdists (inside the sandbox too); default: wheels only");
+    parsed_option(
+        *create, "--timeout", "--timeout",
+        [&e](const std::string& t) { e.timeout = parse_limit_duration(t); },
+        "Wall-clock limit of the install (default 5m)")
+        ->type_name("DUR");
+    parsed_option(
+        *create, "--max-size", "--max-size",
+        [&e](const std::string& t) { e.max_size = parse_limit_size(t, 1 << 20); },
+        "Most the install may write (default 1GiB)")
+        ->type_name("SIZE");
+    create->add_flag("--json", e.json, "Print the environment as one JSON object");
+    create->add_flag("-v,--verbose", e.verbose, "Say what the install does, and pip's output");
+    add_cache_dir_option(*create, e.cache_dir);
+    create->callback([&out] {
+        if (out.env.specs.empty() && out.env.requirement_files.empty() && out.env.script.empty())
+            throw CLI::ValidationError("env create",
+                                       "nothing to install: give PKG..., -r FILE or --script "
+                                       "SCRIPT");
+        out.command = Command::env_create;
+    });
+    create->footer(
+        "Prints the environment's ID; `pysandbox run --with-env ID` uses it. Exit "
+        "status: 0, 123 when pip failed (install_error), 125 when the sandbox could "
+        "not be set up.");
+}
+
+void add_env_command(CLI::App& app, Invocation& out) {
+    CLI::App* env = app.add_subcommand("env", "Create, list, show and remove package environments");
+    env->require_subcommand(1);
+    add_env_create_command(*env, out);
+    EnvInvocation& e = out.env;
+    CLI::App* list = env->add_subcommand("list", "List the package environments");
+    list->add_flag("--json", e.json, "Print one JSON object per line");
+    add_cache_dir_option(*list, e.cache_dir);
+    list->callback([&out] { out.command = Command::env_list; });
+    CLI::App* show = env->add_subcommand(
+        "show", "Show what an environment holds, its size and what it was made from");
+    show->add_option("id", e.ids, "Environment ID (or a unique prefix)")
+        ->required()
+        ->expected(1)
+        ->type_name("ID");
+    show->add_flag("--json", e.json, "Print the environment as one JSON object");
+    show->add_flag("--verify", e.verify,
+                   "Hash every file again and check the environment is what its ID says (exit "
+                   "1 when not)");
+    add_cache_dir_option(*show, e.cache_dir);
+    show->callback([&out] { out.command = Command::env_show; });
+    CLI::App* rm = env->add_subcommand("rm", "Remove environments");
+    rm->add_option("ids", e.ids, "Environment IDs (or unique prefixes)")
+        ->required()
+        ->type_name("ID");
+    add_cache_dir_option(*rm, e.cache_dir);
+    rm->callback([&out] { out.command = Command::env_rm; });
+    CLI::App* prune = env->add_subcommand(
+        "prune", "Remove environments older than DUR, or the oldest beyond a total size");
+    parsed_option(
+        *prune, "--older-than", "--older-than",
+        [&e](const std::string& t) { e.older_than = parse_limit_duration(t); },
+        "Remove environments created more than DUR ago (e.g. 168h)")
+        ->type_name("DUR");
+    parsed_option(
+        *prune, "--max-size", "--max-size",
+        [&e](const std::string& t) { e.keep_size = parse_limit_size(t); },
+        "Remove the oldest environments until all together take at most SIZE")
+        ->type_name("SIZE");
+    add_cache_dir_option(*prune, e.cache_dir);
+    prune->callback([&out] {
+        if (!out.env.older_than && !out.env.keep_size)
+            throw CLI::ValidationError("env prune", "give --older-than DUR or --max-size SIZE");
+        out.command = Command::env_prune;
+    });
+}
+
 struct CommandSpec {
     std::string_view name;
     void (*add)(CLI::App&, Invocation&);
@@ -418,7 +533,7 @@ struct CommandSpec {
 constexpr CommandSpec kCommands[] = {
     {"run", add_run_command},       {"check", add_check_command}, {"session", add_session_command},
     {"mcp", add_mcp_command},       {"batch", add_batch_command}, {"profile", add_profile_command},
-    {"doctor", add_doctor_command},
+    {"doctor", add_doctor_command}, {"env", add_env_command},
 };
 
 bool is_command(std::string_view name) {

@@ -3,6 +3,8 @@
 // shell completions all come from build_cli(). Values are parsed into the core's types as they are
 // read (a Request, plan.hpp's input): a bad value is a CLI::ValidationError naming the flag.
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,7 +16,22 @@
 
 namespace pysandbox {
 
-enum class Command { none, run, check, session, mcp, batch, profile_list, profile_show, doctor };
+enum class Command {
+    none,
+    run,
+    check,
+    session,
+    mcp,
+    batch,
+    profile_list,
+    profile_show,
+    doctor,
+    env_create,
+    env_list,
+    env_show,
+    env_rm,
+    env_prune,
+};
 
 // `pysandbox run`.
 struct RunInvocation {
@@ -67,6 +84,25 @@ struct BatchInvocation {
     int verbose = 0;
 };
 
+// `pysandbox env create|list|show|rm|prune` (fronts/env.hpp).
+struct EnvInvocation {
+    std::vector<std::string> specs;              // PKG requirement specifiers
+    std::vector<std::string> requirement_files;  // -r FILE
+    std::string script;                          // --script FILE: its PEP 723 dependencies
+    std::vector<std::string> find_links;         // wheelhouse directories
+    std::string index_url;                       // "": pypi.org's, unless only --find-links
+    bool allow_build = false;                    // sdists may be built (inside, too)
+    std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+    std::uint64_t max_size = 1ULL << 30;  // of what pip may write
+    std::optional<std::string> cache_dir;
+    std::vector<std::string> ids;                         // show, rm
+    std::optional<std::chrono::milliseconds> older_than;  // prune
+    std::optional<std::uint64_t> keep_size;               // prune --max-size
+    bool json = false;
+    bool verify = false;  // show --verify
+    int verbose = 0;
+};
+
 struct Invocation {
     Command command = Command::none;
     bool doctor_json = false;
@@ -75,6 +111,7 @@ struct Invocation {
     SessionInvocation session;
     McpInvocation mcp;
     BatchInvocation batch;
+    EnvInvocation env;
     std::string profile_name;  // `profile show NAME`
 };
 

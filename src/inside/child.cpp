@@ -196,9 +196,12 @@ constexpr Step kSteps[] = {
     // Before the staging root covers /tmp, where build trees and workdirs often are.
     {"open the prepared font list", mounts::step_open_font_list, kCloned},
     {"open the workdir", mounts::step_open_workdir, kCloned},
+    {"open the package environment", mounts::step_open_packages, kCloned},
     {"mount the staging root", mounts::step_mount_staging_root, kCloned},
     {"bind host paths read-only", mounts::step_bind_host_paths, kCloned},
     {"write synthetic files", mounts::step_write_files, kCloned},
+    // After the script's directory exists: the environment is bound into it.
+    {"bind the package environment", mounts::step_bind_packages, kCloned},
     {"populate /dev", mounts::step_populate_dev, kCloned},
     {"mount /dev/shm", mounts::step_mount_shm},
     {"mount /tmp", mounts::step_mount_tmp},

@@ -42,6 +42,7 @@ struct ChildContext {
     int font_list_fd = -1;
     int zygote_pidfd = -1;  // a forked job's zygote: alive when the job arms its death signal
     int workdir_fd = -1;    // --workdir's host directory, opened in the sandbox's mount namespace
+    int packages_fd = -1;   // plan.packages_dir, opened before the staging root covers /tmp
     int work_upper = -1;    // --workdir's upper layer, until it is sent to the supervisor
 };
 

@@ -146,6 +146,27 @@ int step_open_workdir(ChildContext& ctx) noexcept {
     return 0;
 }
 
+int step_open_packages(ChildContext& ctx) noexcept {
+    if (ctx.plan.packages_dir.empty()) return 0;
+    ctx.packages_fd =
+        ::open(ctx.plan.packages_dir.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ctx.packages_fd < 0)
+        return step_fail(ctx, "open(%s, O_PATH)", ctx.plan.packages_dir.c_str());
+    return 0;
+}
+
+int step_bind_packages(ChildContext& ctx) noexcept {
+    if (ctx.packages_fd < 0) return 0;
+    char source[64];
+    std::snprintf(source, sizeof source, "/proc/self/fd/%d", ctx.packages_fd);
+    StagedPath target(ctx, kPackagesDir.data());  // a literal: NUL-terminated
+    if (make_dirs(target.c_str(), 0755) != 0) return step_fail(ctx, "mkdir(%s)", target.c_str());
+    const int rc = bind_readonly(ctx, source, target.c_str(), kReadOnly);
+    ::close(ctx.packages_fd);
+    ctx.packages_fd = -1;
+    return rc;
+}
+
 int step_mount_staging_root(ChildContext& ctx) noexcept {
     if (::mount("sandbox-root", kStagingRoot, "tmpfs", MS_NOSUID | MS_NODEV,
                 "mode=0755,size=64m") != 0)

@@ -16,6 +16,11 @@ int step_open_workdir(ChildContext& ctx) noexcept;
 int step_mount_staging_root(ChildContext& ctx) noexcept;
 int step_bind_host_paths(ChildContext& ctx) noexcept;
 int step_write_files(ChildContext& ctx) noexcept;
+// --with-env: the environment's site/ (plan.packages_dir), opened as the workdir is, before the
+// staging root hides the host's /tmp, then bound read-only (execution allowed: C extensions
+// load) at kPackagesDir through that descriptor, so the path cannot be swapped in between.
+int step_open_packages(ChildContext& ctx) noexcept;
+int step_bind_packages(ChildContext& ctx) noexcept;
 int step_populate_dev(ChildContext& ctx) noexcept;
 int step_mount_shm(ChildContext& ctx) noexcept;
 int step_mount_tmp(ChildContext& ctx) noexcept;

@@ -15,6 +15,7 @@
 
 #include "embed/python_modules.hpp"
 #include "embed/zygote_helper_blob.hpp"
+#include "plan/env_store.hpp"
 #include "plan/host_files.hpp"
 #include "plan/policy.hpp"
 #include "plan/program.hpp"
@@ -148,8 +149,31 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
     std::string& python_path = env["PYTHONPATH"];
     const std::string own =
         fs::path(kSandboxPythonDir).parent_path().string();  // no '/' at the end
+    if (!plan.packages_dir.empty())
+        python_path = std::string(kPackagesDir) + (python_path.empty() ? "" : ":" + python_path);
     python_path = own + (python_path.empty() ? "" : ":" + python_path);
     for (const auto& [name, value] : env) plan.envp.push_back(name + "=" + value);
+}
+
+// --with-env: the environment named, found in the store and checked readable by the uid the
+// script runs as (a store under /root is not, for root's runs as 65534).
+void add_packages(const Overrides& overrides, const std::vector<std::string>& host_env,
+                  Plan& plan) {
+    if (!overrides.packages) return;
+    const fs::path store = env_store::store_dir(overrides.cache_dir, host_env);
+    plan.packages_id = env_store::resolve_id(store, *overrides.packages);
+    const fs::path site = env_store::site_dir(store, plan.packages_id);
+    struct stat st {};
+    if (::lstat(site.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        throw UsageError("--with-env: " + site.string() + ": not a directory");
+    plan.packages_dir = site.string();
+    if (plan.ids.privileged)
+        for (fs::path dir = site; dir != dir.root_path(); dir = dir.parent_path())
+            if (::stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IXOTH) == 0)
+                throw UsageError("--with-env: " + dir.string() +
+                                 " cannot be entered by uid 65534, which the script runs as; "
+                                 "chmod o+x it, or move the store (--cache-dir, " +
+                                 std::string(env_store::kCacheVariable) + ")");
 }
 
 // Whether `path` is `dir` or lies beneath it (both lexically normal and absolute).
@@ -469,6 +493,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
     check_hook_reachable(plan->profile);
     add_sandbox_python(program, *plan);
     find_cgroup(request, *plan);  // before the environment, which depends on it
+    add_packages(request.overrides, host_env, *plan);
     add_environment(request.overrides, host_env, *plan);
     add_font_list(*plan);
     add_kernel_layers(*plan);

@@ -125,6 +125,10 @@ struct Plan {
     std::optional<HostWorkdir> host_workdir;  // --workdir
     std::string hostname = "sandbox";
     std::optional<FontList> font_list;  // none: no list prepared, or no MPLCONFIGDIR in /tmp
+    // --with-env: the environment's site/ on the host (env_store.hpp), bound read-only at
+    // kPackagesDir; the child opens it before the staging root hides the host's /tmp. Empty: none.
+    std::string packages_dir;
+    std::string packages_id;
 
     // The program.
     Program::Kind program_kind = Program::Kind::code;

@@ -43,6 +43,10 @@ struct Overrides {
     std::optional<std::chrono::milliseconds> idle_timeout;  // a session's
     std::optional<std::chrono::milliseconds> lifetime;      // a session's
     bool no_preload = false;  // the driver starts without the profile's [python] preload
+    // A package environment (env_store.hpp) mounted read-only at kPackagesDir: its ID or a prefix,
+    // and the store it is in (none: env_store::store_dir's default).
+    std::optional<std::string> packages;
+    std::optional<std::string> cache_dir;
 };
 
 // The program the interpreter runs.

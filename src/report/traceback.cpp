@@ -107,8 +107,10 @@ bool is_sandbox_frame(const Frame& frame) {
 std::string hint_for(std::string_view type, std::string_view message) {
     auto contains = [&](std::string_view part) { return message.find(part) != message.npos; };
     if (type == "ModuleNotFoundError" || type == "ImportError")
-        return "only the standard library and the modules installed on the host's read-only "
-               "paths are available; `pysandbox profile show` lists the paths";
+        return "only the standard library, the modules installed on the host's read-only paths "
+               "(`pysandbox profile show` lists them) and a package environment's "
+               "(`pysandbox env create`, then run --with-env ID; README.md, Packages) are "
+               "available";
     if (type == "MemoryError")
         return "the script ran out of its memory limit; process the data in smaller pieces or "
                "raise --memory";

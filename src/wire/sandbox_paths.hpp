@@ -14,6 +14,9 @@ inline constexpr std::string_view kSandboxPythonDir = "/sandbox/.pysandbox/";
 // A zygote's helper library and its jobs' plan (zygote.hpp), in that directory of its sandbox.
 inline constexpr std::string_view kZygoteHelperFile = "pysandbox_zygote_helper.so";
 inline constexpr std::string_view kZygoteJobSpecFile = "zygote_job.json";
+// A package environment's site-packages (`--with-env`, plan/env_store.hpp), read-only, on
+// PYTHONPATH after the sandbox's own modules.
+inline constexpr std::string_view kPackagesDir = "/sandbox/.packages";
 // The script's working directory, where its artifacts are found.
 inline constexpr std::string_view kWorkDir = "/tmp/work";
 

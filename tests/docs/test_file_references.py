@@ -52,6 +52,8 @@ EXTERNAL = {
     "report.txt": "a file the man page's example script writes",
     "primes.txt": "the make target of the README's Makefile example",
     "mine.toml": "the user's profile, in the README's example of -p ./FILE",
+    "requirements.txt": "the user's requirements file, in the README's `env create -r` example",
+    "env.json": "what `pysandbox env create` writes into each environment of the package store",
     "local.toml": "the profile a unit test writes into its own directory",
     # Files the tools write or run, never committed.
     "startup.json": "what `bench/startup.py --json` is redirected into in bench/README.md",

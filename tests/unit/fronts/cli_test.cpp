@@ -188,7 +188,7 @@ TEST_SUITE("cli") {
               "unknown command profile lsit; did you mean list?");
         CHECK(parse_error({"frobnicate"}) ==
               "unknown command frobnicate (commands: run, check, session, mcp, batch, profile, "
-              "doctor)");
+              "doctor, env)");
     }
 
     TEST_CASE("bad values and missing commands are ParseErrors") {

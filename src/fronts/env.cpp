@@ -1,0 +1,728 @@
+#include "fronts/env.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/execute.hpp"
+#include "fronts/front_loop.hpp"
+#include "plan/env_store.hpp"
+#include "plan/host_files.hpp"
+#include "plan/install_paths.hpp"
+#include "plan/plan.hpp"
+#include "plan/profile.hpp"
+#include "plan/units.hpp"
+#include "report/exit_codes.hpp"
+#include "report/json_text.hpp"
+#include "sys/errors.hpp"
+#include "sys/sha256.hpp"
+#include "sys/unique_fd.hpp"
+
+namespace pysandbox::env {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr std::uint64_t kTextCap = 16ULL << 20;  // a requirements file or a script
+constexpr uid_t kOverflowId = 65534;             // what root's sandboxes run as on the host
+// Inside the install's sandbox, beneath its workdir (/tmp/work).
+constexpr std::string_view kSiteName = "site";
+constexpr std::string_view kRequirementsName = "requirements.txt";
+constexpr std::string_view kLinksName = "links";
+constexpr std::size_t kTailLines = 20;  // of pip's output, in an install_error
+
+// pip, as `python3 -m pip` starts it, without the -m: the sandbox runs code or a script.
+constexpr std::string_view kPipMain =
+    "import runpy, sys\n"
+    "sys.argv[0] = 'pip'\n"
+    "runpy.run_module('pip', run_name='__main__', alter_sys=True)\n";
+
+std::string trim(std::string_view text) {
+    const auto first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos) return {};
+    const auto last = text.find_last_not_of(" \t\r\n");
+    return std::string(text.substr(first, last - first + 1));
+}
+
+std::string read_text(const std::string& path, std::string_view flag) {
+    HostFile file = read_host_file(path, kTextCap);
+    if (file.problem == HostFile::Problem::none) return std::move(file.data);
+    throw UsageError(std::string(flag) + ": " + path + ": " +
+                     (file.error != 0 ? std::strerror(file.error) : "not a readable regular file"));
+}
+
+// One requirement as pip reads it from a requirements file: never an option, never two lines.
+void check_requirement(const std::string& spec, const std::string& origin) {
+    if (spec.empty() || spec.starts_with('-') || spec.find_first_of("\n\r") != std::string::npos)
+        throw UsageError(origin + ": \"" + spec +
+                         "\" is not a requirement (pip options go on the command line: "
+                         "--index-url, --find-links, --allow-build)");
+}
+
+std::vector<std::string> requirements_file(const std::string& path) {
+    std::vector<std::string> specs;
+    std::istringstream lines(read_text(path, "-r"));
+    std::string line;
+    for (int number = 1; std::getline(lines, line); ++number) {
+        if (const auto hash = line.find('#');
+            hash != std::string::npos &&
+            (hash == 0 || line[hash - 1] == ' ' || line[hash - 1] == '\t'))
+            line.erase(hash);
+        std::string spec = trim(line);
+        if (spec.empty()) continue;
+        check_requirement(spec, path + ":" + std::to_string(number));
+        specs.push_back(std::move(spec));
+    }
+    return specs;
+}
+
+// Everything asked for, in the order given.
+std::vector<std::string> requested(const EnvInvocation& invocation) {
+    std::vector<std::string> specs;
+    for (const std::string& spec : invocation.specs) {
+        check_requirement(spec, "PKG");
+        specs.push_back(spec);
+    }
+    for (const std::string& file : invocation.requirement_files)
+        for (std::string& spec : requirements_file(file)) specs.push_back(std::move(spec));
+    if (!invocation.script.empty()) {
+        auto deps = env_store::inline_dependencies(read_text(invocation.script, "--script"),
+                                                   invocation.script);
+        if (!deps)
+            throw UsageError("--script: " + invocation.script +
+                             " has no inline metadata (a `# /// script` block, PEP 723)");
+        for (std::string& spec : *deps) {
+            check_requirement(spec, invocation.script);
+            specs.push_back(std::move(spec));
+        }
+    }
+    if (specs.empty()) throw UsageError("env create: nothing to install");
+    return specs;
+}
+
+// A wheelhouse's files, read now as the caller (a directory only pysandbox's caller can read
+// still works, and nothing of it is bound into the sandbox).
+struct Link {
+    std::string name;
+    std::string data;
+};
+std::vector<std::vector<Link>> read_wheelhouses(const EnvInvocation& invocation) {
+    std::vector<std::vector<Link>> houses;
+    std::uint64_t total = 0;
+    for (const std::string& dir : invocation.find_links) {
+        std::error_code ec;
+        fs::directory_iterator entries(dir, ec);
+        if (ec) throw UsageError("--find-links: " + dir + ": " + ec.message());
+        std::vector<Link> links;
+        for (const auto& entry : entries) {
+            const std::string name = entry.path().filename().string();
+            if (!entry.is_regular_file(ec) || name.starts_with('.')) continue;
+            HostFile file = read_host_file(entry.path().string(), invocation.max_size, O_NOFOLLOW);
+            if (file.problem != HostFile::Problem::none) continue;  // a link, a FIFO: not a wheel
+            total += file.data.size();
+            if (total > invocation.max_size)
+                throw UsageError("--find-links: the wheelhouses hold more than --max-size " +
+                                 units::format_size(invocation.max_size));
+            links.push_back({name, std::move(file.data)});
+        }
+        std::ranges::sort(links, {}, &Link::name);
+        houses.push_back(std::move(links));
+    }
+    return houses;
+}
+
+// "https://host:port/path" -> the proxy's rule for HOST:PORT.
+proxy::AllowRule index_rule(const std::string& url) {
+    std::string_view rest = url;
+    std::uint16_t port = 0;
+    if (rest.starts_with("https://")) {
+        rest.remove_prefix(8);
+        port = 443;
+    } else if (rest.starts_with("http://")) {
+        rest.remove_prefix(7);
+        port = 80;
+    } else {
+        throw UsageError("--index-url: \"" + url + "\" is not an http:// or https:// URL");
+    }
+    std::string authority(rest.substr(0, rest.find('/')));
+    if (authority.find('@') != std::string::npos)
+        throw UsageError("--index-url: credentials in the URL are not passed into the sandbox");
+    const bool has_port =
+        authority.find(':', authority.rfind(']') == std::string::npos ? 0 : authority.rfind(']')) !=
+        std::string::npos;
+    try {
+        return proxy::parse_allow_rule(has_port ? authority
+                                                : authority + ":" + std::to_string(port));
+    } catch (const std::invalid_argument& e) {
+        throw UsageError("--index-url: \"" + url + "\": " + e.what());
+    }
+}
+
+constexpr std::string_view kDefaultIndex = "https://pypi.org/simple";
+
+std::string index_of(const EnvInvocation& invocation) {
+    if (!invocation.index_url.empty()) return invocation.index_url;
+    return invocation.find_links.empty() ? std::string(kDefaultIndex) : std::string();
+}
+
+// What the interpreter is, for the key: its real path, size and modification time (a new
+// Python is a new key) and the machine.
+std::string interpreter_identity(const std::string& interpreter) {
+    std::error_code ec;
+    const fs::path real = fs::canonical(interpreter, ec);
+    struct stat st {};
+    if (ec || ::stat(real.c_str(), &st) != 0)
+        throw UsageError("python.interpreter: " + interpreter + ": not found");
+    utsname name{};
+    ::uname(&name);
+    return real.string() + "\n" + std::to_string(st.st_size) + "\n" +
+           std::to_string(st.st_mtim.tv_sec) + "\n" + name.sysname + "\n" + name.machine + "\n";
+}
+
+std::string platform() {
+    utsname name{};
+    ::uname(&name);
+    return std::string(name.sysname) + "-" + name.machine;
+}
+
+// The request's key: what was asked for, from where, for which interpreter.
+std::string request_key(const std::string& interpreter, const std::vector<std::string>& specs,
+                        const std::vector<std::vector<Link>>& houses, const std::string& index,
+                        bool allow_build) {
+    std::string text = "pysandbox-env-request/1\n" + interpreter_identity(interpreter);
+    text += "index " + index + "\nbuild " + (allow_build ? "1" : "0") + "\n";
+    for (const std::string& spec : specs) text += "spec " + spec + "\n";
+    for (const auto& house : houses) {
+        text += "house\n";
+        for (const Link& link : house)
+            text += "link " + link.name + " " + Sha256::of(link.data) + "\n";
+    }
+    return Sha256::of(text);
+}
+
+void write_file(const fs::path& path, std::string_view data, mode_t mode) {
+    sys::UniqueFd fd(
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode));
+    if (!fd) throw SysError("open(" + path.string() + ", O_CREAT|O_EXCL)", errno);
+    std::size_t done = 0;
+    while (done < data.size()) {
+        const ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) throw SysError("write(" + path.string() + ")", errno);
+        done += static_cast<std::size_t>(n);
+    }
+    if (::fchmod(fd.get(), mode) != 0) throw SysError("fchmod(" + path.string() + ")", errno);
+}
+
+void make_dir(const fs::path& dir, mode_t mode) {
+    if (::mkdir(dir.c_str(), mode) != 0 && errno != EEXIST)
+        throw SysError("mkdir(" + dir.string() + ")", errno);
+}
+
+// The store's directories: readable by everyone (a root's run reads as 65534), writable by
+// the caller only; staging and locks private.
+void prepare_store(const fs::path& store) {
+    std::error_code ec;
+    fs::create_directories(store, ec);
+    if (ec) throw SysError("mkdir(" + store.string() + ")", ec.value());
+    ::chmod(store.c_str(), 0755);
+    make_dir(store / "envs", 0755);
+    make_dir(store / "requests", 0755);
+    make_dir(store / "staging", 0711);
+    make_dir(store / "locks", 0700);
+}
+
+// flock held for the life of the object: one build per request at a time.
+struct BuildLock {
+    sys::UniqueFd fd;
+    explicit BuildLock(const fs::path& path)
+        : fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) {
+        if (!fd) throw SysError("open(" + path.string() + ")", errno);
+        while (::flock(fd.get(), LOCK_EX) != 0)
+            if (errno != EINTR) throw SysError("flock(" + path.string() + ", LOCK_EX)", errno);
+    }
+};
+
+// The environment a request made before, if it is still there.
+std::optional<std::string> cached(const fs::path& store, const std::string& key) {
+    HostFile file = read_host_file((store / "requests" / key).string(), 128, O_NOFOLLOW);
+    if (file.problem != HostFile::Problem::none) return std::nullopt;
+    const std::string id = trim(file.data);
+    std::error_code ec;
+    if (!env_store::is_full_id(id) ||
+        !fs::is_regular_file(env_store::env_dir(store, id) / "env.json", ec))
+        return std::nullopt;
+    return id;
+}
+
+// A temporary directory that is removed with everything in it unless released.
+struct Staging {
+    fs::path dir;
+    explicit Staging(const fs::path& store) {
+        std::string pattern = (store / "staging" / "build-XXXXXX").string();
+        if (::mkdtemp(pattern.data()) == nullptr) throw SysError("mkdtemp(" + pattern + ")", errno);
+        dir = pattern;
+        ::chmod(dir.c_str(), 0711);  // the sandbox's uid opens the workdir beneath it
+    }
+    ~Staging() {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    Staging(const Staging&) = delete;
+    Staging& operator=(const Staging&) = delete;
+};
+
+struct Tree {
+    std::string sha256;  // of every path, type, mode and content
+    std::uint64_t size = 0;
+    std::uint64_t files = 0;
+};
+
+// Hashes `site`; with `normalize`, first makes it the caller's and read-only for everyone but
+// the caller (what the workdir copy made is owned by the sandbox's uid for root's builds), and
+// drops what is neither a regular file nor a directory (the copy made none).
+Tree hash_tree(const fs::path& site, bool normalize) {
+    std::vector<fs::path> paths;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(site, ec); !ec && it != fs::end(it);
+         it.increment(ec))
+        paths.push_back(it->path());
+    if (ec) throw SysError("read " + site.string(), ec.value());
+    std::ranges::sort(paths);
+    Tree tree;
+    std::string listing;
+    for (const fs::path& path : paths) {
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) != 0) throw SysError("lstat(" + path.string() + ")", errno);
+        const std::string rel = path.lexically_relative(site).string();
+        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+            if (!normalize) throw UsageError(path.string() + ": neither a file nor a directory");
+            fs::remove(path, ec);
+            continue;
+        }
+        const bool executable = S_ISDIR(st.st_mode) || (st.st_mode & 0111) != 0;
+        if (normalize) {
+            if (::lchown(path.c_str(), ::geteuid(), ::getegid()) != 0)
+                throw SysError("lchown(" + path.string() + ")", errno);
+            if (::chmod(path.c_str(), executable ? 0755 : 0644) != 0)
+                throw SysError("chmod(" + path.string() + ")", errno);
+        }
+        if (S_ISDIR(st.st_mode)) {
+            listing += "d " + rel + "\n";
+            continue;
+        }
+        HostFile file = read_host_file(path.string(), UINT64_MAX, O_NOFOLLOW);
+        if (file.problem != HostFile::Problem::none)
+            throw SysError("read(" + path.string() + ")", file.error);
+        listing += std::string(executable ? "x " : "f ") + rel + " " + Sha256::of(file.data) + "\n";
+        tree.size += file.data.size();
+        ++tree.files;
+    }
+    tree.sha256 = Sha256::of(listing);
+    return tree;
+}
+
+// NAME and VERSION of each *.dist-info/METADATA in `site`.
+nlohmann::ordered_json distributions(const fs::path& site) {
+    std::vector<std::pair<std::string, std::string>> found;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(site, ec)) {
+        if (!entry.path().filename().string().ends_with(".dist-info")) continue;
+        HostFile meta = read_host_file((entry.path() / "METADATA").string(), kTextCap, O_NOFOLLOW);
+        std::istringstream lines(meta.data);
+        std::string line, name, version;
+        while (std::getline(lines, line) && !trim(line).empty()) {
+            if (line.starts_with("Name:")) name = trim(line.substr(5));
+            if (line.starts_with("Version:")) version = trim(line.substr(8));
+        }
+        if (!name.empty()) found.emplace_back(name, version);
+    }
+    std::ranges::sort(found);
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const auto& [name, version] : found)
+        list.push_back({{"name", name}, {"version", version}});
+    return list;
+}
+
+// The install's sandbox: the default profile's walls, pip's limits, the index alone reachable.
+Profile install_profile(const EnvInvocation& invocation, const std::string& index) {
+    Profile profile = load_profile("default", profile_search_dirs());
+    Limits& limits = profile.limits;
+    limits.wall_time = limits.cpu_time = invocation.timeout;
+    limits.memory = std::max<std::uint64_t>(limits.memory, 1ULL << 30);
+    limits.tmp_size = limits.file_size = invocation.max_size;
+    limits.open_files = std::max<std::uint64_t>(limits.open_files, 1024);
+    limits.cpus = std::max<std::uint64_t>(limits.cpus, 2);
+    profile.network = {};
+    if (!index.empty()) {
+        profile.network.mode = NetMode::proxy;
+        profile.network.allow.add(index_rule(index));
+        if (index == kDefaultIndex)
+            profile.network.allow.add(proxy::parse_allow_rule("files.pythonhosted.org:443"));
+    }
+    // pip runs subprocesses only to build; the kernel's walls are the boundary, not the hook.
+    profile.policy.deny_calls.clear();
+    profile.policy.deny_imports.clear();
+    profile.seccomp.allow_processes = invocation.allow_build;
+    return profile;
+}
+
+std::vector<std::string> pip_arguments(const EnvInvocation& invocation, const std::string& index,
+                                       std::size_t houses) {
+    const std::string work(kWorkDir);
+    std::vector<std::string> args = {"install",
+                                     "--target",
+                                     work + "/" + std::string(kSiteName),
+                                     "--no-cache-dir",
+                                     "--disable-pip-version-check",
+                                     "--no-input",
+                                     "--no-compile",
+                                     "--progress-bar",
+                                     "off",
+                                     "--root-user-action",
+                                     "ignore"};
+    if (invocation.allow_build)
+        args.emplace_back("--no-build-isolation");  // Debian's setuptools, not a download
+    else
+        args.insert(args.end(), {"--only-binary", ":all:"});
+    if (index.empty())
+        args.emplace_back("--no-index");
+    else
+        args.insert(args.end(), {"--index-url", index});
+    for (std::size_t i = 0; i < houses; ++i)
+        args.insert(args.end(), {"--find-links",
+                                 work + "/" + std::string(kLinksName) + "/" + std::to_string(i)});
+    args.insert(args.end(), {"-r", work + "/" + std::string(kRequirementsName)});
+    return args;
+}
+
+std::string tail(const std::string& text, std::size_t lines) {
+    std::size_t at = text.size();
+    if (at > 0 && text[at - 1] == '\n') --at;
+    for (std::size_t n = 0; at > 0; --at)
+        if (text[at - 1] == '\n' && ++n == lines) break;
+    return text.substr(at);
+}
+
+// pip's first ERROR line names the package that failed.
+std::string first_error(const std::string& output) {
+    std::istringstream lines(output);
+    std::string line;
+    while (std::getline(lines, line))
+        if (line.starts_with("ERROR:")) return trim(line.substr(6));
+    return {};
+}
+
+std::string describe_end(const Outcome& outcome) {
+    switch (outcome.kind) {
+        case Outcome::Kind::exited: return "pip exited " + std::to_string(outcome.exit_code);
+        case Outcome::Kind::timeout: return "the install ran past --timeout";
+        case Outcome::Kind::signaled: return "pip was killed by " + signal_name(outcome.signal);
+        default: return "the install's sandbox ended early";
+    }
+}
+
+int install_error(const EnvInvocation& invocation, const Outcome& outcome) {
+    std::string output;
+    if (outcome.captured) output = outcome.captured->stdout_text + outcome.captured->stderr_text;
+    std::string message = describe_end(outcome);
+    if (const std::string error = first_error(output); !error.empty()) message += ": " + error;
+    std::vector<std::string> denied;
+    for (const auto& [destination, count] : outcome.blocked_connections)
+        denied.push_back(destination);
+    if (invocation.json) {
+        nlohmann::ordered_json result = {{"status", "install_error"},
+                                         {"message", message},
+                                         {"output_tail", tail(output, kTailLines)},
+                                         {"denied_connections", denied}};
+        write_line(result, std::cout);
+    }
+    std::cerr << "pysandbox: install_error: " << message << "\n" << tail(output, kTailLines);
+    if (!output.empty() && output.back() != '\n') std::cerr << "\n";
+    for (const std::string& destination : denied)
+        std::cerr << "pysandbox: the install tried to reach " << destination
+                  << ", which is not the index (--index-url)\n";
+    return exit_codes::kInstallError;
+}
+
+// Stages the request, runs pip inside, and publishes what it made. Returns the ID, or the
+// exit code of an install_error.
+std::variant<std::string, int> build(const EnvInvocation& invocation, const fs::path& store,
+                                     const std::vector<std::string>& specs,
+                                     const std::vector<std::vector<Link>>& houses,
+                                     const std::string& index,
+                                     const std::vector<std::string>& host_env) {
+    Staging staging(store);
+    const fs::path work = staging.dir / "work";
+    make_dir(work, 0700);
+    std::string requirements;
+    for (const std::string& spec : specs) requirements += spec + "\n";
+    write_file(work / kRequirementsName, requirements, 0644);
+    make_dir(work / kLinksName, 0755);
+    for (std::size_t i = 0; i < houses.size(); ++i) {
+        const fs::path dir = work / kLinksName / std::to_string(i);
+        make_dir(dir, 0755);
+        for (const Link& link : houses[i]) write_file(dir / link.name, link.data, 0644);
+    }
+    // Root's sandboxes run as 65534, which must be able to write the workdir (its overlay's
+    // changes are copied back as that uid's); staging/ (0711) hides the name from everyone else.
+    if (::geteuid() == 0 && ::chown(work.c_str(), kOverflowId, kOverflowId) != 0)
+        throw SysError("chown(" + work.string() + ", 65534)", errno);
+
+    Request request;
+    request.program.kind = Program::Kind::code;
+    request.program.text = kPipMain;
+    request.program.args = pip_arguments(invocation, index, houses.size());
+    request.overrides.workdir = work.string();
+    request.capture_output = true;
+    request.verbose = invocation.verbose;
+    Profile profile = install_profile(invocation, index);
+    std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);
+    if (invocation.verbose)
+        say("installing " + std::to_string(specs.size()) + " requirement(s) with pip inside a " +
+            "sandbox (" +
+            (index.empty() ? "no network"
+                           : "network: the proxy to " + plan->profile.network.allow.describe()) +
+            ")");
+    Outcome outcome = execute(*plan);
+    if (invocation.verbose && outcome.captured)
+        std::cerr << outcome.captured->stdout_text << outcome.captured->stderr_text;
+    if (outcome.kind != Outcome::Kind::exited || outcome.exit_code != 0)
+        return install_error(invocation, outcome);
+
+    const fs::path final_dir = staging.dir / "final";
+    make_dir(final_dir, 0755);
+    const fs::path site = final_dir / "site";
+    std::error_code ec;
+    if (fs::is_directory(work / kSiteName, ec))
+        fs::rename(work / kSiteName, site);
+    else
+        make_dir(site, 0755);  // pip installed nothing new: an empty environment
+    // The copy made site/ itself as the sandbox's uid, too.
+    if (::lchown(site.c_str(), ::geteuid(), ::getegid()) != 0 || ::chmod(site.c_str(), 0755) != 0)
+        throw SysError("chown/chmod(" + site.string() + ")", errno);
+    const Tree tree = hash_tree(site, true);
+    const std::string id = Sha256::of("pysandbox-env/1\n" +
+                                      interpreter_identity(plan->interpreter) + tree.sha256 + "\n");
+    const auto now = std::chrono::system_clock::now();
+    nlohmann::ordered_json meta = {
+        {"id", id},
+        {"created",
+         std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count()},
+        {"interpreter", plan->interpreter},
+        {"platform", platform()},
+        {"requested", specs},
+        {"index_url", index},
+        {"find_links", invocation.find_links},
+        {"allow_build", invocation.allow_build},
+        {"distributions", distributions(site)},
+        {"files", tree.files},
+        {"size", tree.size},
+        {"tree_sha256", tree.sha256},
+    };
+    write_file(final_dir / "env.json", meta.dump(2) + "\n", 0644);
+    // One rename publishes it; an equal one already there is the same content.
+    if (::rename(final_dir.c_str(), env_store::env_dir(store, id).c_str()) != 0 &&
+        errno != EEXIST && errno != ENOTEMPTY)
+        throw SysError(
+            "rename(" + final_dir.string() + ", " + env_store::env_dir(store, id).string() + ")",
+            errno);
+    return id;
+}
+
+void remember(const fs::path& store, const std::string& key, const std::string& id) {
+    const fs::path tmp = store / "requests" / (key + ".tmp");
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    write_file(tmp, id + "\n", 0644);
+    if (::rename(tmp.c_str(), (store / "requests" / key).c_str()) != 0)
+        throw SysError("rename(" + tmp.string() + ")", errno);
+}
+
+nlohmann::ordered_json read_meta(const fs::path& store, const std::string& id) {
+    const fs::path path = env_store::env_dir(store, id) / "env.json";
+    HostFile file = read_host_file(path.string(), kTextCap, O_NOFOLLOW);
+    if (file.problem != HostFile::Problem::none)
+        throw UsageError(path.string() + ": cannot be read");
+    try {
+        return nlohmann::ordered_json::parse(file.data);
+    } catch (const nlohmann::json::exception& e) {
+        throw UsageError(path.string() + ": " + e.what());
+    }
+}
+
+std::string packages_line(const nlohmann::ordered_json& meta) {
+    std::string line;
+    for (const auto& dist : meta.value("distributions", nlohmann::ordered_json::array()))
+        line +=
+            (line.empty() ? "" : " ") + dist.value("name", "?") + "==" + dist.value("version", "?");
+    return line.empty() ? "(empty)" : line;
+}
+
+std::string created_text(const nlohmann::ordered_json& meta) {
+    const std::time_t when = meta.value("created", std::int64_t{0});
+    char text[32];
+    std::tm tm{};
+    ::gmtime_r(&when, &tm);
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return text;
+}
+
+// Moves the environment out of envs/ first, so a run never finds it half removed.
+void remove_env(const fs::path& store, const std::string& id) {
+    const fs::path dir = env_store::env_dir(store, id);
+    std::string pattern = (store / "staging" / ("rm-XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw SysError("mkdtemp(" + pattern + ")", errno);
+    if (::rename(dir.c_str(), (fs::path(pattern) / "env").c_str()) != 0)
+        throw SysError("rename(" + dir.string() + ")", errno);
+    std::error_code ec;
+    fs::remove_all(pattern, ec);
+    for (const auto& entry : fs::directory_iterator(store / "requests", ec)) {
+        HostFile file = read_host_file(entry.path().string(), 128, O_NOFOLLOW);
+        if (trim(file.data) == id) fs::remove(entry.path(), ec);
+    }
+}
+
+}  // namespace
+
+int create(const EnvInvocation& invocation, const std::vector<std::string>& host_env) {
+    const std::vector<std::string> specs = requested(invocation);
+    const std::vector<std::vector<Link>> houses = read_wheelhouses(invocation);
+    const std::string index = index_of(invocation);
+    if (!index.empty()) index_rule(index);  // a bad URL is a usage error before anything else
+    const fs::path store = env_store::store_dir(invocation.cache_dir, host_env);
+    const std::string interpreter = load_profile("default", profile_search_dirs()).interpreter;
+    const std::string key = request_key(interpreter, specs, houses, index, invocation.allow_build);
+    prepare_store(store);
+    BuildLock lock(store / "locks" / (key + ".lock"));
+    std::optional<std::string> id = cached(store, key);
+    const bool reused = id.has_value();
+    if (!id) {
+        auto built = build(invocation, store, specs, houses, index, host_env);
+        if (const int* code = std::get_if<int>(&built)) return *code;
+        id = std::get<std::string>(built);
+        remember(store, key, *id);
+    }
+    if (invocation.json) {
+        nlohmann::ordered_json meta = read_meta(store, *id);
+        meta["status"] = "ok";
+        meta["reused"] = reused;
+        write_line(meta, std::cout);
+    } else {
+        std::cout << *id << "\n";
+    }
+    if (invocation.verbose)
+        say(reused ? "the same request made it before: reused, pip not run" : "created");
+    return 0;
+}
+
+int list(const EnvInvocation& invocation, const std::vector<std::string>& host_env) {
+    const fs::path store = env_store::store_dir(invocation.cache_dir, host_env);
+    for (const std::string& id : env_store::list_ids(store)) {
+        const nlohmann::ordered_json meta = read_meta(store, id);
+        if (invocation.json) {
+            write_line(meta, std::cout);
+            continue;
+        }
+        std::cout << id.substr(0, 12) << "  " << created_text(meta) << "  "
+                  << units::format_size(meta.value("size", std::uint64_t{0})) << "  "
+                  << packages_line(meta) << "\n";
+    }
+    return 0;
+}
+
+int show(const EnvInvocation& invocation, const std::vector<std::string>& host_env) {
+    const fs::path store = env_store::store_dir(invocation.cache_dir, host_env);
+    const std::string id = env_store::resolve_id(store, invocation.ids.front());
+    nlohmann::ordered_json meta = read_meta(store, id);
+    bool intact = true;
+    if (invocation.verify) {
+        const Tree tree = hash_tree(env_store::site_dir(store, id), false);
+        const std::string again =
+            Sha256::of("pysandbox-env/1\n" + interpreter_identity(meta.value("interpreter", "")) +
+                       tree.sha256 + "\n");
+        intact = tree.sha256 == meta.value("tree_sha256", "") && again == id;
+        meta["verified"] = intact;
+    }
+    meta["path"] = env_store::env_dir(store, id).string();
+    if (invocation.json) {
+        write_line(meta, std::cout);
+    } else {
+        std::cout << "id: " << id << "\ncreated: " << created_text(meta)
+                  << "\npath: " << meta["path"].get<std::string>()
+                  << "\ninterpreter: " << meta.value("interpreter", "")
+                  << "\nplatform: " << meta.value("platform", "")
+                  << "\nsize: " << units::format_size(meta.value("size", std::uint64_t{0}))
+                  << " in " << meta.value("files", std::uint64_t{0})
+                  << " files\npackages: " << packages_line(meta) << "\nmade from:";
+        for (const auto& spec : meta.value("requested", nlohmann::ordered_json::array()))
+            std::cout << " " << spec.get<std::string>();
+        if (const std::string index = meta.value("index_url", ""); !index.empty())
+            std::cout << "\nindex: " << index;
+        for (const auto& dir : meta.value("find_links", nlohmann::ordered_json::array()))
+            std::cout << "\nfind-links: " << dir.get<std::string>();
+        std::cout << "\n";
+        if (invocation.verify)
+            std::cout << (intact ? "verified: every file is what the ID says\n"
+                                 : "NOT verified: the files differ from what the ID says\n");
+    }
+    return intact ? 0 : 1;
+}
+
+int remove(const EnvInvocation& invocation, const std::vector<std::string>& host_env) {
+    const fs::path store = env_store::store_dir(invocation.cache_dir, host_env);
+    std::vector<std::string> ids;
+    for (const std::string& given : invocation.ids)
+        ids.push_back(env_store::resolve_id(store, given));  // all checked before any is removed
+    for (const std::string& id : ids) remove_env(store, id);
+    return 0;
+}
+
+int prune(const EnvInvocation& invocation, const std::vector<std::string>& host_env) {
+    const fs::path store = env_store::store_dir(invocation.cache_dir, host_env);
+    struct Entry {
+        std::int64_t created;
+        std::uint64_t size;
+        std::string id;
+    };
+    std::vector<Entry> entries;
+    for (const std::string& id : env_store::list_ids(store)) {
+        const nlohmann::ordered_json meta = read_meta(store, id);
+        entries.push_back(
+            {meta.value("created", std::int64_t{0}), meta.value("size", std::uint64_t{0}), id});
+    }
+    std::ranges::sort(entries, {}, &Entry::created);  // oldest first
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+    std::uint64_t total = 0;
+    for (const Entry& entry : entries) total += entry.size;
+    for (const Entry& entry : entries) {
+        const bool old =
+            invocation.older_than &&
+            now - entry.created >
+                std::chrono::duration_cast<std::chrono::seconds>(*invocation.older_than).count();
+        const bool over = invocation.keep_size && total > *invocation.keep_size;
+        if (!old && !over) continue;
+        remove_env(store, entry.id);
+        total -= entry.size;
+        std::cout << "removed " << entry.id.substr(0, 12) << "\n";
+    }
+    return 0;
+}
+
+}  // namespace pysandbox::env

@@ -1,0 +1,53 @@
+"""Wheels the package tests build themselves (no index is reachable from the test machines): a
+wheel is a zip of the package's files and a NAME-VERSION.dist-info with METADATA, WHEEL and
+RECORD (PEP 427), which is all pip needs to install it. ``simple_index`` lays a wheelhouse out
+as a PEP 503 index that ``python3 -m http.server`` can serve."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from pathlib import Path
+
+
+def _digest(data: bytes) -> str:
+    raw = hashlib.sha256(data).digest()
+    return "sha256=" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def make_wheel(directory: Path, name: str, version: str, files: dict[str, str | bytes],
+               requires: tuple[str, ...] = ()) -> Path:
+    """Writes DIRECTORY/NAME-VERSION-py3-none-any.whl holding ``files`` (path -> content) and
+    returns its path; ``requires`` become its Requires-Dist."""
+    dist_info = f"{name}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
+    entries = {path: content.encode() if isinstance(content, str) else content
+               for path, content in files.items()}
+    entries[f"{dist_info}/METADATA"] = metadata.encode()
+    entries[f"{dist_info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: pysandbox-tests\n"
+                                     b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+    record = "".join(f"{path},{_digest(data)},{len(data)}\n" for path, data in entries.items())
+    record += f"{dist_info}/RECORD,,\n"
+    path = Path(directory) / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as wheel:
+        for member, data in entries.items():
+            wheel.writestr(member, data)
+        wheel.writestr(f"{dist_info}/RECORD", record)
+    path.chmod(0o644)
+    return path
+
+
+def simple_index(wheelhouse: Path, root: Path) -> None:
+    """ROOT/simple/NAME/index.html for each wheel in WHEELHOUSE (PEP 503), the wheel beside it."""
+    (root / "simple").mkdir(parents=True, exist_ok=True)
+    for wheel in sorted(Path(wheelhouse).glob("*.whl")):
+        project = wheel.name.split("-")[0].lower().replace("_", "-")
+        page = root / "simple" / project
+        page.mkdir(exist_ok=True)
+        (page / wheel.name).write_bytes(wheel.read_bytes())
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        (page / "index.html").write_text(
+            f'<!DOCTYPE html><html><body><a href="{wheel.name}#sha256={digest}">'
+            f"{wheel.name}</a></body></html>\n")
