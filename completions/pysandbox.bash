@@ -13,7 +13,7 @@ _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
 _pysandbox_options() {  # $1: a command path; REPLY: its options
     case $1 in
         '') REPLY='-h --help --version' ;;
-        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --with-env --cache-dir --output-dir --workdir --incident-log -c --json --fail-on-truncation -v --verbose --trace-syscalls' ;;
+        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --with-env --cache-dir --output-dir --output-runs --workdir --incident-log -c --json --fail-on-truncation -v --verbose --trace-syscalls' ;;
         'check') REPLY='-h --help -p --profile --json --incident-log' ;;
         'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --with-env --cache-dir --output-dir --incident-log --pool --ndjson -v --verbose' ;;
         'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --with-env --cache-dir --output-dir --incident-log -v --verbose' ;;
@@ -48,6 +48,7 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'run|--with-env') REPLY='text' ;;
         'run|--cache-dir') REPLY='directory' ;;
         'run|--output-dir') REPLY='directory' ;;
+        'run|--output-runs') REPLY='directory' ;;
         'run|--workdir') REPLY='directory' ;;
         'run|--incident-log') REPLY='file' ;;
         'run|-c') REPLY='text' ;;

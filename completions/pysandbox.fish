@@ -66,6 +66,7 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'run|--with-env' \
             'run|--cache-dir' \
             'run|--output-dir' \
+            'run|--output-runs' \
             'run|--workdir' \
             'run|--incident-log' \
             'run|-c' \
@@ -177,6 +178,7 @@ complete -c pysandbox -n '__pysandbox_at run' -l input -r -F -d 'Make host FILE 
 complete -c pysandbox -n '__pysandbox_at run' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s'
 complete -c pysandbox -n '__pysandbox_at run' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
 complete -c pysandbox -n '__pysandbox_at run' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy the run'\''s artifacts (new or modified files under /tmp/work) into host DIR, which must be empty or absent (it is then made)'
+complete -c pysandbox -n '__pysandbox_at run' -l output-runs -x -a '(__fish_complete_directories)' -d 'Reuse host DIR across runs: each run'\''s artifacts go into a new DIR/run-N (N one more than the highest there), never into anything that exists'
 complete -c pysandbox -n '__pysandbox_at run' -l workdir -x -a '(__fish_complete_directories)' -d 'Show the host DIR as /tmp/work and write the script'\''s changes back to it after the run, as plain files; it must be writable by the uid the script runs as (65534 when root runs pysandbox)'
 complete -c pysandbox -n '__pysandbox_at run' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
 complete -c pysandbox -n '__pysandbox_at run' -s c -x -d 'Run CODE instead of a script file'

@@ -1,7 +1,8 @@
 # The uploaded CSV (--input examples/data.csv) is cleaned with pandas and plotted with matplotlib;
-# plot.png is an artifact: listed in --json's "files", copied out with --output-dir.
+# plot.png is an artifact: listed in --json's "files", copied out with --output-dir DIR (a new or
+# empty DIR) or, run after run, --output-runs DIR (a new DIR/run-N each time).
 #
-#   pysandbox run -p datascience --input examples/data.csv --output-dir . examples/plot_csv.py
+#   pysandbox run -p datascience --input examples/data.csv --output-runs plots examples/plot_csv.py
 import matplotlib.pyplot as plt
 import pandas as pd
 

@@ -9,6 +9,7 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -301,6 +302,35 @@ UniqueFd make_host_dir(int parent, const std::string& name, std::optional<uid_t>
     UniqueFd dir(::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (dir && owner) ::fchown(dir.get(), *owner, group ? *group : static_cast<gid_t>(-1));
     return dir;
+}
+
+namespace {
+
+// N of a "run-N" entry, or 0.
+std::uint64_t run_number(std::string_view name) {
+    constexpr std::string_view kPrefix = "run-";
+    if (!name.starts_with(kPrefix) || name.size() == kPrefix.size() || name[kPrefix.size()] == '0')
+        return 0;
+    std::uint64_t n = 0;
+    const char* end = name.data() + name.size();
+    auto [at, error] = std::from_chars(name.data() + kPrefix.size(), end, n);
+    return error == std::errc{} && at == end ? n : 0;
+}
+
+}  // namespace
+
+UniqueFd make_run_dir(int parent, std::string& name) {
+    std::uint64_t highest = 0;
+    for (const std::string& entry : sys::sorted_names(parent))
+        highest = std::max(highest, run_number(entry));
+    // mkdirat makes the directory or fails: a run that lost the race for N takes N + 1.
+    constexpr int kTries = 64;
+    for (std::uint64_t n = highest + 1; n <= highest + kTries; ++n) {
+        name = "run-" + std::to_string(n);
+        if (UniqueFd dir = make_host_dir(parent, name)) return dir;
+        if (errno != EEXIST) return {};
+    }
+    return {};
 }
 
 Listing collect(int work_dir, const Options& options) {

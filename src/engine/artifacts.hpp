@@ -73,6 +73,11 @@ std::string media_type_for(std::string_view name);
 sys::UniqueFd make_host_dir(int parent, const std::string& name, std::optional<uid_t> owner = {},
                             std::optional<gid_t> group = {});
 
+// --output-runs: makes and opens the next run-N under `parent` (N one more than the highest
+// there; on a race with another run, the next free one), as make_host_dir does. Its name goes
+// to `name`. Null, errno set, when none can be made.
+sys::UniqueFd make_run_dir(int parent, std::string& name);
+
 // Walks the directory `work_dir` (bounded in depth, entries, bytes and time), in name order.
 Listing collect(int work_dir, const Options& options);
 

@@ -1,6 +1,7 @@
 #include "engine/collect.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,10 +14,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// --output-runs: a new run-N in the directory the plan held open, or in the one made now (when
+// it was not there; another run may have made it first).
+ArtifactTarget open_run_dir(const Plan& plan, sys::UniqueFd& made, Outcome& outcome) {
+    const std::string& dir = *plan.output_dir;
+    sys::UniqueFd runs;
+    if (!plan.output_dir_fd && (::mkdir(dir.c_str(), 0755) == 0 || errno == EEXIST))
+        runs.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    const int parent = plan.output_dir_fd ? plan.output_dir_fd.get() : runs.get();
+    std::string name;
+    if (parent >= 0) made = artifacts::make_run_dir(parent, name);
+    if (made) return {made.get(), dir + "/" + name};
+    outcome.warnings.push_back("--output-runs: cannot create a run directory in " + dir + ": " +
+                               std::strerror(errno) + "; no artifact was copied");
+    return {artifacts::kHostDirMissing, dir};
+}
+
 // The output directory as the walk writes into it: the one the plan held open, or the one made
 // now; kHostDirMissing (every artifact skipped "error") when that fails.
 ArtifactTarget open_output_dir(const Plan& plan, sys::UniqueFd& made, Outcome& outcome) {
     if (!plan.output_dir) return {};
+    if (plan.output_runs) return open_run_dir(plan, made, outcome);
     const std::string& dir = *plan.output_dir;
     if (plan.output_dir_fd) return {plan.output_dir_fd.get(), dir};
     made = artifacts::make_host_dir(AT_FDCWD, dir);

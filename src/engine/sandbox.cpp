@@ -244,6 +244,7 @@ void Sandbox::open_streams(Pipes& pipes) {
                  sys::write_size_after_pollout(STDOUT_FILENO), &budget_);
     err_.emplace(std::move(pipes.err.read), dup_fd(STDERR_FILENO),
                  sys::write_size_after_pollout(STDERR_FILENO), &budget_);
+    err_->keep_last(Outcome::kStderrTail);
     rewrite_traceback_paths();
 }
 
@@ -435,6 +436,8 @@ CutOutput Sandbox::cut_output() {
                                          transcript_.take(Transcript::kStderr), std::move(order),
                                          stdout_is_text, stderr_is_text};
         transcript_.clear();
+    } else {
+        cut.stderr_tail = err_->take_kept();
     }
     budget_ = OutputBudget::for_limit(plan_.profile.limits.output_limit);
     return cut;
@@ -508,6 +511,7 @@ Supervised Sandbox::take(Ending ending) {
     outcome.stdout_omitted = output.stdout_omitted;
     outcome.stderr_omitted = output.stderr_omitted;
     outcome.captured = std::move(output.captured);
+    outcome.stderr_tail = std::move(output.stderr_tail);
     syscalls_.report(outcome);
     outcome.policy = std::move(policy_records_);
     supervised.work_dir = std::move(work_dir_);

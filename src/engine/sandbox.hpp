@@ -55,6 +55,7 @@ struct Ending {
 // A cell's output, cut from the streams: the bytes when they were captured, and the counts.
 struct CutOutput {
     std::optional<Outcome::Captured> captured;
+    std::string stderr_tail;  // uncaptured: the last of stderr as it passed (Outcome's)
     std::uint64_t stdout_bytes = 0;
     std::uint64_t stderr_bytes = 0;
     std::uint64_t stdout_omitted = 0;

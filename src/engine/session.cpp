@@ -123,6 +123,7 @@ void Session::dispatch() {
                     {"code", cell_->code}, {"files", std::move(files)}};
     if (cell_->argv) message["argv"] = *cell_->argv;
     if (cell_->stdin_data) message["stdin"] = encoding::base64(*cell_->stdin_data);
+    if (cell_->figures_as_files) message["figure_files"] = true;
     sandbox_->control()->send(message);
     sandbox_->control()->expect("done", token_);
     deadline_ = std::chrono::system_clock::now() + timeout_;

@@ -52,6 +52,10 @@ struct Cell {
     std::optional<std::vector<std::string>> argv;
     std::optional<std::string> stdin_data;
     std::string filename;
+    // A terminal's REPL: the cell's figures (plt.show(), and those left open) are saved as
+    // figure-N.png in /tmp/work, files like any other (copied to DIR/cell-N with --output-dir),
+    // rather than returned as PNG in the result.
+    bool figures_as_files = false;
     // Shown the cell's output while it runs, as the sandbox keeps it (OutputObserver, stream.hpp):
     // what reaches it, in order, is what the result's stdout and stderr hold. Called until the
     // result is there, or the session drops the cell (close()); never after.

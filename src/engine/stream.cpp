@@ -192,6 +192,16 @@ void Stream::rewrite_lines(std::string from, std::string to) {
     splice_ = false;
 }
 
+void Stream::keep_last(std::size_t bytes) {
+    keep_ = bytes;
+    splice_ = false;
+}
+
+std::string Stream::take_kept() {
+    if (kept_.size() > keep_) kept_.erase(0, kept_.size() - keep_);
+    return std::exchange(kept_, {});
+}
+
 void Stream::deliver(std::string_view bytes) {
     if (rewrite_) {
         std::string rewritten;
@@ -205,6 +215,11 @@ void Stream::deliver(std::string_view bytes) {
 void Stream::deliver_as_is(std::string_view bytes) {
     if (transcript_ == nullptr) {
         pending_.append(bytes);
+        if (keep_ > 0) {
+            if (bytes.size() >= keep_) kept_.clear();
+            kept_.append(bytes.substr(bytes.size() - std::min(bytes.size(), keep_)));
+            if (kept_.size() > 2 * keep_) kept_.erase(0, kept_.size() - keep_);
+        }
         return;
     }
     transcript_->append(channel_, bytes);

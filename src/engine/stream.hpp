@@ -166,6 +166,11 @@ class Stream {
     void on_sink_error();  // nothing more can be delivered
     // Rewrites the lines that start with `from` from now on (LineRewrite); no splicing then.
     void rewrite_lines(std::string from, std::string to);
+    // Keeps a copy of the last `bytes` (at most) that pass through, as delivered: what `run`
+    // reads the script's exception from when its stderr is not captured. No splicing then.
+    void keep_last(std::size_t bytes);
+    // What keep_last kept, oldest first; it then starts again, empty.
+    std::string take_kept();
 
   private:
     static constexpr std::size_t kBuffer = 64 * 1024;
@@ -197,6 +202,8 @@ class Stream {
     bool splice_ = false;
     bool sink_full_ = false;
     std::optional<LineRewrite> rewrite_;
+    std::size_t keep_ = 0;  // keep_last's bound, or 0
+    std::string kept_;      // up to twice keep_, trimmed to keep_ as it grows past that
 };
 
 }  // namespace pysandbox

@@ -31,7 +31,10 @@ Analysis read_analysis(const Plan& plan, const Outcome& outcome) {
         parsed.contains("findings") && parsed["findings"].is_array())
         return {parsed["findings"], parsed.value("omitted", std::uint64_t{0}), ""};
     std::string why = human_summary(plan, outcome);
-    if (why.empty() && outcome.captured) why = outcome.captured->stderr_text;
+    // An analyzer that ended on its own (in a traceback, or with a status) says why on stderr.
+    if ((why.empty() || outcome.kind == Outcome::Kind::exited) && outcome.captured &&
+        !outcome.captured->stderr_text.empty())
+        why = outcome.captured->stderr_text;
     return {json::array(), 0, "the analysis failed: " + (why.empty() ? "no result" : why)};
 }
 

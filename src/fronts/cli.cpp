@@ -174,10 +174,21 @@ void add_input_options(CLI::App& run, Overrides& o) {
 
 void add_file_options(CLI::App& run, Overrides& o) {
     add_input_options(run, o);
-    run.add_option("--output-dir", o.output_dir,
-                   "Copy the run's artifacts (new or modified files under /tmp/work) into host "
-                   "DIR, which must be empty or absent (it is then made)")
-        ->type_name("DIR");
+    CLI::Option* output_dir =
+        run.add_option("--output-dir", o.output_dir,
+                       "Copy the run's artifacts (new or modified files under /tmp/work) into host "
+                       "DIR, which must be empty or absent (it is then made)")
+            ->type_name("DIR");
+    run.add_option_function<std::string>(
+           "--output-runs",
+           [&o](const std::string& dir) {
+               o.output_dir = dir;
+               o.output_runs = true;
+           },
+           "Reuse host DIR across runs: each run's artifacts go into a new DIR/run-N (N one "
+           "more than the highest there), never into anything that exists")
+        ->type_name("DIR")
+        ->excludes(output_dir);
     run.add_option("--workdir", o.workdir,
                    "Show the host DIR as /tmp/work and write the script's changes back to it after "
                    "the run, as plain files; it must be writable by the uid the script runs as "
@@ -596,6 +607,52 @@ void explain_extras(const CLI::App& app) {
     }
 }
 
+// `pysandbox --timout 1 run examples/hello.py`: an option before the command, where only --help and
+// --version belong. The error names the option, the one it likely meant, and where it goes.
+void check_options_before_command(const CLI::App& app, const SplitArgs& split) {
+    const std::vector<std::string> own = option_names(app);
+    std::string option;
+    const CLI::App* command = nullptr;
+    const std::vector<const CLI::App*> commands =
+        app.get_subcommands([](const CLI::App*) { return true; });
+    for (std::size_t i = split.head.size(); i-- > 0;) {  // first word to last (head is reversed)
+        const std::string& word = split.head[i];
+        if (is_command(word)) {
+            for (const CLI::App* sub : commands)
+                if (sub->get_name() == word) command = sub;
+            break;
+        }
+        const std::string name = word.substr(0, word.find('='));
+        if (option.empty() && word.starts_with('-') && word != "-" &&
+            std::ranges::find(own, name) == own.end())
+            option = name;
+    }
+    if (option.empty()) return;
+    std::vector<std::string> names = own;
+    for (const CLI::App* sub : commands)
+        if (command == nullptr || sub == command)
+            for (std::string& name : option_names(*sub)) names.push_back(std::move(name));
+    std::sort(names.begin(), names.end());  // several commands share an option: one name
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    if (command == nullptr)
+        throw CLI::ValidationError(
+            "unknown option " + option + spelling::did_you_mean(option, names) +
+            " (a command's options go after it: pysandbox COMMAND " + "[OPTIONS])");
+    const std::string& name = command->get_name();
+    if (std::ranges::find(names, option) != names.end())
+        throw CLI::ValidationError(option + " is an option of " + name +
+                                   ": put it after the command (pysandbox " + name + " " + option +
+                                   " ...)");
+    const std::optional<std::string> near = spelling::nearest(option, names);
+    throw CLI::ValidationError(
+        "unknown option " + option +
+        (near ? "; did you mean " + *near +
+                    "? (after the command: "
+                    "pysandbox " +
+                    name + " " + *near + " ...)"
+              : " (a command's options go after it: pysandbox " + name + " [OPTIONS])"));
+}
+
 }  // namespace
 
 std::unique_ptr<CLI::App> build_cli(Invocation& out, std::string_view only) {
@@ -626,6 +683,7 @@ void CommandLine::parse(int argc, const char* const* argv) {
     app_ = build_cli(invocation_, named ? std::string_view(split.head.back()) : "");
     if (split.head.empty() && split.script_args.empty()) throw CLI::CallForHelp();
     check_command_name(split);
+    check_options_before_command(*app_, split);
     try {
         app_->parse(split.head);
     } catch (const CLI::ExtrasError&) {

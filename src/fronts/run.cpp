@@ -118,7 +118,10 @@ int run(const RunInvocation& invocation, const std::vector<std::string>& host_en
     }
     describe_trace(outcome);
     for (const std::string& warning : outcome.warnings) say("warning: " + warning);
-    if (std::string summary = human_summary(*plan, outcome); !summary.empty()) say(summary);
+    const std::optional<PythonException> exception = find_exception(*plan, outcome);
+    if (std::string summary = human_summary(*plan, outcome, exception); !summary.empty())
+        say(summary);
+    for (const std::string& note : human_notes(*plan, outcome, exception)) say(note);
     return exit_code;
 }
 

@@ -176,6 +176,7 @@ class SessionFront {
                 if (auto code = repl_input_.add(line->text)) {
                     Cell cell;
                     cell.code = std::move(*code);
+                    cell.figures_as_files = true;
                     session_->run(std::move(cell));
                     return;
                 }
@@ -241,12 +242,24 @@ class SessionFront {
         const std::string status = result["status"].get<std::string>();
         if (status != "ok" && status != "exception" && result["message"].is_string())
             say(result["message"].get<std::string>());
-        if (const std::size_t figures = result["figures"].size(); figures > 0)
-            say(std::to_string(figures) +
-                " figure(s) were left open; the NDJSON protocol returns them as PNG");
+        tell_figures(result["files"]);
         if (result["state"] == "lost")
             say("the session's state was lost; the next cell starts afresh");
         prompt();
+    }
+
+    // The REPL's figures are files (Cell::figures_as_files): where each one is, on the host with
+    // --output-dir, else in /tmp/work with how to have it on the host.
+    void tell_figures(const nlohmann::ordered_json& files) const {
+        for (const auto& file : files) {
+            const std::string path = file.value("path", "");
+            if (!path.starts_with("figure-") || !path.ends_with(".png")) continue;
+            if (file["host_path"].is_string())
+                say("figure saved: " + file["host_path"].get<std::string>());
+            else
+                say("figure saved: /tmp/work/" + path +
+                    " (inside; start the session with --output-dir DIR to have it on the host)");
+        }
     }
 
     void on_signal(int sig) {

@@ -132,10 +132,40 @@ void check_host_workdir(const Overrides& overrides, Plan& plan) {
 // Artifacts land only where the run itself made room: DIR must be empty (held open from now on)
 // or absent (made after the run, in a parent that must exist), never a directory with content a
 // copy could land in and later act from (a package, .git/hooks, a site-packages .pth).
+namespace {
+
+// --output-runs DIR: DIR may hold anything (earlier runs); nothing in it is ever written, as each
+// run makes a new run-N of its own after the run (engine/collect.cpp). DIR is held open when it
+// exists, made then when not (in a parent that must exist), and never reached through a link.
+void open_output_runs(const std::string& dir, Plan& plan) {
+    plan.output_dir = dir;
+    plan.output_runs = true;
+    plan.output_dir_fd.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (plan.output_dir_fd) {
+        if (::faccessat(plan.output_dir_fd.get(), ".", W_OK | X_OK, 0) != 0)
+            throw UsageError("--output-runs: " + dir + ": " + std::strerror(errno));
+        return;
+    }
+    const int error = errno;
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+        throw UsageError("--output-runs: " + dir +
+                         ": a symbolic link, which pysandbox never follows; name the directory "
+                         "itself");
+    if (error != ENOENT) throw UsageError("--output-runs: " + dir + ": " + std::strerror(error));
+    const std::string parent = fs::path(dir).parent_path().string();
+    if (::access(parent.c_str(), W_OK | X_OK) != 0)
+        throw UsageError("--output-runs: cannot create " + dir + ": " + parent + ": " +
+                         std::strerror(errno));
+}
+
+}  // namespace
+
 void check_output_dir(const Overrides& overrides, Plan& plan) {
     if (!overrides.output_dir) return;
     std::string dir = fs::absolute(*overrides.output_dir).lexically_normal().string();
     if (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    if (overrides.output_runs) return open_output_runs(dir, plan);
     struct stat st {};
     if (::stat(dir.c_str(), &st) != 0) {
         if (errno != ENOENT) throw UsageError("--output-dir: " + dir + ": " + std::strerror(errno));

@@ -29,7 +29,8 @@ HostFile read_host_file(const std::string& path, std::uint64_t cap, int extra_fl
 void add_inputs(const Overrides& overrides, Plan& plan);
 // --workdir: the directory opened and checked writable by the script and by pysandbox.
 void check_host_workdir(const Overrides& overrides, Plan& plan);
-// --output-dir: new (made after the run) or empty (held open from now on).
+// --output-dir: new (made after the run) or empty (held open from now on). --output-runs: the
+// directory that holds the runs, held open when it exists (else made after the run).
 void check_output_dir(const Overrides& overrides, Plan& plan);
 // --incident-log (or the profile's), opened for appending.
 void open_incident_log(const std::optional<std::string>& flag, Plan& plan);

@@ -121,6 +121,9 @@ struct Plan {
     // --output-dir: absolute; held open when it existed (empty), made after the run when not.
     std::optional<std::string> output_dir;
     sys::UniqueFd output_dir_fd;
+    // --output-runs: output_dir (held open when it existed) keeps each run's artifacts in a new
+    // run-N below it, made when the run is collected (artifacts::make_run_dir).
+    bool output_runs = false;
     std::string inputs_tmpfs_options;         // the inputs' own tmpfs, sized to hold them
     std::optional<HostWorkdir> host_workdir;  // --workdir
     std::string hostname = "sandbox";

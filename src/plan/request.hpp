@@ -37,9 +37,10 @@ struct Overrides {
     std::vector<proxy::AllowRule> allow;  // added to network.allow; the mode becomes "proxy"
     std::vector<std::string> env;         // "NAME=VALUE" sets NAME, "NAME" passes the host's
     std::vector<InputSpec> inputs;
-    std::optional<std::string> workdir;       // host directory seen as /tmp/work
-    std::optional<std::string> output_dir;    // host directory the artifacts are copied to
-    std::optional<std::string> incident_log;  // replaces policy.incident_log
+    std::optional<std::string> workdir;     // host directory seen as /tmp/work
+    std::optional<std::string> output_dir;  // host directory the artifacts are copied to
+    bool output_runs = false;  // --output-runs: output_dir is reused, each run in a new run-N
+    std::optional<std::string> incident_log;                // replaces policy.incident_log
     std::optional<std::chrono::milliseconds> idle_timeout;  // a session's
     std::optional<std::chrono::milliseconds> lifetime;      // a session's
     bool no_preload = false;  // the driver starts without the profile's [python] preload

@@ -258,13 +258,19 @@ class _Interrupts:
 
 
 class _Figures:
-    def __init__(self) -> None:
+    def __init__(self, as_files: bool = False) -> None:
         self.pngs: list[str] = []
         self.size = 0
         self.omitted = 0
+        self.as_files = as_files  # a terminal's REPL: saved as figure-N.png in the work directory
 
     def keep(self, figure: "Figure") -> None:
         """Renders one figure now (plt.show() during a cell, and every figure left open)."""
+        if self.as_files:
+            from pysandbox_figures import next_path
+
+            figure.savefig(next_path())
+            return
         if len(self.pngs) >= MAX_FIGURES:
             self.omitted += 1
             return
@@ -416,7 +422,7 @@ class _Session:
             import base64
 
             sys.stdin = io.TextIOWrapper(io.BytesIO(base64.b64decode(message["stdin"])))
-        figures = _Figures()
+        figures = _Figures(bool(message.get("figure_files")))
         problem = _write_files(message.get("files") or [])
         if problem:
             done["files_error"] = problem

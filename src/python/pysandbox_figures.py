@@ -17,7 +17,8 @@ __all__ = ["FigureCanvas", "FigureManager", "show"]
 _WORK = os.environ.get("PYSANDBOX_WORK_DIR") or os.getcwd()
 
 
-def _next_path() -> str:
+def next_path() -> str:
+    """The work directory's first free figure-N.png (the cell driver's, for a REPL, too)."""
     n = 1
     while os.path.exists(os.path.join(_WORK, "figure-%d.png" % n)):
         n += 1
@@ -29,5 +30,5 @@ def show(*args: object, **kwargs: object) -> None:
     for manager in Gcf.get_all_fig_managers():
         figure = manager.canvas.figure
         if driver is None or not driver.keep_figure(figure):
-            figure.savefig(_next_path())
+            figure.savefig(next_path())
     Gcf.destroy_all()

@@ -83,6 +83,10 @@ struct Outcome {
         std::optional<bool> stderr_is_text;
     };
     std::optional<Captured> captured;
+    // Without --json the script's stderr passes through, and only its last bytes are kept here
+    // (the output limit's cut tail included): where the exception it ended with is read from.
+    static constexpr std::size_t kStderrTail = 64 * 1024;
+    std::string stderr_tail;
     std::map<std::string, std::uint64_t> blocked_connections;  // "host:port" -> times denied
     std::vector<artifacts::Artifact> files;                    // what the run left in /tmp/work
     std::uint64_t files_omitted = 0;    // artifacts past the listing's bounds (artifacts.hpp)

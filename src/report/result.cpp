@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -70,9 +71,70 @@ std::string output_summary(const Plan& plan, const Outcome& outcome) {
            " reached; " + std::to_string(omitted) + " bytes omitted from the middle";
 }
 
+// "exited with status 3", when the script chose a failing status and no traceback says why.
+std::string exit_summary(const Outcome& outcome, const std::optional<PythonException>& exception) {
+    if (outcome.exit_code == 0 || exception) return {};
+    return "exited with status " + std::to_string(outcome.exit_code);
+}
+
+std::string memory_summary(const Plan& plan) {
+    return "memory limit of " + units::format_size(plan.profile.limits.memory) + " reached";
+}
+
+// The first few names, and how many more ("and 4 more").
+std::string first_names(const std::vector<const artifacts::Artifact*>& files, std::uint64_t total) {
+    constexpr std::size_t kNamed = 3;
+    std::string names;
+    for (std::size_t i = 0; i < files.size() && i < kNamed; ++i)
+        names += (i == 0 ? "" : ", ") + files[i]->path +
+                 (files[i]->skipped.empty() ? "" : " (" + files[i]->skipped + ")");
+    const std::uint64_t named = std::min<std::uint64_t>(files.size(), kNamed);
+    if (total > named) names += " and " + std::to_string(total - named) + " more";
+    return names;
+}
+
+std::string files_count(std::uint64_t count) {
+    return std::to_string(count) + (count == 1 ? " file" : " files");
+}
+
+// The files the run left that are not on the host: all of them without --output-dir (and
+// without --workdir, where they are the host's already), the skipped ones with it.
+std::string lost_files_note(const Plan& plan, const Outcome& outcome) {
+    if (plan.host_workdir) return {};
+    std::vector<const artifacts::Artifact*> lost;
+    for (const auto& file : outcome.files)
+        if (!plan.output_dir || !file.skipped.empty()) lost.push_back(&file);
+    const std::uint64_t total = lost.size() + outcome.files_omitted;
+    if (total == 0) return {};
+    if (!plan.output_dir)
+        return files_count(total) + " left in /tmp/work " + (total == 1 ? "was" : "were") +
+               " not kept (" + first_names(lost, total) + "); add --output-dir DIR to keep them";
+    return files_count(total) + " not copied to " + *plan.output_dir + " (" +
+           first_names(lost, total) + "); the result's \"files\" (--json) says why";
+}
+
+// --output-runs: which run-N this run's files went to, as the caller cannot know it beforehand.
+std::string run_dir_note(const Plan& plan, const Outcome& outcome) {
+    if (!plan.output_runs) return {};
+    std::uint64_t copied = 0;
+    std::string dir;
+    for (const auto& file : outcome.files) {
+        if (!file.host_path || file.host_path->size() <= file.path.size()) continue;
+        ++copied;
+        dir = file.host_path->substr(0, file.host_path->size() - file.path.size() - 1);
+    }
+    if (copied == 0) return {};
+    return files_count(copied) + " kept in " + dir;
+}
+
 }  // namespace
 
 std::string human_summary(const Plan& plan, const Outcome& outcome) {
+    return human_summary(plan, outcome, find_exception(plan, outcome));
+}
+
+std::string human_summary(const Plan& plan, const Outcome& outcome,
+                          const std::optional<PythonException>& exception) {
     const Limits& limits = plan.profile.limits;
     const std::string hook_warning =
         hook_missing(plan, outcome)
@@ -81,15 +143,17 @@ std::string human_summary(const Plan& plan, const Outcome& outcome) {
             : "";
     switch (outcome.kind) {
         case Kind::exited:
-            return join(join(output_summary(plan, outcome), blocked_summary(outcome)),
-                        hook_warning);
+            if (hit_memory_limit(plan, outcome, exception))
+                return join(memory_summary(plan) + " (" + exception->type + ")",
+                            join(blocked_summary(outcome), hook_warning));
+            return join(join(exit_summary(outcome, exception), output_summary(plan, outcome)),
+                        join(blocked_summary(outcome), hook_warning));
         case Kind::signaled:
             if (hit_cpu_limit(plan, outcome))
                 return "CPU time limit of " + units::format_duration(limits.cpu_time) +
                        " reached; the script was killed";
             if (hit_memory_limit(plan, outcome, std::nullopt))
-                return "memory limit of " + units::format_size(limits.memory) +
-                       " reached; the script was killed";
+                return memory_summary(plan) + "; the script was killed";
             return join(join(output_summary(plan, outcome), blocked_summary(outcome)),
                         hook_warning);
         case Kind::timeout:
@@ -118,6 +182,18 @@ std::string human_summary(const Plan& plan, const Outcome& outcome) {
                    (outcome.signal != 0 ? " (" + signal_name(outcome.signal) + ")" : "");
     }
     return {};
+}
+
+std::vector<std::string> human_notes(const Plan& plan, const Outcome& outcome,
+                                     const std::optional<PythonException>& exception) {
+    std::vector<std::string> notes;
+    if (exception && !exception->hint.empty() && !hit_memory_limit(plan, outcome, exception))
+        notes.push_back("hint: " + exception->hint);
+    if (std::string files = lost_files_note(plan, outcome); !files.empty())
+        notes.push_back(std::move(files));
+    if (std::string kept = run_dir_note(plan, outcome); !kept.empty())
+        notes.push_back(std::move(kept));
+    return notes;
 }
 
 namespace {
@@ -269,7 +345,7 @@ json result_json(const Plan& plan, Outcome outcome, int exit_code, std::string_v
         stream_text(std::move(output.stdout_text), output.stdout_is_text, encodings, "stdout");
     json stderr_text =
         stream_text(std::move(output.stderr_text), output.stderr_is_text, encodings, "stderr");
-    const std::string message = human_summary(plan, outcome);
+    const std::string message = human_summary(plan, outcome, exception);
     const bool exited = outcome.kind == Kind::exited;
     const bool signaled = outcome.kind == Kind::signaled || outcome.kind == Kind::interrupted ||
                           (outcome.kind == Kind::lost && outcome.signal != 0);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,8 +19,19 @@ namespace pysandbox {
 
 inline constexpr std::string_view kResultSchema = "pysandbox.result/v1";
 
-// The line for stderr (without "pysandbox: " and newline), or empty.
+// The line for stderr (without "pysandbox: " and newline), or empty; also the result's
+// `message`. What stopped the script, when the sandbox did (a limit), or the status it exited
+// with when no traceback says why. `exception` is find_exception's (status.hpp); without it, it
+// is looked for.
 std::string human_summary(const Plan& plan, const Outcome& outcome);
+std::string human_summary(const Plan& plan, const Outcome& outcome,
+                          const std::optional<PythonException>& exception);
+
+// What a person at a shell would not learn otherwise, one line each (without "pysandbox: "):
+// the hint for the exception the script ended in (the JSON's exception.hint), and the files it
+// left in /tmp/work that are not on the host (without --output-dir, or skipped by it).
+std::vector<std::string> human_notes(const Plan& plan, const Outcome& outcome,
+                                     const std::optional<PythonException>& exception);
 
 // The whole result, for --json; `exit_code` is pysandbox's own (exit_codes::for_outcome).
 // Takes the outcome by value: the captured output (up to the output limit, three times) moves

@@ -24,13 +24,34 @@ std::string_view to_string(Status status) {
     return "sandbox_error";
 }
 
+namespace {
+
+// An exception raised inside multiprocessing (or concurrent.futures' process pool, built on
+// it) where the profile allows no child processes: without /dev/shm its first lock fails with a
+// FileNotFoundError that names no file. The profile that allows them is the cure.
+void explain_multiprocessing(const Plan& plan, PythonException& exception) {
+    if (plan.profile.seccomp.allow_processes ||
+        exception.traceback.find("/multiprocessing/") == std::string::npos)
+        return;
+    exception.hint = "multiprocessing needs child processes and /dev/shm, which profile " +
+                     plan.profile.name +
+                     " does not allow (seccomp.allow_processes); the shipped profile "
+                     "datascience allows them: -p datascience";
+}
+
+}  // namespace
+
 std::optional<PythonException> find_exception(const Plan& plan, const Outcome& outcome,
                                               std::string_view script_file) {
     // Python reports an uncaught exception with exit status 1, and only then.
-    if (!outcome.captured || outcome.kind != Kind::exited || outcome.exit_code != 1)
-        return std::nullopt;
-    return parse_python_exception(outcome.captured->stderr_text,
-                                  script_file.empty() ? plan.script_file : script_file);
+    if (outcome.kind != Kind::exited || outcome.exit_code != 1) return std::nullopt;
+    // Captured (--json) or, as it passed through, the last of it.
+    const std::string_view text =
+        outcome.captured ? std::string_view(outcome.captured->stderr_text) : outcome.stderr_tail;
+    std::optional<PythonException> exception =
+        parse_python_exception(text, script_file.empty() ? plan.script_file : script_file);
+    if (exception) explain_multiprocessing(plan, *exception);
+    return exception;
 }
 
 Status classify(const Plan& plan, const Outcome& outcome,

@@ -30,7 +30,8 @@ enum class Status {
 };
 std::string_view to_string(Status status);
 
-// The exception Python printed, when the output was captured and ends in one. `script_file` is
+// The exception Python printed, when its stderr (captured, or the tail `run` kept as it passed
+// through) ends in one. `script_file` is
 // the program's name in tracebacks when it is not the plan's (a session's "<cell-3>").
 std::optional<PythonException> find_exception(const Plan& plan, const Outcome& outcome,
                                               std::string_view script_file = {});

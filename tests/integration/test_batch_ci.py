@@ -159,6 +159,7 @@ class JunitTest(SandboxTestCase):
         self.assertIn("ZeroDivisionError", failure.get("message"))
         self.assertIn("Traceback", failure.text)
         self.assertEqual(by_name["line 3"].find("failure").get("type"), "error")
+        self.assertEqual(by_name["line 3"].find("failure").get("message"), "exited with status 3")
         error = by_name["line 5"].find("error")
         self.assertEqual(error.get("type"), "bad_request")
         self.assertTrue(error.get("message"))

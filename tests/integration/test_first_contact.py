@@ -1,11 +1,15 @@
 """What a newcomer's slips get at the shell: a misspelt option, command, profile or profile key is
-named with what it most likely meant, and nothing runs; durations and sizes read as people write
-them; no command at all prints the help."""
+named with what it most likely meant, and nothing runs (an option before the command too);
+durations and sizes read as people write them; no command at all prints the help. And what a run
+lost is said on stderr in human mode, one line each: files not kept, the memory limit, an exit
+status, the exception's hint (the same as --json's).
+
+Judged from the host: the exit status, pysandbox's own lines on stderr, the JSON result."""
 
 import json
 import unittest
 
-from harness import SandboxTestCase, profile, run, script
+from harness import SandboxTestCase, profile, run, script, temp_dir
 
 
 class DidYouMeanTest(SandboxTestCase):
@@ -22,6 +26,19 @@ class DidYouMeanTest(SandboxTestCase):
         self.assertRefused(["run", "--timout", "1s"],
                            "error: unknown option --timout; did you mean --timeout?")
         self.assertRefused(["check", "--jsno"], "error: unknown option --jsno; did you mean --json?")
+
+    def test_an_option_before_the_command(self):
+        self.assertRefused(["--timout", "1", "run"],
+                           "error: unknown option --timout; did you mean --timeout? (after the "
+                           "command: pysandbox run --timeout ...)")
+        self.assertRefused(["--json", "run"], "error: --json is an option of run: put it after "
+                           "the command (pysandbox run --json ...)")
+        result = run(["--josn"])
+        self.assertExit(result, 125)
+        self.assertEqual(result.stderr.decode().splitlines()[0],
+                         "pysandbox: error: unknown option --josn; did you mean --json? (a "
+                         "command's options go after it: pysandbox COMMAND [OPTIONS])")
+        self.assertExit(run(["--version"]), 0)
 
     def test_misspelt_command(self):
         self.assertRefused(["rnu"], "error: unknown command rnu; did you mean run?")
@@ -79,6 +96,70 @@ class UnitsTest(SandboxTestCase):
         self.assertExit(result, 125)
         self.assertIn('--timeout: invalid duration "1m30" (a unit is needed after each number; '
                       'expected e.g. 5, 0.5, 250ms, 1.5s, 1m30s, 2h)', result.stderr.decode())
+
+
+def own_lines(result) -> list[str]:
+    """pysandbox's own lines on stderr (the script's traceback passes through between them)."""
+    return [line for line in result.stderr.decode().splitlines() if line.startswith("pysandbox: ")]
+
+
+class WhatWasLostTest(SandboxTestCase):
+    def test_files_left_in_tmp_work_and_not_kept_are_named(self):
+        body = "for name in ('d.txt', 'a.png', 'c.csv', 'b.txt'):\n    open(name, 'w').write('x')\n"
+        result = run(["run", str(script(body))])
+        self.assertExit(result, 0)
+        self.assertEqual(own_lines(result), [
+            "pysandbox: 4 files left in /tmp/work were not kept (a.png, b.txt, c.csv and 1 "
+            "more); add --output-dir DIR to keep them"], result.describe())
+        kept = run(["run", "--output-dir", str(temp_dir(0o777) / "out"), str(script(body))])
+        self.assertExit(kept, 0)
+        self.assertEqual(kept.stderr, b"", "kept files are not lost")
+        one = run(["run", "-c", "open('plot.png', 'w').write('x')"])
+        self.assertEqual(own_lines(one), [
+            "pysandbox: 1 file left in /tmp/work was not kept (plot.png); add --output-dir DIR "
+            "to keep them"], one.describe())
+
+    def test_the_memory_limit_is_said_and_is_the_results_message(self):
+        body = "chunks = []\nwhile True:\n    chunks.append(b'x' * 2**20)\n"
+        human = run(["run", "--memory", "64MiB", str(script(body))])
+        self.assertExit(human, 1)
+        self.assertEqual(own_lines(human)[-1:],
+                         ["pysandbox: memory limit of 64MiB reached (MemoryError)"],
+                         human.describe())
+        answer = run(["run", "--json", "--memory", "64MiB", str(script(body))]).json()
+        self.assertEqual((answer["status"], answer["message"]),
+                         ("memory_limit", "memory limit of 64MiB reached (MemoryError)"))
+
+    def test_an_exit_status_is_said(self):
+        human = run(["run", "-c", "import sys\nsys.exit(3)"])
+        self.assertExit(human, 3)
+        self.assertEqual(own_lines(human), ["pysandbox: exited with status 3"], human.describe())
+        answer = run(["run", "--json", "-c", "import sys\nsys.exit(3)"]).json()
+        self.assertEqual((answer["status"], answer["message"]), ("error", "exited with status 3"))
+        self.assertEqual(own_lines(run(["run", "-c", "1 / 0"])), [],
+                         "a traceback says why by itself")
+
+    def test_the_exceptions_hint_is_the_one_json_gives(self):
+        body = "import no_such_module_here\n"
+        human = run(["run", str(script(body))])
+        self.assertExit(human, 1)
+        hint = run(["run", "--json", str(script(body))]).json()["exception"]["hint"]
+        self.assertIn("standard library", hint)
+        self.assertEqual(own_lines(human), ["pysandbox: hint: " + hint], human.describe())
+
+    def test_multiprocessing_is_pointed_to_the_profile_that_allows_it(self):
+        body = "import multiprocessing\nwith multiprocessing.Pool(2) as pool:\n" \
+               "    print(pool.map(abs, [-1, -2]))\n"
+        human = run(["run", str(script(body))])
+        self.assertExit(human, 1)
+        answer = run(["run", "--json", str(script(body))]).json()
+        hint = answer["exception"]["hint"]
+        self.assertIn("-p datascience", hint)
+        self.assertNotIn("--input", hint)
+        self.assertEqual(own_lines(human), ["pysandbox: hint: " + hint], human.describe())
+        allowed = run(["run", "-p", "datascience", str(script(body))], timeout=90)
+        self.assertExit(allowed, 0)
+        self.assertEqual(allowed.stdout, b"[1, 2]\n", "the profile the hint names allows it")
 
 
 class ImplicitDefaultTest(SandboxTestCase):

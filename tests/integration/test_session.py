@@ -19,8 +19,8 @@ import subprocess
 import time
 import unittest
 
-from harness import (PYSANDBOX, TIME_SLACK_SCALE, SandboxTestCase, command_prefix, result_schema,
-                     temp_dir)
+from harness import (PYSANDBOX, TIME_SLACK_SCALE, SandboxTestCase, command_prefix,
+                     require_modules, result_schema, temp_dir)
 from test_faults import HostState
 
 ANSWER = 10  # seconds a response may take (a cell's own timeout is far shorter)
@@ -696,15 +696,50 @@ class ReplTest(SessionTestCase):
         shown, _, self.seen = self.seen.partition(token)
         return shown
 
-    def test_a_terminal_gets_a_repl_and_ctrl_c_interrupts_the_cell(self):
+    def on_a_terminal(self, *options: str) -> tuple[int, int]:
+        """`pysandbox session OPTIONS` on a new terminal: its pid and the terminal's fd."""
         pid, fd = pty.fork()
         if pid == 0:  # the session, on the terminal
             try:
-                command = command_prefix() + [PYSANDBOX, "session"]
+                command = command_prefix() + [PYSANDBOX, "session", *options]
                 os.execvp(command[0], command)
             finally:
                 os._exit(127)
         self.seen = b""
+        return pid, fd
+
+    def end(self, pid: int, fd: int) -> None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)
+
+    def test_the_repl_saves_figures_under_output_dir(self):
+        require_modules("matplotlib")
+        out = temp_dir(0o777) / "out"
+        pid, fd = self.on_a_terminal("-p", "datascience", "--output-dir", str(out))
+        try:
+            self.read_until(fd, b">>> ", timeout=90)
+            os.write(fd, b"import matplotlib.pyplot as plt\n")
+            self.read_until(fd, b">>> ", timeout=60)
+            os.write(fd, b"plt.plot([1, 2]); plt.show()\n")
+            shown = self.read_until(fd, b">>> ", timeout=60)
+            saved = out / "cell-2" / "figure-1.png"
+            self.assertIn(f"pysandbox: figure saved: {saved}".encode(), shown)
+            self.assertEqual(saved.read_bytes()[:8], PNG_SIGNATURE)
+            os.write(fd, b"plt.plot([3, 4])\n")  # left open: saved as well
+            shown = self.read_until(fd, b">>> ", timeout=60)
+            self.assertIn(f"figure saved: {out}/cell-3/figure-2.png".encode(), shown)
+            os.write(fd, b"\x04")
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+        finally:
+            self.end(pid, fd)
+
+    def test_a_terminal_gets_a_repl_and_ctrl_c_interrupts_the_cell(self):
+        pid, fd = self.on_a_terminal()
         watch = SandboxWatch(pid)
         try:
             self.read_until(fd, b">>> ")
@@ -727,12 +762,7 @@ class ReplTest(SessionTestCase):
             _, status = os.waitpid(pid, 0)
             self.assertEqual(os.waitstatus_to_exitcode(status), 0)
         finally:
-            try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-            os.close(fd)
+            self.end(pid, fd)
         self.assertNothingLeft(watch)
 
 

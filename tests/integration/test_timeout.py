@@ -131,7 +131,8 @@ class WallClockTest(SandboxTestCase):
         result = self.run_script(body, options=["--timeout", "3s"])
         self.assertExit(result, 7)
         self.assertEqual(result.stdout, b"done\n")
-        self.assertEqual(result.stderr, b"")
+        self.assertEqual(result.stderr, b"pysandbox: exited with status 7\n",
+                         "the status is said, and nothing of a limit")
         self.assertGreaterEqual(result.elapsed, 0.2)
         self.assertLess(result.elapsed, 2.0, "pysandbox waited for the deadline" + result.describe())
 

@@ -116,11 +116,34 @@ TEST_SUITE("exit codes") {
 TEST_SUITE("human summary") {
     const pysandbox::Plan plan = plan_with_limits(5000ms, 2000ms);
 
-    TEST_CASE("nothing when the script ended on its own") {
+    TEST_CASE("nothing when the script ended on its own and well, or its traceback says why") {
         CHECK(pysandbox::human_summary(plan, exited(0)).empty());
-        CHECK(pysandbox::human_summary(plan, exited(1)).empty());
+        Outcome raised = exited(1);
+        raised.stderr_tail =
+            "Traceback (most recent call last):\n  File \"<string>\", line 1, in "
+            "<module>\nZeroDivisionError: division by zero\n";
+        CHECK(pysandbox::human_summary(plan, raised).empty());
         CHECK(pysandbox::human_summary(plan, with_signal(Kind::signaled, SIGSEGV)).empty());
         CHECK(pysandbox::human_summary(plan, with_signal(Kind::signaled, SIGKILL)).empty());
+    }
+
+    TEST_CASE("a failing status that no traceback explains is said") {
+        CHECK(pysandbox::human_summary(plan, exited(3)) == "exited with status 3");
+        CHECK(pysandbox::human_summary(plan, exited(1)) == "exited with status 1");
+    }
+
+    TEST_CASE("a MemoryError at the memory limit names the limit") {
+        pysandbox::Plan limited = plan_with_limits(5000ms, 2000ms);
+        limited.profile.limits.memory = 64ULL << 20;
+        Outcome o = exited(1);
+        o.stderr_tail =
+            "Traceback (most recent call last):\n  File \"<string>\", line 1, in "
+            "<module>\nMemoryError\n";
+        o.max_rss_kib = 60 * 1024;
+        CHECK(pysandbox::human_summary(limited, o) ==
+              "memory limit of 64MiB reached (MemoryError)");
+        o.max_rss_kib = 1024;  // far below it, and no refused allocation: the script's own word
+        CHECK(pysandbox::human_summary(limited, o).empty());
     }
 
     TEST_CASE("the wall-clock line names the limit") {

@@ -98,3 +98,49 @@ TEST_CASE("cut output: reported unless something more telling happened") {
     t.stderr_omitted = 10;
     CHECK(classify(plan, t, {}) == Status::timeout);
 }
+
+TEST_CASE("what a person is told a run lost: the exception's hint, files not kept") {
+    Plan plan;
+    Outcome o = make(Kind::exited, 1);
+    PythonException e = exception_of("ModuleNotFoundError");
+    e.hint = "only the standard library";
+    for (const char* name : {"a.png", "b.txt", "c.csv", "d.txt"})
+        o.files.push_back({.path = name,
+                           .size = 1,
+                           .sha256 = {},
+                           .media_type = "",
+                           .host_path = {},
+                           .skipped = ""});
+    CHECK(pysandbox::human_notes(plan, o, e) ==
+          std::vector<std::string>{"hint: only the standard library",
+                                   "4 files left in /tmp/work were not kept (a.png, b.txt, c.csv "
+                                   "and 1 more); add --output-dir DIR to keep them"});
+    plan.output_dir = "/out";
+    for (auto& file : o.files) file.host_path = "/out/" + file.path;
+    o.files[1].host_path.reset();
+    o.files[1].skipped = "too_large";
+    CHECK(pysandbox::human_notes(plan, o, {}) ==
+          std::vector<std::string>{"1 file not copied to /out (b.txt (too_large)); the result's "
+                                   "\"files\" (--json) says why"});
+    plan.output_runs = true;
+    plan.output_dir = "/runs";
+    for (auto& file : o.files) file.host_path = "/runs/run-2/" + file.path;
+    o.files[1].skipped.clear();
+    CHECK(pysandbox::human_notes(plan, o, {}) ==
+          std::vector<std::string>{"4 files kept in /runs/run-2"});
+}
+
+TEST_CASE("multiprocessing without processes: the hint names the profile that allows them") {
+    Plan plan;
+    plan.profile.name = "default";
+    Outcome o = make(Kind::exited, 1);
+    o.stderr_tail =
+        "Traceback (most recent call last):\n  File \"x.py\", line 2, in <module>\n"
+        "  File \"/usr/lib/python3.11/multiprocessing/synchronize.py\", line 57, in __init__\n"
+        "FileNotFoundError: [Errno 2] No such file or directory\n";
+    const auto found = pysandbox::find_exception(plan, o);
+    REQUIRE(found);
+    CHECK(found->hint.find("-p datascience") != std::string::npos);
+    plan.profile.seccomp.allow_processes = true;
+    CHECK(pysandbox::find_exception(plan, o)->hint.find("datascience") == std::string::npos);
+}
