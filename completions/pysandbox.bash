@@ -15,7 +15,7 @@ _pysandbox_options() {  # $1: a command path; REPLY: its options
         'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --output-dir --workdir --incident-log -c --json --fail-on-truncation -v --verbose --trace-syscalls' ;;
         'check') REPLY='-h --help -p --profile --json --incident-log' ;;
         'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log --pool --ndjson -v --verbose' ;;
-        'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log -v --verbose' ;;
+        'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --http --http-token-file --http-allow-origin --http-max-clients --http-max-client-requests --max-client-sessions --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log -v --verbose' ;;
         'batch') REPLY='-h --help -p --profile -j --jobs --keep-order --no-preload --fork --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --output-dir --incident-log --fail-on-error --junit -q --quiet -v --verbose' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
@@ -65,6 +65,12 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'mcp|--pool') REPLY='text' ;;
         'mcp|--max-sessions') REPLY='text' ;;
         'mcp|--max-calls') REPLY='text' ;;
+        'mcp|--http') REPLY='text' ;;
+        'mcp|--http-token-file') REPLY='file' ;;
+        'mcp|--http-allow-origin') REPLY='text' ;;
+        'mcp|--http-max-clients') REPLY='text' ;;
+        'mcp|--http-max-client-requests') REPLY='text' ;;
+        'mcp|--max-client-sessions') REPLY='text' ;;
         'mcp|--timeout') REPLY='text' ;;
         'mcp|--cpu-time') REPLY='text' ;;
         'mcp|--memory') REPLY='text' ;;
