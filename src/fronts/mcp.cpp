@@ -1,5 +1,6 @@
 #include "fronts/mcp.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@
 #include "fronts/output_events.hpp"
 #include "fronts/requests.hpp"
 #include "fronts/scratch_dir.hpp"
+#include "plan/host_files.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "plan/units.hpp"
@@ -112,6 +114,25 @@ struct NamedSession {
 
 // Why sessions ended, for the calls that still name them: the last kRememberedEnds.
 constexpr std::size_t kRememberedEnds = 256;
+
+// A file a call made that is too big to embed in its result is offered as a resource of the
+// server's own (pysandbox://files/...), which resources/read reads to the client session whose
+// call made it, and to no other: at most kResourceCap big, for kResourceLifetime, the newest
+// kMaxResources of the server (the oldest go first). It is read from the host copy the call left.
+constexpr std::size_t kMaxResources = 256;
+constexpr std::uint64_t kResourceCap = 4 * 1024 * 1024;
+constexpr std::chrono::hours kResourceLifetime{1};
+// MCP "Resources": the error of a read whose resource is not there.
+constexpr int kResourceNotFound = -32002;
+
+struct FileResource {
+    std::string client;
+    std::string host_path;
+    std::string name;  // its path under /tmp/work
+    std::string mime_type;
+    std::uint64_t size = 0;
+    std::chrono::steady_clock::time_point made;
+};
 
 class Server {
   public:
@@ -303,6 +324,7 @@ class Server {
             return true;
         });
         std::erase_if(ended_, [&](const EndedSession& ended) { return ended.client == client; });
+        std::erase_if(resources_, [&](const auto& entry) { return entry.second.client == client; });
         clients_.erase(client);
         say("client session " + client + " ended");
     }
@@ -386,6 +408,10 @@ class Server {
             respond(id, ordered_json::object());
         } else if (method == "tools/list") {
             respond(id, {{"tools", mcp::tool_list(offered_, schema_, protocol())}});
+        } else if (method == "resources/list") {
+            respond(id, {{"resources", resource_list()}});
+        } else if (method == "resources/read") {
+            read_resource(id, params);
         } else if (method == "tools/call") {
             call_tool(id, params);
         } else {
@@ -402,14 +428,16 @@ class Server {
         ordered_json server = {{"name", "pysandbox"}};
         if (protocol.titles) server["title"] = "pysandbox";
         server["version"] = kVersion;
-        respond(id, {{"protocolVersion", protocol.version},
-                     {"capabilities", {{"tools", {{"listChanged", false}}}}},
-                     {"serverInfo", std::move(server)},
-                     {"instructions",
-                      "run_python runs Python 3 in an isolated sandbox (no network, no host files, "
-                      "limits on time, memory and output) and returns its output, the value of a "
-                      "final expression, figures as images and the files it wrote. For state "
-                      "across calls, start_session and pass its session_id."}});
+        respond(id,
+                {{"protocolVersion", protocol.version},
+                 {"capabilities",
+                  {{"tools", {{"listChanged", false}}}, {"resources", {{"listChanged", false}}}}},
+                 {"serverInfo", std::move(server)},
+                 {"instructions",
+                  "run_python runs Python 3 in an isolated sandbox (no network, no host files, "
+                  "limits on time, memory and output) and returns its output, the value of a "
+                  "final expression, figures as images and the files it wrote. For state "
+                  "across calls, start_session and pass its session_id."}});
     }
 
     // Arguments a tool cannot run with. Up to 2025-06-18 they are among the protocol errors;
@@ -677,12 +705,81 @@ class Server {
         }
     }
 
+    // A cell's result as `client` gets it: its big files offered as resources of the server's,
+    // and linked by file:// as well on stdio only, where the client shares the filesystem.
+    ordered_json result_of(ordered_json result, const std::string& client) {
+        const mcp::FileOffer offer = [&](const ordered_json& file) {
+            return offer_file(file, client);
+        };
+        return mcp::run_result(std::move(result), protocol_of(client), offer, !http_);
+    }
+
+    // ------------------------------------------------------------------ resources
+
+    std::string offer_file(const ordered_json& file, const std::string& client) {
+        const std::uint64_t size = file["size"].get<std::uint64_t>();
+        if (!file["host_path"].is_string() || size > kResourceCap) return {};
+        expire_resources();
+        if (resources_.size() >= kMaxResources)
+            resources_.erase(std::ranges::min_element(
+                resources_, {}, [](const auto& entry) { return entry.second.made; }));
+        const std::string name = file["path"].get<std::string>();
+        // file_uri's encoding of the path, under a name of the server's own.
+        std::string uri = "pysandbox://files/" + encoding::random_hex(8) + "/" +
+                          mcp::file_uri(name).substr(std::string_view("file://").size());
+        resources_[uri] = {client, file["host_path"].get<std::string>(),
+                           name,   file["media_type"].get<std::string>(),
+                           size,   Clock::now()};
+        return uri;
+    }
+
+    void expire_resources() {
+        const Clock::time_point now = Clock::now();
+        std::erase_if(resources_, [&](const auto& entry) {
+            return now - entry.second.made >= kResourceLifetime;
+        });
+    }
+
+    ordered_json resource_list() {
+        expire_resources();
+        ordered_json list = ordered_json::array();
+        for (const auto& [uri, resource] : resources_)
+            if (resource.client == client_)
+                list.push_back(
+                    {{"uri", uri}, {"name", resource.name}, {"mimeType", resource.mime_type}});
+        return list;
+    }
+
+    void read_resource(const json& id, const json& params) {
+        const auto uri = params.find("uri");
+        if (uri == params.end() || !uri->is_string())
+            throw RpcError{kInvalidParams, "resources/read needs a \"uri\" (a string)"};
+        expire_resources();
+        const auto it = resources_.find(uri->get<std::string>());
+        // Another client's resource is as absent to this one as one never made.
+        if (it == resources_.end() || it->second.client != client_)
+            throw RpcError{kResourceNotFound, "no resource " + uri->get<std::string>() +
+                                                  " (a file of this client's calls, kept for " +
+                                                  std::to_string(kResourceLifetime.count()) +
+                                                  " h)"};
+        const FileResource& resource = it->second;
+        HostFile read = read_host_file(resource.host_path, kResourceCap, O_NOFOLLOW);
+        if (read.problem != HostFile::Problem::none)
+            throw RpcError{kResourceNotFound, "the server's copy of " + it->first + " is gone"};
+        ordered_json content = {{"uri", it->first}, {"mimeType", resource.mime_type}};
+        if (encoding::is_utf8(read.data))
+            content["text"] = std::move(read.data);
+        else
+            content["blob"] = encoding::base64(read.data);
+        respond(id, {{"contents", ordered_json::array({std::move(content)})}});
+    }
+
     void answer_one_shots() {
         for (auto it = one_shots_.begin(); it != one_shots_.end();) {
             it->session->advance();
             if (auto result = it->session->take_result()) {
-                respond(it->call.id, mcp::run_result(one_shot_result(std::move(*result)),
-                                                     protocol_of(it->call.client)));
+                respond(it->call.id,
+                        result_of(one_shot_result(std::move(*result)), it->call.client));
                 it->call.offer->pool->retire(std::move(it->session));
                 it = one_shots_.erase(it);
             } else {
@@ -700,8 +797,7 @@ class Server {
                 if (!named.ending.empty())
                     (*result)["message"] = "the session ended while this call ran (" +
                                            named.ending + "): the cell was killed";
-                respond(named.running->id,
-                        mcp::run_result(std::move(*result), protocol_of(named.client)));
+                respond(named.running->id, result_of(std::move(*result), named.client));
             }
             named.running.reset();
             named.cancelled = false;
@@ -826,6 +922,7 @@ class Server {
     sys::TimerFd progress_clock_;  // a call's held-back progress is due
     std::optional<Clock::time_point> armed_for_;
     std::size_t one_shot_count_ = 0;
+    std::map<std::string, FileResource> resources_;  // by URI
 };
 
 // Says on stderr why the server cannot run code, as main() says it for the other commands, and

@@ -158,6 +158,29 @@ describe('pysandbox mcp --http', { timeout: 600_000 }, () => {
     await goodStillServed();
   });
 
+  test("a file too big to embed is the client's own resource, with no file:// link",
+       async () => {
+    const big = 64 * 1024 + 1;
+    const result = await call(good.client, 'run_python', {
+      code: `open("big.txt", "w").write("c" * ${big})` });
+    const links = result.content.filter(block => block.type === 'resource_link');
+    assert.equal(links.length, 1, JSON.stringify(result.content));
+    assert.match(links[0].uri, /^pysandbox:\/\/files\/[0-9a-f]+\/big\.txt$/);
+    const read = await good.client.readResource({ uri: links[0].uri });
+    assert.equal(read.contents[0].text, 'c'.repeat(big));
+    assert.ok((await good.client.listResources()).resources.some(r => r.uri === links[0].uri));
+    const other = await connect(url);
+    try {
+      assert.deepEqual((await other.client.listResources()).resources, []);
+      await assert.rejects(other.client.readResource({ uri: links[0].uri }),
+                           error => error.code === -32002);
+    } finally {
+      await other.transport.terminateSession();
+      await other.client.close();
+    }
+    await goodStillServed();
+  });
+
   test('refused requests get their status and change nothing', async () => {
     const session = { 'Mcp-Session-Id': good.transport.sessionId };
     const ping = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'ping' });
