@@ -155,9 +155,10 @@ struct HttpTransport::Connection {
     bool stream_started = false;  // the SSE head is out
     std::string new_session;      // an initialize's Mcp-Session-Id, for its answer's head
 
-    void start_request() {
+    void start_request(std::size_t max_body) {
         parser.emplace();
         parser->header_limit(kMaxHead);
+        parser->body_limit(max_body);
         parser->eager(true);
         state = State::reading;
         deadline = Clock::now() + kRequestTime;
@@ -174,7 +175,8 @@ HttpTransport::HttpTransport(HttpOptions options, sys::Poller& poller)
     listener_ = listen_on(options_.address, port_);
     poller_.watch(
         [this] {
-            return sys::Poller::Interest{stopping_ ? -1 : listener_.get(), POLLIN};
+            return sys::Poller::Interest{stopping_ || accept_paused_ ? -1 : listener_.get(),
+                                         POLLIN};
         },
         [this](short) { accept_all(); }, this);
     poller_.watch(
@@ -206,12 +208,17 @@ void HttpTransport::accept_all() {
     for (;;) {
         sys::UniqueFd fd(
             ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-        if (!fd) return;  // EAGAIN, or a connection that went before it was taken
+        if (!fd) {
+            // Out of descriptors: the listener stays readable, so it is not watched until a
+            // connection closes. Otherwise EAGAIN, or a connection gone before it was taken.
+            accept_paused_ = errno == EMFILE || errno == ENFILE;
+            return;
+        }
         if (connections_.size() >= options_.max_connections) continue;  // closed: no room
         auto connection = std::make_unique<Connection>();
         connection->id = ++connection_count_;
         connection->fd = std::move(fd);
-        connection->start_request();
+        connection->start_request(options_.max_body);
         Connection* raw = connection.get();
         poller_.watch(
             [raw] {
@@ -303,7 +310,7 @@ void HttpTransport::write_to(Connection& connection) {
         connection.deadline = Clock::now() + kLinger;
         return;
     }
-    connection.start_request();
+    connection.start_request(options_.max_body);
     parse(connection);  // a request that came behind this one
 }
 
@@ -313,6 +320,7 @@ void HttpTransport::close(std::uint64_t id) {
     Connection& connection = *it->second;
     if (connection.exchange != 0) end_exchange(connection.exchange);
     poller_.forget(&connection);
+    accept_paused_ = false;
     // Gone once the poll round that may still hold it is over (take()).
     graveyard_.push_back(std::move(it->second));
     graveyard_.back()->fd.reset();

@@ -113,6 +113,7 @@ class HttpTransport {
     std::map<std::string, std::size_t> in_flight_;  // a client's exchanges open
     std::vector<Inbound> inbound_;
     bool stopping_ = false;
+    bool accept_paused_ = false;  // out of descriptors: until a connection closes
 };
 
 }  // namespace pysandbox::mcp

@@ -108,6 +108,13 @@ describe('pysandbox mcp --http', { timeout: 600_000 }, () => {
     await goodStillServed();
   });
 
+  test('a body of several MiB within the 16 MiB limit is served', async () => {
+    const text = 'y'.repeat(3 << 20);
+    const result = await call(good.client, 'run_python', {
+      files: [{ name: 'big.txt', text }], code: 'print(len(open("big.txt").read()))' });
+    assert.equal(result.structuredContent.stdout, `${3 << 20}\n`, textOf(result));
+  });
+
   test('progress comes over SSE while the code runs, then the result', async () => {
     const notes = [];
     let settled = false;
