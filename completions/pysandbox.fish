@@ -98,6 +98,12 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'mcp|--pool' \
             'mcp|--max-sessions' \
             'mcp|--max-calls' \
+            'mcp|--http' \
+            'mcp|--http-token-file' \
+            'mcp|--http-allow-origin' \
+            'mcp|--http-max-clients' \
+            'mcp|--http-max-client-requests' \
+            'mcp|--max-client-sessions' \
             'mcp|--timeout' \
             'mcp|--cpu-time' \
             'mcp|--memory' \
@@ -155,7 +161,7 @@ complete -c pysandbox -f
 complete -c pysandbox -n '__pysandbox_at' -f -a 'run' -d 'Run a Python script inside the sandbox'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'check' -d 'Report the script'\''s denied imports and calls (Python'\''s ast, run in the sandbox)'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'session' -d 'Keep one sandboxed interpreter across cells: NDJSON requests on stdin, one result line each on stdout; a small REPL when stdin is a terminal'
-complete -c pysandbox -n '__pysandbox_at' -f -a 'mcp' -d 'Serve the Model Context Protocol on stdio: tools run_python, start_session and end_session, each call in its own sandbox or session, from warm sandboxes'
+complete -c pysandbox -n '__pysandbox_at' -f -a 'mcp' -d 'Serve the Model Context Protocol on stdio (or Streamable HTTP: --http): tools run_python, start_session and end_session, each call in its own sandbox or session, from warm sandboxes'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'batch' -d 'Run many jobs (JSON lines: code or script, args, stdin, timeout, profile, inputs), N at a time, each in a sandbox of its own; one result line per job on stdout'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'profile' -d 'List or show profiles'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'doctor' -d 'Check what this host allows, and how to fix what it does not'
@@ -219,6 +225,12 @@ complete -c pysandbox -n '__pysandbox_at mcp' -s p -l profile -x -a '(__pysandbo
 complete -c pysandbox -n '__pysandbox_at mcp' -l pool -x -d 'Sandboxes kept started ahead of need, per profile; each serves one call or session, then a new one starts (0: none)'
 complete -c pysandbox -n '__pysandbox_at mcp' -l max-sessions -x -d 'Sessions alive at once'
 complete -c pysandbox -n '__pysandbox_at mcp' -l max-calls -x -d 'Calls running at once; more wait their turn (default: one per CPU)'
+complete -c pysandbox -n '__pysandbox_at mcp' -l http -x -d 'Serve Streamable HTTP at http://[ADDR:]PORT/mcp instead of stdio (ADDR: 127.0.0.1 unless given; PORT 0: a free one, said on stderr)'
+complete -c pysandbox -n '__pysandbox_at mcp' -l http-token-file -r -F -d 'HTTP clients must send this file'\''s first line as "Authorization: Bearer TOKEN" (else $PYSANDBOX_MCP_TOKEN'\''s); required beyond loopback'
+complete -c pysandbox -n '__pysandbox_at mcp' -l http-allow-origin -x -d 'A browser Origin let in besides this host'\''s loopback at the server'\''s port (repeatable); any other gets 403'
+complete -c pysandbox -n '__pysandbox_at mcp' -l http-max-clients -x -d 'HTTP client sessions (Mcp-Session-Id) at once; more get 503'
+complete -c pysandbox -n '__pysandbox_at mcp' -l http-max-client-requests -x -d 'Requests one HTTP client may have in flight; more get 429'
+complete -c pysandbox -n '__pysandbox_at mcp' -l max-client-sessions -x -d 'Sessions one HTTP client may keep alive at once (within --max-sessions)'
 complete -c pysandbox -n '__pysandbox_at mcp' -l timeout -x -d 'Longest a call may run, and its default, e.g. 30 (seconds), 2m; a call past it has status timeout'
 complete -c pysandbox -n '__pysandbox_at mcp' -l cpu-time -x -d 'CPU time limit, e.g. 10 (seconds), 1m30s'
 complete -c pysandbox -n '__pysandbox_at mcp' -l memory -x -d 'Memory limit, e.g. 256MiB, 64mb, 1G (units are powers of 1024)'

@@ -303,11 +303,20 @@ void add_session_command(CLI::App& app, Invocation& out) {
         "See SESSIONS in pysandbox(1).");
 }
 
+// A count of at least 1 and at most 1024.
+void add_count_option(CLI::App& command, const std::string& name, std::size_t& count,
+                      const std::string& description) {
+    command.add_option(name, count, description)
+        ->type_name("N")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+}
+
 void add_mcp_command(CLI::App& app, Invocation& out) {
     CLI::App* mcp = app.add_subcommand(
         "mcp",
-        "Serve the Model Context Protocol on stdio: tools run_python, start_session and "
-        "end_session, each call in its own sandbox or session, from warm sandboxes");
+        "Serve the Model Context Protocol on stdio (or Streamable HTTP: --http): tools "
+        "run_python, start_session and end_session, each call in its own sandbox or session, "
+        "from warm sandboxes");
     McpInvocation& m = out.mcp;
     mcp->add_option("-p,--profile", m.profiles,
                     "A profile clients may choose (repeatable; the first is the default; "
@@ -318,13 +327,27 @@ void add_mcp_command(CLI::App& app, Invocation& out) {
                     "session, then a new one starts (0: none)")
         ->type_name("N")
         ->check(CLI::Range(std::size_t{0}, std::size_t{64}));
-    mcp->add_option("--max-sessions", m.max_sessions, "Sessions alive at once")
-        ->type_name("N")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
-    mcp->add_option("--max-calls", m.max_calls,
-                    "Calls running at once; more wait their turn (default: one per CPU)")
-        ->type_name("N")
-        ->check(CLI::Range(std::size_t{1}, std::size_t{1024}));
+    add_count_option(*mcp, "--max-sessions", m.max_sessions, "Sessions alive at once");
+    add_count_option(*mcp, "--max-calls", m.max_calls,
+                     "Calls running at once; more wait their turn (default: one per CPU)");
+    mcp->add_option("--http", m.http,
+                    "Serve Streamable HTTP at http://[ADDR:]PORT/mcp instead of stdio (ADDR: "
+                    "127.0.0.1 unless given; PORT 0: a free one, said on stderr)")
+        ->type_name("[ADDR:]PORT");
+    mcp->add_option("--http-token-file", m.http_token_file,
+                    "HTTP clients must send this file's first line as \"Authorization: Bearer "
+                    "TOKEN\" (else $PYSANDBOX_MCP_TOKEN's); required beyond loopback")
+        ->type_name("FILE");
+    mcp->add_option("--http-allow-origin", m.http_allow_origins,
+                    "A browser Origin let in besides this host's loopback at the server's port "
+                    "(repeatable); any other gets 403")
+        ->type_name("ORIGIN");
+    add_count_option(*mcp, "--http-max-clients", m.http_max_clients,
+                     "HTTP client sessions (Mcp-Session-Id) at once; more get 503");
+    add_count_option(*mcp, "--http-max-client-requests", m.http_max_client_requests,
+                     "Requests one HTTP client may have in flight; more get 429");
+    add_count_option(*mcp, "--max-client-sessions", m.max_client_sessions,
+                     "Sessions one HTTP client may keep alive at once (within --max-sessions)");
     add_limit_options(*mcp, m.overrides,
                       "Longest a call may run, and its default, e.g. 30 (seconds), 2m; a call "
                       "past it has status timeout");

@@ -66,6 +66,12 @@ struct McpInvocation {
     std::size_t pool = 1;               // warm sandboxes kept per profile
     std::size_t max_sessions = 16;      // live sessions at once
     std::size_t max_calls = 0;          // calls running at once; 0: one per CPU
+    std::string http;                   // [ADDR:]PORT: Streamable HTTP there; empty: stdio
+    std::string http_token_file;        // the bearer token clients must send over HTTP
+    std::vector<std::string> http_allow_origins;  // Origins let in besides loopback's own
+    std::size_t http_max_clients = 16;            // HTTP client sessions at once
+    std::size_t http_max_client_requests = 8;     // one HTTP client's requests in flight
+    std::size_t max_client_sessions = 4;          // one HTTP client's MCP sessions
     Overrides overrides;
     int verbose = 0;
 };

@@ -1,5 +1,6 @@
 #include "fronts/mcp.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -23,16 +25,19 @@
 #include "engine/pool.hpp"
 #include "engine/session.hpp"
 #include "fronts/front_loop.hpp"
+#include "fronts/mcp_http.hpp"
 #include "fronts/mcp_protocol.hpp"
 #include "fronts/mcp_tools.hpp"
 #include "fronts/output_events.hpp"
 #include "fronts/requests.hpp"
 #include "fronts/scratch_dir.hpp"
+#include "plan/host_files.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "plan/units.hpp"
 #include "report/encoding.hpp"
 #include "report/exit_codes.hpp"
+#include "report/json_text.hpp"
 #include "sys/errors.hpp"
 #include "sys/timer_fd.hpp"
 
@@ -80,7 +85,8 @@ constexpr std::string_view kProgressFull =
 
 // A tools/call of run_python, from its arrival to its answer.
 struct Call {
-    json id;  // the JSON-RPC request's
+    json id;             // the JSON-RPC request's (over HTTP, the server's own number for it)
+    std::string client;  // whose: over HTTP its Mcp-Session-Id; on stdio empty
     Offer* offer = nullptr;
     std::string session_id;  // empty: a one-shot sandbox
     Cell cell;
@@ -95,6 +101,7 @@ struct OneShot {
 
 struct NamedSession {
     Offer* offer = nullptr;
+    std::string client;  // the only one that may use it (over HTTP: its Mcp-Session-Id)
     std::unique_ptr<Session> session;
     std::optional<Call> running;  // its cell, or cancelled: its result is not answered
     bool cancelled = false;
@@ -108,24 +115,49 @@ struct NamedSession {
 // Why sessions ended, for the calls that still name them: the last kRememberedEnds.
 constexpr std::size_t kRememberedEnds = 256;
 
+// A file a call made that is too big to embed in its result is offered as a resource of the
+// server's own (pysandbox://files/...), which resources/read reads to the client session whose
+// call made it, and to no other: at most kResourceCap big, for kResourceLifetime, the newest
+// kMaxResources of the server (the oldest go first). It is read from the host copy the call left.
+constexpr std::size_t kMaxResources = 256;
+constexpr std::uint64_t kResourceCap = 4 * 1024 * 1024;
+constexpr std::chrono::hours kResourceLifetime{1};
+// MCP "Resources": the error of a read whose resource is not there.
+constexpr int kResourceNotFound = -32002;
+
+struct FileResource {
+    std::string client;
+    std::string host_path;
+    std::string name;  // its path under /tmp/work
+    std::string mime_type;
+    std::uint64_t size = 0;
+    std::chrono::steady_clock::time_point made;
+};
+
 class Server {
   public:
     // `unavailable`: why the profiles could not be planned (then `offers` is empty); the server
     // still answers initialize and tools/list, and every tools/call with it.
-    Server(std::vector<Offer> offers, const McpInvocation& invocation, std::string unavailable)
+    // `http`: the options of the HTTP transport the messages come from instead of stdin.
+    Server(std::vector<Offer> offers, const McpInvocation& invocation, std::string unavailable,
+           const std::optional<mcp::HttpOptions>& http)
         : loop_(!offers.empty() && offers.front().plan->ids.privileged, STDIN_FILENO, kMaxMessage),
           offers_(std::move(offers)),
           max_sessions_(invocation.max_sessions),
           max_calls_(invocation.max_calls),
           verbose_(invocation.verbose),
           schema_(ordered_json::parse(kResultSchemaText)),
+          max_client_sessions_(http ? invocation.max_client_sessions : invocation.max_sessions),
           unavailable_(std::move(unavailable)) {
         for (const Offer& offer : offers_) offered_.push_back(offer.name);
         if (!unavailable_.empty())
             for (const std::string& name : invocation.profiles)
                 if (std::ranges::find(offered_, name) == offered_.end()) offered_.push_back(name);
         loop_.watch_signals([this](int sig) { on_signal(sig); });
-        loop_.watch_lines([] { return true; });
+        if (http)
+            http_ = std::make_unique<mcp::HttpTransport>(*http, loop_.poller());
+        else
+            loop_.watch_lines([] { return true; });
         loop_.poller().watch(
             [this] {
                 return sys::Poller::Interest{session_clock_.get(), POLLIN};
@@ -157,7 +189,10 @@ class Server {
             answer_one_shots();
             answer_sessions();
             report_progress();
-            while (!loop_.stopping()) {
+            if (http_)
+                for (mcp::Inbound& inbound : http_->take())
+                    if (!loop_.stopping()) on_inbound(std::move(inbound));
+            while (!http_ && !loop_.stopping()) {
                 auto line = loop_.input().next();
                 if (!line) break;
                 on_line(*line);
@@ -166,9 +201,10 @@ class Server {
             arm_session_clock();
             if (loop_.output().broken()) stop(served_code());
             // Stdin closed: the calls already made are answered, then the server ends.
-            if (loop_.input().exhausted() && waiting_.empty() && running() == 0)
+            if (!http_ && loop_.input().exhausted() && waiting_.empty() && running() == 0)
                 stop(served_code());
-            if (loop_.stopping() && loop_.output().flushed()) return loop_.exit_code();
+            if (loop_.stopping() && loop_.output().flushed() && (!http_ || http_->flushed()))
+                return loop_.exit_code();
         }
     }
 
@@ -180,16 +216,117 @@ class Server {
         if (verbose_ > 0) pysandbox::say(line, "pysandbox mcp");
     }
 
-    void send(const ordered_json& message) { loop_.send(message); }
+  public:
+    int port() const { return http_ ? http_->port() : 0; }
+
+  private:
+    // On stdio a line. Over HTTP, to the exchange of the request `id` is the server's number
+    // for (its response: `final`), or of the message being read (an error about it).
+    void send(ordered_json message, const json& id, bool final) {
+        if (!http_) {
+            loop_.send(message);
+            return;
+        }
+        const auto route =
+            id.is_number_integer() ? routes_.find(id.get<std::int64_t>()) : routes_.end();
+        const std::uint64_t exchange = route != routes_.end() ? route->second.exchange : reading_;
+        if (exchange == 0) return;  // a notification's: no one waits
+        if (route != routes_.end() && message.contains("id"))
+            message["id"] = json::parse(route->second.id);
+        http_->send(exchange, dump_line(message), final);
+        if (final && route != routes_.end()) routes_.erase(route);
+    }
 
     void respond(const json& id, ordered_json result) {
-        send({{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}});
+        send({{"jsonrpc", "2.0"}, {"id", id}, {"result", std::move(result)}}, id, true);
     }
 
     void respond_error(const json& id, const RpcError& error) {
         send({{"jsonrpc", "2.0"},
               {"id", id},
-              {"error", {{"code", error.code}, {"message", error.message}}}});
+              {"error", {{"code", error.code}, {"message", error.message}}}},
+             id, true);
+    }
+
+    const mcp::Protocol& protocol_of(const std::string& client) const {
+        const auto it = clients_.find(client);
+        return it != clients_.end() ? *it->second : mcp::kLatestProtocol;
+    }
+    const mcp::Protocol& protocol() const { return protocol_of(client_); }
+
+    // ------------------------------------------------------------------ HTTP
+
+    // A message from an HTTP client, checked by the transport. Its request id becomes the
+    // server's own number (every client numbers its requests alike), which its answers go back
+    // under; a cancellation names that number.
+    void on_inbound(mcp::Inbound inbound) {
+        client_ = inbound.client;
+        if (inbound.end) {
+            end_client(inbound.client);
+            client_.clear();
+            return;
+        }
+        json& message = inbound.message;
+        if (inbound.exchange != 0) {
+            const std::int64_t number = ++routed_;
+            routes_[number] = {inbound.exchange, message["id"].dump(), inbound.client};
+            message["id"] = number;
+        }
+        std::optional<std::int64_t> cancelled;
+        if (message.value("method", json()) == "notifications/cancelled" &&
+            message.contains("params") && message["params"].is_object()) {
+            json& params = message["params"];
+            for (const auto& [number, route] : routes_)
+                if (route.client == inbound.client &&
+                    route.id == params.value("requestId", json()).dump()) {
+                    cancelled = number;
+                    params["requestId"] = number;
+                }
+            if (!cancelled) params.erase("requestId");  // not this client's: nothing to cancel
+        }
+        reading_ = inbound.exchange;
+        on_message(message);
+        reading_ = 0;
+        // A cancelled call is not answered: its POST ends without a response.
+        if (cancelled)
+            if (const auto route = routes_.find(*cancelled); route != routes_.end()) {
+                http_->close_exchange(route->second.exchange);
+                routes_.erase(route);
+            }
+        client_.clear();
+    }
+
+    // The id the client gave the request the server numbered `id`, for what the client reads.
+    json client_id(const json& id) const {
+        if (!id.is_number_integer()) return id;
+        const auto route = routes_.find(id.get<std::int64_t>());
+        return route != routes_.end() ? json::parse(route->second.id) : id;
+    }
+
+    // DELETE: a client session ends, with its MCP sessions and calls.
+    void end_client(const std::string& client) {
+        std::vector<std::string> owned;
+        for (const auto& [session_id, named] : sessions_)
+            if (named.client == client && named.ending.empty()) owned.push_back(session_id);
+        for (const std::string& session_id : owned)
+            end_named_session(session_id, "its client's HTTP session ended (DELETE)");
+        std::erase_if(waiting_, [&](const Call& call) { return call.client == client; });
+        for (auto it = one_shots_.begin(); it != one_shots_.end();)
+            if (it->call.client == client) {
+                it->call.offer->pool->retire(std::move(it->session));
+                it = one_shots_.erase(it);
+            } else {
+                ++it;
+            }
+        std::erase_if(routes_, [&](const auto& entry) {
+            if (entry.second.client != client) return false;
+            http_->close_exchange(entry.second.exchange);
+            return true;
+        });
+        std::erase_if(ended_, [&](const EndedSession& ended) { return ended.client == client; });
+        std::erase_if(resources_, [&](const auto& entry) { return entry.second.client == client; });
+        clients_.erase(client);
+        say("client session " + client + " ended");
     }
 
     // ------------------------------------------------------------------ messages in
@@ -212,7 +349,10 @@ class Server {
             respond_error(nullptr, {kInvalidRequest, "the message " + parsed.message});
             return;
         }
-        const json message = std::move(parsed.value);
+        on_message(parsed.value);
+    }
+
+    void on_message(const json& message) {
         if (message.is_array()) {  // JSON-RPC batches left MCP in 2025-06-18
             respond_error(nullptr,
                           {kInvalidRequest, "batches are not supported; one message a line"});
@@ -267,7 +407,11 @@ class Server {
         } else if (method == "ping") {
             respond(id, ordered_json::object());
         } else if (method == "tools/list") {
-            respond(id, {{"tools", mcp::tool_list(offered_, schema_, *protocol_)}});
+            respond(id, {{"tools", mcp::tool_list(offered_, schema_, protocol())}});
+        } else if (method == "resources/list") {
+            respond(id, {{"resources", resource_list()}});
+        } else if (method == "resources/read") {
+            read_resource(id, params);
         } else if (method == "tools/call") {
             call_tool(id, params);
         } else {
@@ -277,26 +421,29 @@ class Server {
 
     void initialize(const json& id, const json& params) {
         const auto asked = params.find("protocolVersion");
-        protocol_ = &mcp::negotiate(asked != params.end() && asked->is_string()
-                                        ? asked->get_ref<const std::string&>()
-                                        : std::string_view());
+        const mcp::Protocol& protocol = mcp::negotiate(asked != params.end() && asked->is_string()
+                                                           ? asked->get_ref<const std::string&>()
+                                                           : std::string_view());
+        clients_[client_] = &protocol;
         ordered_json server = {{"name", "pysandbox"}};
-        if (protocol_->titles) server["title"] = "pysandbox";
+        if (protocol.titles) server["title"] = "pysandbox";
         server["version"] = kVersion;
-        respond(id, {{"protocolVersion", protocol_->version},
-                     {"capabilities", {{"tools", {{"listChanged", false}}}}},
-                     {"serverInfo", std::move(server)},
-                     {"instructions",
-                      "run_python runs Python 3 in an isolated sandbox (no network, no host files, "
-                      "limits on time, memory and output) and returns its output, the value of a "
-                      "final expression, figures as images and the files it wrote. For state "
-                      "across calls, start_session and pass its session_id."}});
+        respond(id,
+                {{"protocolVersion", protocol.version},
+                 {"capabilities",
+                  {{"tools", {{"listChanged", false}}}, {"resources", {{"listChanged", false}}}}},
+                 {"serverInfo", std::move(server)},
+                 {"instructions",
+                  "run_python runs Python 3 in an isolated sandbox (no network, no host files, "
+                  "limits on time, memory and output) and returns its output, the value of a "
+                  "final expression, figures as images and the files it wrote. For state "
+                  "across calls, start_session and pass its session_id."}});
     }
 
     // Arguments a tool cannot run with. Up to 2025-06-18 they are among the protocol errors;
     // 2025-11-25 answers them as a tool's error, which the model reads and can correct (SEP-1303).
     void refuse(const json& id, const std::string& message) {
-        if (protocol_->argument_errors_as_results)
+        if (protocol().argument_errors_as_results)
             respond(id, mcp::tool_error(message));
         else
             respond_error(id, {kInvalidParams, message});
@@ -338,12 +485,16 @@ class Server {
     }
 
     NamedSession& session_named(const std::string& session_id) {
-        const auto it = sessions_.find(session_id);
+        // Another client's session is as unknown to this one as a session never started.
+        auto it = sessions_.find(session_id);
+        if (it != sessions_.end() && it->second.client != client_) it = sessions_.end();
         if (it != sessions_.end() && it->second.ending.empty()) return it->second;
         if (it != sessions_.end())
             throw std::invalid_argument("session \"" + session_id +
                                         "\" ended: " + it->second.ending);
-        const auto ended = std::ranges::find(ended_, session_id, &EndedSession::id);
+        const auto ended = std::ranges::find_if(ended_, [&](const EndedSession& e) {
+            return e.id == session_id && e.client == client_;
+        });
         if (ended != ended_.end())
             throw std::invalid_argument("session \"" + session_id + "\" ended: " + ended->why);
         throw std::invalid_argument("no session \"" + session_id +
@@ -354,6 +505,7 @@ class Server {
         const mcp::RunArguments run = mcp::parse_run_arguments(arguments, offered_);
         Call call;
         call.id = id;
+        call.client = client_;
         if (run.session_id) {
             call.offer = session_named(*run.session_id).offer;
             call.session_id = *run.session_id;
@@ -361,7 +513,7 @@ class Server {
             call.offer = &offer_named(run.profile);
         }
         call.cell = parse_cell_fields(arguments, call.offer->plan->profile.limits);
-        call.cell.id = id;
+        call.cell.id = client_id(id);
         call.progress = progress_for(params, call.offer->plan->profile.limits);
         if (call.progress) call.cell.on_output = call.progress->output.observer();
         if (in_flight(id)) throw RpcError{kInvalidRequest, "a request with this id is running"};
@@ -378,7 +530,7 @@ class Server {
         if (token == meta->end()) return nullptr;
         if (!token->is_string() && !token->is_number_integer())
             throw RpcError{kInvalidParams, "_meta.progressToken must be a string or an integer"};
-        if (!protocol_->progress_messages) return nullptr;
+        if (!protocol().progress_messages) return nullptr;
         auto progress = std::make_unique<Progress>();
         progress->token = *token;
         progress->room = std::min<std::uint64_t>(limits.output_limit, mcp::kOutputShown);
@@ -392,15 +544,24 @@ class Server {
             throw std::invalid_argument("this server keeps at most " +
                                         std::to_string(max_sessions_) +
                                         " sessions (--max-sessions): end one first");
+        if (std::cmp_greater_equal(
+                std::ranges::count(sessions_, client_,
+                                   [](const auto& entry) { return entry.second.client; }),
+                max_client_sessions_))
+            throw std::invalid_argument("this server keeps at most " +
+                                        std::to_string(max_client_sessions_) +
+                                        " sessions a client (--max-client-sessions): end one "
+                                        "first");
         std::string session_id = encoding::random_hex(12);
         NamedSession& named = sessions_[session_id];
         named.offer = &offer;
+        named.client = client_;
         named.started = named.last_call = Clock::now();
         named.session = offer.pool->take();
         named.session->name_output("session-" + session_id, true);
         say("session " + session_id + " started (" + offer.name + ")");
         respond(id, mcp::text_result("session_id: " + session_id, {{"session_id", session_id}},
-                                     *protocol_));
+                                     protocol()));
     }
 
     void end_session(const json& id, const json& arguments) {
@@ -408,7 +569,7 @@ class Server {
         session_named(session_id);
         end_named_session(session_id, "end_session ended it");
         respond(id, mcp::text_result("session " + session_id + " ended",
-                                     {{"session_id", session_id}, {"ended", true}}, *protocol_));
+                                     {{"session_id", session_id}, {"ended", true}}, protocol()));
     }
 
     // Ends a session for `why`. Calls still waiting for it are answered: the session they named
@@ -436,7 +597,7 @@ class Server {
 
     void remember_end(const std::string& session_id, const std::string& why) {
         if (ended_.size() == kRememberedEnds) ended_.pop_front();
-        ended_.push_back({session_id, why});
+        ended_.push_back({session_id, sessions_.at(session_id).client, why});
     }
 
     // limits.lifetime and limits.idle_timeout, as `pysandbox session` keeps them: a session ends
@@ -544,12 +705,81 @@ class Server {
         }
     }
 
+    // A cell's result as `client` gets it: its big files offered as resources of the server's,
+    // and linked by file:// as well on stdio only, where the client shares the filesystem.
+    ordered_json result_of(ordered_json result, const std::string& client) {
+        const mcp::FileOffer offer = [&](const ordered_json& file) {
+            return offer_file(file, client);
+        };
+        return mcp::run_result(std::move(result), protocol_of(client), offer, !http_);
+    }
+
+    // ------------------------------------------------------------------ resources
+
+    std::string offer_file(const ordered_json& file, const std::string& client) {
+        const std::uint64_t size = file["size"].get<std::uint64_t>();
+        if (!file["host_path"].is_string() || size > kResourceCap) return {};
+        expire_resources();
+        if (resources_.size() >= kMaxResources)
+            resources_.erase(std::ranges::min_element(
+                resources_, {}, [](const auto& entry) { return entry.second.made; }));
+        const std::string name = file["path"].get<std::string>();
+        // file_uri's encoding of the path, under a name of the server's own.
+        std::string uri = "pysandbox://files/" + encoding::random_hex(8) + "/" +
+                          mcp::file_uri(name).substr(std::string_view("file://").size());
+        resources_[uri] = {client, file["host_path"].get<std::string>(),
+                           name,   file["media_type"].get<std::string>(),
+                           size,   Clock::now()};
+        return uri;
+    }
+
+    void expire_resources() {
+        const Clock::time_point now = Clock::now();
+        std::erase_if(resources_, [&](const auto& entry) {
+            return now - entry.second.made >= kResourceLifetime;
+        });
+    }
+
+    ordered_json resource_list() {
+        expire_resources();
+        ordered_json list = ordered_json::array();
+        for (const auto& [uri, resource] : resources_)
+            if (resource.client == client_)
+                list.push_back(
+                    {{"uri", uri}, {"name", resource.name}, {"mimeType", resource.mime_type}});
+        return list;
+    }
+
+    void read_resource(const json& id, const json& params) {
+        const auto uri = params.find("uri");
+        if (uri == params.end() || !uri->is_string())
+            throw RpcError{kInvalidParams, "resources/read needs a \"uri\" (a string)"};
+        expire_resources();
+        const auto it = resources_.find(uri->get<std::string>());
+        // Another client's resource is as absent to this one as one never made.
+        if (it == resources_.end() || it->second.client != client_)
+            throw RpcError{kResourceNotFound, "no resource " + uri->get<std::string>() +
+                                                  " (a file of this client's calls, kept for " +
+                                                  std::to_string(kResourceLifetime.count()) +
+                                                  " h)"};
+        const FileResource& resource = it->second;
+        HostFile read = read_host_file(resource.host_path, kResourceCap, O_NOFOLLOW);
+        if (read.problem != HostFile::Problem::none)
+            throw RpcError{kResourceNotFound, "the server's copy of " + it->first + " is gone"};
+        ordered_json content = {{"uri", it->first}, {"mimeType", resource.mime_type}};
+        if (encoding::is_utf8(read.data))
+            content["text"] = std::move(read.data);
+        else
+            content["blob"] = encoding::base64(read.data);
+        respond(id, {{"contents", ordered_json::array({std::move(content)})}});
+    }
+
     void answer_one_shots() {
         for (auto it = one_shots_.begin(); it != one_shots_.end();) {
             it->session->advance();
             if (auto result = it->session->take_result()) {
                 respond(it->call.id,
-                        mcp::run_result(one_shot_result(std::move(*result)), *protocol_));
+                        result_of(one_shot_result(std::move(*result)), it->call.client));
                 it->call.offer->pool->retire(std::move(it->session));
                 it = one_shots_.erase(it);
             } else {
@@ -567,7 +797,7 @@ class Server {
                 if (!named.ending.empty())
                     (*result)["message"] = "the session ended while this call ran (" +
                                            named.ending + "): the cell was killed";
-                respond(named.running->id, mcp::run_result(std::move(*result), *protocol_));
+                respond(named.running->id, result_of(std::move(*result), named.client));
             }
             named.running.reset();
             named.cancelled = false;
@@ -626,7 +856,8 @@ class Server {
               {"params",
                {{"progressToken", progress->token},
                 {"progress", progress->sent},
-                {"message", std::exchange(progress->text, {})}}}});
+                {"message", std::exchange(progress->text, {})}}}},
+             call.id, false);
         return std::nullopt;
     }
 
@@ -647,6 +878,10 @@ class Server {
     // Everything ends now: the sandboxes are killed and reaped; what was written is flushed.
     void stop(int exit_code) {
         if (!loop_.stop(exit_code)) return;
+        if (http_) {
+            routes_.clear();
+            http_->stop();
+        }
         waiting_.clear();
         one_shots_.clear();
         sessions_.clear();
@@ -660,13 +895,26 @@ class Server {
     const std::size_t max_calls_;
     const int verbose_;
     const ordered_json schema_;
+    const std::size_t max_client_sessions_;
     const std::string unavailable_;
-    const mcp::Protocol* protocol_ = &mcp::kLatestProtocol;  // until initialize negotiates one
+    std::unique_ptr<mcp::HttpTransport> http_;  // over HTTP; none on stdio
+    // The version each client negotiated (stdio's: client ""); the latest until it does.
+    std::map<std::string, const mcp::Protocol*> clients_;
+    std::string client_;  // whose message is being read
+    struct Route {
+        std::uint64_t exchange;
+        std::string id;  // the client's own, as JSON text
+        std::string client;
+    };
+    std::map<std::int64_t, Route> routes_;  // HTTP requests not answered yet, by our number
+    std::int64_t routed_ = 0;
+    std::uint64_t reading_ = 0;  // the exchange of the HTTP request being read
     std::deque<Call> waiting_;
     std::vector<OneShot> one_shots_;
     std::map<std::string, NamedSession> sessions_;
     struct EndedSession {
         std::string id;
+        std::string client;
         std::string why;
     };
     std::deque<EndedSession> ended_;
@@ -674,6 +922,7 @@ class Server {
     sys::TimerFd progress_clock_;  // a call's held-back progress is due
     std::optional<Clock::time_point> armed_for_;
     std::size_t one_shot_count_ = 0;
+    std::map<std::string, FileResource> resources_;  // by URI
 };
 
 // Says on stderr why the server cannot run code, as main() says it for the other commands, and
@@ -684,6 +933,50 @@ std::string start_up_error(std::string_view kind, std::string_view message) {
     return "pysandbox mcp cannot run code: " + line +
            "\nFix the server's command line (the arguments in this MCP client's configuration) "
            "and restart the server.";
+}
+
+// --http's address, token and limits; UsageError when they cannot be served securely.
+mcp::HttpOptions http_options(const McpInvocation& invocation,
+                              const std::vector<std::string>& host_env) {
+    mcp::HttpOptions options;
+    const auto address = mcp::parse_listen_address(invocation.http);
+    if (!address)
+        throw UsageError("--http " + invocation.http +
+                         ": give PORT, ADDR:PORT or [IPV6]:PORT (e.g. --http 8080)");
+    options.address = *address;
+    std::string where;
+    if (!invocation.http_token_file.empty()) {
+        std::ifstream file(invocation.http_token_file);
+        if (!file || !std::getline(file, options.token))
+            throw UsageError("--http-token-file " + invocation.http_token_file +
+                             ": cannot read a token from it");
+        where = "--http-token-file " + invocation.http_token_file;
+    } else {
+        constexpr std::string_view kVariable = "PYSANDBOX_MCP_TOKEN=";
+        for (const std::string& entry : host_env)
+            if (entry.starts_with(kVariable)) {
+                options.token = entry.substr(kVariable.size());
+                where = "$PYSANDBOX_MCP_TOKEN";
+            }
+    }
+    while (!options.token.empty() && (options.token.back() == '\r' || options.token.back() == ' ' ||
+                                      options.token.back() == '\t'))
+        options.token.pop_back();
+    if (!where.empty() && options.token.size() < 16)
+        throw UsageError("the bearer token of " + where +
+                         " is shorter than 16 characters: make a longer one (e.g. head -c 24 "
+                         "/dev/urandom | base64)");
+    options.allowed_origins = invocation.http_allow_origins;
+    options.max_body = kMaxMessage;
+    options.max_clients = invocation.http_max_clients;
+    options.max_client_requests = invocation.http_max_client_requests;
+    return options;
+}
+
+std::string http_url(const mcp::ListenAddress& address, int port) {
+    const std::string& host = address.host;
+    return "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+           std::to_string(port) + "/mcp";
 }
 
 }  // namespace
@@ -710,7 +1003,12 @@ int run_mcp(const McpInvocation& invocation, const std::vector<std::string>& hos
     } catch (const SysError& e) {
         unavailable = start_up_error("error", e.what());
     }
-    Server server(std::move(offers), options, std::move(unavailable));
+    // Over HTTP, options that cannot be served securely stop it here (exit 125), before a
+    // sandbox starts: a server nobody can reach safely is no server.
+    std::optional<mcp::HttpOptions> http;
+    if (!options.http.empty()) http = http_options(options, host_env);
+    Server server(std::move(offers), options, std::move(unavailable), http);
+    if (http) pysandbox::say("mcp listening on " + http_url(http->address, server.port()));
     server.start_pools(options.pool);
     return server.run();
 }

@@ -135,11 +135,13 @@ std::optional<std::string> read_copy(const std::string& path, std::size_t cap) {
     return std::move(file.data);
 }
 
-ordered_json file_block(const ordered_json& file, std::size_t& embedded, const Protocol& protocol) {
+// The blocks of one file the run made: embedded when small enough, else linked.
+void file_blocks(const ordered_json& file, std::size_t& embedded, const Protocol& protocol,
+                 const FileOffer& offer, bool host_links, ordered_json& content) {
     const std::string uri_in_sandbox = "file:///tmp/work/" + file["path"].get<std::string>();
     const auto& host_path = file["host_path"];
     const std::uint64_t size = file["size"].get<std::uint64_t>();
-    if (!host_path.is_string()) return nullptr;  // not copied (file["skipped"] says why)
+    if (!host_path.is_string()) return;  // not copied (file["skipped"] says why)
     const std::string path = host_path.get<std::string>();
     if (size <= kEmbedCap && embedded + size <= kEmbedTotal) {
         if (auto data = read_copy(path, kEmbedCap)) {
@@ -149,20 +151,28 @@ ordered_json file_block(const ordered_json& file, std::size_t& embedded, const P
                 resource["text"] = std::move(*data);
             else
                 resource["blob"] = encoding::base64(*data);
-            return {{"type", "resource"}, {"resource", std::move(resource)}};
+            content.push_back({{"type", "resource"}, {"resource", std::move(resource)}});
+            return;
         }
     }
-    if (!protocol.resource_links)
-        return {
-            {"type", "text"},
-            {"text", "The code wrote /tmp/work/" + file["path"].get<std::string>() + " (" +
-                         std::to_string(size) + " bytes, " + file["media_type"].get<std::string>() +
-                         "), too big to include here; the server's copy: " + path}};
-    return {{"type", "resource_link"},
-            {"uri", file_uri(path)},
-            {"name", file["path"]},
-            {"mimeType", file["media_type"]},
-            {"size", size}};
+    const std::string server_uri = offer ? offer(file) : std::string();
+    // Named in text where there is no link to give, or no resource_link to give it in.
+    if (!protocol.resource_links || (server_uri.empty() && !host_links)) {
+        std::string text = "The code wrote /tmp/work/" + file["path"].get<std::string>() + " (" +
+                           std::to_string(size) + " bytes, " +
+                           file["media_type"].get<std::string>() + "), too big to include here";
+        if (!server_uri.empty()) text += "; read it as resource " + server_uri;
+        if (host_links) text += "; the server's copy: " + path;
+        content.push_back({{"type", "text"}, {"text", std::move(text)}});
+        return;
+    }
+    for (const std::string& uri : {server_uri, host_links ? file_uri(path) : std::string()})
+        if (!uri.empty())
+            content.push_back({{"type", "resource_link"},
+                               {"uri", uri},
+                               {"name", file["path"]},
+                               {"mimeType", file["media_type"]},
+                               {"size", size}});
 }
 
 // run_python's inputSchema; `profile`: the profile argument's schema.
@@ -245,7 +255,8 @@ ordered_json tool_list(std::span<const std::string> profiles, const ordered_json
               protocol)});
 }
 
-ordered_json run_result(ordered_json result, const Protocol& protocol) {
+ordered_json run_result(ordered_json result, const Protocol& protocol, const FileOffer& offer,
+                        bool host_links) {
     shorten_output(result);
     shorten_figures(result);
     std::string text = interleaved(result, protocol);
@@ -270,8 +281,7 @@ ordered_json run_result(ordered_json result, const Protocol& protocol) {
         content.push_back({{"type", "image"}, {"data", figure["data"]}, {"mimeType", "image/png"}});
     std::size_t embedded = 0;
     for (const auto& file : result["files"])
-        if (ordered_json block = file_block(file, embedded, protocol); !block.is_null())
-            content.push_back(std::move(block));
+        file_blocks(file, embedded, protocol, offer, host_links, content);
     const bool failed = status != "ok";
     ordered_json answer = {{"content", std::move(content)}};
     if (protocol.structured_content) answer["structuredContent"] = std::move(result);

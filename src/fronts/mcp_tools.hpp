@@ -5,6 +5,7 @@
 // negotiated protocol version defines them (mcp_protocol.hpp). Pure functions: no sandbox here.
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -42,7 +43,14 @@ nlohmann::ordered_json tool_list(std::span<const std::string> profiles,
 // embedded (small) or linked (its host copy), the result as structuredContent, isError unless
 // the status is ok. Where the protocol has no structuredContent, the text holds what only it
 // would (a stream that is not UTF-8, as base64).
-nlohmann::ordered_json run_result(nlohmann::ordered_json result, const Protocol& protocol);
+//
+// A file too big to embed is linked by the URI `offer` gives it (the server's own resource,
+// which resources/read reads; empty: none), and, when `host_links` (stdio: client and server
+// share a filesystem), by a file:// link to its host copy as well. Before 2025-06-18 a text
+// block names them.
+using FileOffer = std::function<std::string(const nlohmann::ordered_json& file)>;
+nlohmann::ordered_json run_result(nlohmann::ordered_json result, const Protocol& protocol,
+                                  const FileOffer& offer = {}, bool host_links = true);
 
 // A tool's answer: one text block, and `structured` as structuredContent where the protocol has it.
 nlohmann::ordered_json text_result(std::string text, nlohmann::ordered_json structured,

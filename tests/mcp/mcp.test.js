@@ -202,9 +202,18 @@ describe('pysandbox mcp through the official TypeScript SDK', { timeout: 600_000
     const atCap = embedded['file:///tmp/work/at-cap.bin'];
     const atCapBytes = Buffer.from(atCap.blob ?? atCap.text, atCap.blob ? 'base64' : 'utf8');
     assert.equal(atCapBytes.length, EMBED_CAP);
+    // Beyond the cap: a resource of the server's, and on stdio a file:// link to its host copy.
     const links = blocksOf(result, 'resource_link');
-    assert.equal(links.length, 1, JSON.stringify(links));
-    assert.ok(links[0].uri.endsWith('/over-cap.bin'), links[0].uri);
+    assert.deepEqual(links.map(link => link.uri.split(':')[0]), ['pysandbox', 'file'],
+                     JSON.stringify(links));
+    for (const link of links) assert.ok(link.uri.endsWith('/over-cap.bin'), link.uri);
+    const listed = (await server.client.listResources()).resources.map(r => r.uri);
+    assert.ok(listed.includes(links[0].uri), JSON.stringify(listed));
+    const read = await server.client.readResource({ uri: links[0].uri });
+    assert.equal(read.contents.length, 1);
+    assert.equal(read.contents[0].text, 'b'.repeat(EMBED_CAP + 1));
+    await assert.rejects(server.client.readResource({ uri: 'pysandbox://files/0/nothing' }),
+                         error => error.code === -32002);
   });
 
   test('one-shot runs share nothing: variables and files are gone', async () => {

@@ -100,9 +100,12 @@ for (const [version, expected] of Object.entries(VERSIONS)) {
                        [['file:///tmp/work/small.txt', 'hi']]);
       const links = content.filter(block => block.type === 'resource_link');
       if (expected.resourceLinks) {
-        assert.equal(links.length, 1);
-        assert.ok(links[0].uri.endsWith('/big.bin'), links[0].uri);
-        assert.equal(links[0].size, EMBED_CAP + 1);
+        // The server's own resource, and on stdio a file:// link to its host copy as well.
+        assert.deepEqual(links.map(link => link.uri.split(':')[0]), ['pysandbox', 'file']);
+        for (const link of links) {
+          assert.ok(link.uri.endsWith('/big.bin'), link.uri);
+          assert.equal(link.size, EMBED_CAP + 1);
+        }
         return;
       }
       assert.deepEqual(links, []);
@@ -115,6 +118,11 @@ for (const [version, expected] of Object.entries(VERSIONS)) {
       const copy = /the server's copy: (\/\S+)$/.exec(note)?.[1];
       assert.ok(copy, note);
       assert.equal(fs.statSync(copy).size, EMBED_CAP + 1);
+      // And the resource it names reads back as the file.
+      const uri = /read it as resource (pysandbox:\S+);/.exec(note)?.[1];
+      assert.ok(uri, note);
+      const read = await server.client.readResource({ uri });
+      assert.equal(read.contents[0].text, 'b'.repeat(EMBED_CAP + 1));
     });
 
     test('a session: started, used, ended', async () => {

@@ -274,6 +274,29 @@ TEST_SUITE("mcp tools") {
         CHECK(content[3]["uri"].get<std::string>().ends_with("/big%20name.bin"));
     }
 
+    TEST_CASE("a file too big to embed: the server's resource, and file:// on stdio only") {
+        const CopiesDir copies;
+        ordered_json cell = cell_result("ok", "", "", ordered_json::array());
+        const std::string big = copies.write("big.bin", std::string(mcp::kEmbedCap + 1, 'x'));
+        cell["files"].push_back(made_file("big.bin", mcp::kEmbedCap + 1, big));
+        const mcp::FileOffer offer = [](const ordered_json& file) {
+            return "pysandbox://files/1/" + file["path"].get<std::string>();
+        };
+        const ordered_json stdio = mcp::run_result(cell, mcp::kLatestProtocol, offer, true);
+        REQUIRE(stdio["content"].size() == 3);
+        CHECK(stdio["content"][1]["uri"] == "pysandbox://files/1/big.bin");
+        CHECK(stdio["content"][2]["uri"] == mcp::file_uri(big));
+        const ordered_json http = mcp::run_result(cell, mcp::kLatestProtocol, offer, false);
+        REQUIRE(http["content"].size() == 2);
+        CHECK(http["content"][1]["uri"] == "pysandbox://files/1/big.bin");
+        // Not offered (too big for a resource) and no host link: named in the text alone.
+        const ordered_json neither = mcp::run_result(cell, mcp::kLatestProtocol, {}, false);
+        REQUIRE(neither["content"].size() == 2);
+        CHECK(neither["content"][1]["text"] ==
+              "The code wrote /tmp/work/big.bin (65537 bytes, application/octet-stream), too big "
+              "to include here");
+    }
+
     TEST_CASE("file URIs percent-encode what is not plain") {
         CHECK(mcp::file_uri("/tmp/a b/ü?.txt") == "file:///tmp/a%20b/%C3%BC%3F.txt");
     }

@@ -1,0 +1,291 @@
+// `pysandbox mcp --http`: the Streamable HTTP transport, through the official TypeScript SDK's
+// StreamableHTTPClientTransport, and plain fetch() for what a client must not get through: a bad
+// or missing token (401), a bad Origin (403), an oversized body (413), malformed JSON (400), an
+// unknown Mcp-Session-Id (404), a bad MCP-Protocol-Version (400); each leaves the good client's
+// session as it was. DELETE ends a client session and kills its sandboxes; 4 clients x 100 calls
+// leave the server's descriptors and memory flat. As root and as nobody. Every server listens on
+// loopback at a port the kernel picks, and dies with this process (setpriv --pdeathsig).
+//
+//   PYSANDBOX=$PWD/build/bin/pysandbox PYSANDBOX_AS=root node --test tests/mcp/http.test.js
+
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { after, before, describe, test } from 'node:test';
+
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+import { SERVER_ARGS, TIME_SLACK, openFds, poll, processesSeeing, rssKiB, sdk, serverCommand,
+         textOf } from './support.js';
+
+const TOKEN = 'test-token-0123456789abcdef';
+
+// `pysandbox mcp ARGS --http ADDRESS`: `url` resolves once it says where it listens.
+function startServer(address, { args = [], env = { PYSANDBOX_MCP_TOKEN: TOKEN } } = {}) {
+  const { command, args: argv } = serverCommand([...SERVER_ARGS, ...args, '--http', address]);
+  // The server ends with this process whatever happens to it: SIGTERM when its parent dies.
+  const spawned = command === 'setpriv' ? ['setpriv', '--pdeathsig', 'TERM', ...argv]
+                                        : ['setpriv', '--pdeathsig', 'TERM', '--', command, ...argv];
+  const merged = { ...process.env, ...env };
+  for (const key of Object.keys(merged)) if (merged[key] === undefined) delete merged[key];
+  const child = spawn(spawned[0], spawned.slice(1), { stdio: ['ignore', 'ignore', 'pipe'],
+                                                      env: merged });
+  const server = {
+    child,
+    stderr: '',
+    exit: new Promise(resolve => child.on('exit', (code, signal) => resolve({ code, signal }))),
+  };
+  child.stderr.setEncoding('utf8');
+  server.url = new Promise((resolve, reject) => {
+    child.stderr.on('data', chunk => {
+      server.stderr = (server.stderr + chunk).slice(-64 * 1024);
+      const found = /mcp listening on (http:\S+)/.exec(server.stderr);
+      if (found) resolve(found[1]);
+    });
+    server.exit.then(exit => reject(new Error(`the server exited (${JSON.stringify(exit)}) ` +
+                                              `before listening: ${server.stderr}`)));
+  });
+  server.url.catch(() => {});
+  return server;
+}
+
+async function connect(url, headers = { Authorization: `Bearer ${TOKEN}` }) {
+  const client = new sdk.Client({ name: 'http-test', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
+  await client.connect(transport, { timeout: 30_000 * TIME_SLACK });
+  return { client, transport };
+}
+
+function call(client, name, args, options = {}) {
+  return client.callTool({ name, arguments: args }, sdk.CallToolResultSchema,
+                         { timeout: 120_000 * TIME_SLACK, ...options });
+}
+
+function rawPost(url, body, headers = {}) {
+  return fetch(url, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
+               Authorization: `Bearer ${TOKEN}`, ...headers },
+    body,
+  });
+}
+
+describe('pysandbox mcp --http', { timeout: 600_000 }, () => {
+  let server;
+  let url;
+  let good;       // the client every refused request must leave as it was
+  let sessionId;  // good's MCP session; x counts the calls made in it
+  let x = 0;
+  before(async () => {
+    server = startServer('127.0.0.1:0');
+    url = await server.url;
+    assert.match(url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+    good = await connect(url);
+    sessionId = (await call(good.client, 'start_session', {})).structuredContent.session_id;
+    await call(good.client, 'run_python', { session_id: sessionId, code: 'x = 0' });
+  });
+  after(async () => {
+    await good?.client.close();
+    server?.child.kill('SIGTERM');
+    const exit = await server?.exit;
+    assert.deepEqual(exit, { code: 128 + 15, signal: null }, server?.stderr);
+  });
+
+  // The good client's session still has its state, and gets one call further.
+  async function goodStillServed() {
+    const result = await call(good.client, 'run_python', { session_id: sessionId,
+                                                           code: 'x += 1\nx' });
+    x += 1;
+    assert.equal(result.structuredContent.value, String(x), textOf(result));
+  }
+
+  test('initialize, tools/list, run_python, and a session across calls', async () => {
+    assert.match(good.transport.sessionId ?? '', /^[0-9a-f]{32}$/, 'no Mcp-Session-Id');
+    const tools = await good.client.listTools();
+    assert.deepEqual(tools.tools.map(t => t.name).sort(),
+                     ['end_session', 'run_python', 'start_session']);
+    const once = await call(good.client, 'run_python', { code: 'print(1)' });
+    assert.equal(once.structuredContent.stdout, '1\n');
+    await goodStillServed();
+  });
+
+  test('a body of several MiB within the 16 MiB limit is served', async () => {
+    const text = 'y'.repeat(3 << 20);
+    const result = await call(good.client, 'run_python', {
+      files: [{ name: 'big.txt', text }], code: 'print(len(open("big.txt").read()))' });
+    assert.equal(result.structuredContent.stdout, `${3 << 20}\n`, textOf(result));
+  });
+
+  test('progress comes over SSE while the code runs, then the result', async () => {
+    const notes = [];
+    let settled = false;
+    const result = await call(good.client, 'run_python', {
+      code: "import time\nprint('first', flush=True)\ntime.sleep(1)\nprint('second')",
+    }, { onprogress: progress => notes.push({ settled, ...progress }) })
+      .finally(() => { settled = true; });
+    assert.equal(result.structuredContent.stdout, 'first\nsecond\n');
+    assert.ok(notes.length >= 1, 'no progress notification came');
+    assert.equal(notes[0].message, 'first\n');
+    assert.equal(notes[0].settled, false, 'the first notification came after the result');
+  });
+
+  test("a client cannot see or end another client's session", async () => {
+    const other = await connect(url);
+    try {
+      const result = await call(other.client, 'run_python', { session_id: sessionId, code: 'x' });
+      assert.equal(result.isError, true, JSON.stringify(result));
+      assert.match(textOf(result), /no session/);
+      const ended = await call(other.client, 'end_session', { session_id: sessionId });
+      assert.equal(ended.isError, true, JSON.stringify(ended));
+    } finally {
+      await other.transport.terminateSession();
+      await other.client.close();
+    }
+    await goodStillServed();
+  });
+
+  test('DELETE ends the client session and kills its sandboxes', async () => {
+    const other = await connect(url);
+    const id = (await call(other.client, 'start_session', {})).structuredContent.session_id;
+    const marker = `/tmp/work/delete-${process.pid}-${Date.now()}`;
+    await call(other.client, 'run_python', { session_id: id,
+                                             code: `open(${JSON.stringify(marker)}, 'w')` });
+    assert.ok(processesSeeing(marker).length > 0, 'the session has no process');
+    const otherSession = other.transport.sessionId;
+    await other.transport.terminateSession();
+    await other.client.close();
+    const gone = await poll(() => processesSeeing(marker).length === 0,
+                            { timeoutMs: 10_000 * TIME_SLACK });
+    assert.ok(gone, "the session's sandbox outlived DELETE");
+    const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+    const reply = await rawPost(url, ping, { 'Mcp-Session-Id': otherSession });
+    assert.equal(reply.status, 404, await reply.text());
+    const again = await fetch(url, { method: 'DELETE', headers: {
+      Authorization: `Bearer ${TOKEN}`, 'Mcp-Session-Id': otherSession } });
+    assert.equal(again.status, 404);
+    await goodStillServed();
+  });
+
+  test("a file too big to embed is the client's own resource, with no file:// link",
+       async () => {
+    const big = 64 * 1024 + 1;
+    const result = await call(good.client, 'run_python', {
+      code: `open("big.txt", "w").write("c" * ${big})` });
+    const links = result.content.filter(block => block.type === 'resource_link');
+    assert.equal(links.length, 1, JSON.stringify(result.content));
+    assert.match(links[0].uri, /^pysandbox:\/\/files\/[0-9a-f]+\/big\.txt$/);
+    const read = await good.client.readResource({ uri: links[0].uri });
+    assert.equal(read.contents[0].text, 'c'.repeat(big));
+    assert.ok((await good.client.listResources()).resources.some(r => r.uri === links[0].uri));
+    const other = await connect(url);
+    try {
+      assert.deepEqual((await other.client.listResources()).resources, []);
+      await assert.rejects(other.client.readResource({ uri: links[0].uri }),
+                           error => error.code === -32002);
+    } finally {
+      await other.transport.terminateSession();
+      await other.client.close();
+    }
+    await goodStillServed();
+  });
+
+  test('refused requests get their status and change nothing', async () => {
+    const session = { 'Mcp-Session-Id': good.transport.sessionId };
+    const ping = JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'ping' });
+    const start = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/call',
+                                   params: { name: 'start_session', arguments: {} } });
+    const initialize = JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'initialize', params: {
+      protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } });
+    const cases = [
+      ['a bad token', () => rawPost(url, start, { ...session, Authorization: `Bearer ${TOKEN}x` }),
+       401],
+      ['no token', () => rawPost(url, initialize, { Authorization: '' }), 401],
+      ['a bad Origin', () => rawPost(url, start, { ...session, Origin: 'http://evil.example' }),
+       403],
+      ['a rebinding Origin', () => rawPost(url, initialize, {
+        Origin: `http://attacker.example:${new URL(url).port}` }), 403],
+      ['an oversized body', () => rawPost(url, JSON.stringify({ jsonrpc: '2.0', id: 10,
+        method: 'tools/call', params: { name: 'run_python',
+                                        arguments: { code: `x = 0  # ${'a'.repeat(17 << 20)}` } } }),
+      session), 413],
+      ['malformed JSON', () => rawPost(url, '{"jsonrpc": "2.0", "id": 11, "method"', session), 400],
+      ['a batch', () => rawPost(url, `[${ping}]`, session), 400],
+      ['an unknown Mcp-Session-Id', () => rawPost(url, start, { 'Mcp-Session-Id': 'f'.repeat(32) }),
+       404],
+      ['no Mcp-Session-Id', () => rawPost(url, start), 400],
+      ['a bad MCP-Protocol-Version', () => rawPost(url, start, {
+        ...session, 'MCP-Protocol-Version': '1999-01-01' }), 400],
+      ['initialize with a session id', () => rawPost(url, initialize, session), 400],
+      ['no text/event-stream in Accept', () => rawPost(url, ping, {
+        ...session, Accept: 'application/json' }), 406],
+      ['another Content-Type', () => rawPost(url, ping, { ...session,
+                                                          'Content-Type': 'text/plain' }), 415],
+      ['GET', () => fetch(url, { headers: { Authorization: `Bearer ${TOKEN}`, ...session,
+                                            Accept: 'text/event-stream' } }), 405],
+      ['another path', () => rawPost(url.replace(/\/mcp$/, '/other'), ping, session), 404],
+    ];
+    for (const [what, send, status] of cases) {
+      const answer = await send();
+      const text = await answer.text();
+      assert.equal(answer.status, status, `${what}: ${text}`);
+      if (what === 'malformed JSON') assert.equal(JSON.parse(text).error.code, -32700);
+      if (status === 401) assert.equal(answer.headers.get('www-authenticate'), 'Bearer');
+      assert.equal(answer.headers.get('mcp-session-id'), null, `${what} made a session`);
+      await goodStillServed();
+    }
+    // None of the refused start_session calls made a session, nor a refused initialize a client.
+    const listed = await call(good.client, 'start_session', {});
+    await call(good.client, 'end_session', { session_id: listed.structuredContent.session_id });
+    // Its own Origin is welcome.
+    const own = await rawPost(url, ping, { ...session, Origin: new URL(url).origin });
+    const ownText = await own.text();
+    assert.equal(own.status, 200, ownText);
+    assert.deepEqual(JSON.parse(ownText), { jsonrpc: '2.0', id: 7, result: {} });
+  });
+
+  test('4 clients x 100 calls leave descriptors and memory flat', async () => {
+    const pid = server.child.pid;
+    const clients = await Promise.all([0, 1, 2, 3].map(() => connect(url)));
+    const sessions = await Promise.all(clients.map(async ({ client }) =>
+      (await call(client, 'start_session', {})).structuredContent.session_id));
+    const round = calls => Promise.all(clients.map(async ({ client }, n) => {
+      for (let i = 0; i < calls; ++i) {
+        const result = await call(client, 'run_python', { session_id: sessions[n],
+                                                          code: `print(${i})` });
+        assert.equal(result.structuredContent.stdout, `${i}\n`);
+      }
+    }));
+    await round(10);  // warm: buffers and maps at their working size
+    const fds = openFds(pid).length;
+    const rss = rssKiB(pid);
+    await round(100);
+    const fdsAfter = openFds(pid).length;
+    const rssAfter = rssKiB(pid);
+    for (const { client, transport } of clients) {
+      await transport.terminateSession();
+      await client.close();
+    }
+    assert.ok(fdsAfter <= fds + 4, `descriptors grew from ${fds} to ${fdsAfter}`);
+    assert.ok(rssAfter <= rss + 8 * 1024, `RSS grew from ${rss} KiB to ${rssAfter} KiB`);
+    await goodStillServed();
+  });
+});
+
+describe('pysandbox mcp --http refuses to serve insecurely', { timeout: 120_000 }, () => {
+  test('beyond loopback without a token: exit 125 with the fix', async () => {
+    const server = startServer('0.0.0.0:0', { env: { PYSANDBOX_MCP_TOKEN: undefined } });
+    assert.deepEqual(await server.exit, { code: 125, signal: null }, server.stderr);
+    assert.match(server.stderr, /--http-token-file/);
+  });
+
+  test('a token too short to be one: exit 125', async () => {
+    const server = startServer('127.0.0.1:0', { env: { PYSANDBOX_MCP_TOKEN: 'short' } });
+    assert.deepEqual(await server.exit, { code: 125, signal: null }, server.stderr);
+    assert.match(server.stderr, /shorter than 16/);
+  });
+
+  test('a bad address: exit 125', async () => {
+    const server = startServer('example.com:80');
+    assert.deepEqual(await server.exit, { code: 125, signal: null }, server.stderr);
+    assert.match(server.stderr, /--http example\.com:80/);
+  });
+});
