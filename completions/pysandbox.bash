@@ -4,7 +4,8 @@
 
 _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
     case $1 in
-        '') REPLY='run check session mcp batch profile doctor' ;;
+        '') REPLY='run check session mcp batch kernel profile doctor' ;;
+        'kernel') REPLY='install' ;;
         'profile') REPLY='list show' ;;
         *) REPLY='' ;;
     esac
@@ -17,6 +18,8 @@ _pysandbox_options() {  # $1: a command path; REPLY: its options
         'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log --pool --ndjson -v --verbose' ;;
         'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log -v --verbose' ;;
         'batch') REPLY='-h --help -p --profile -j --jobs --keep-order --no-preload --fork --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --output-dir --incident-log --fail-on-error --junit -q --quiet -v --verbose' ;;
+        'kernel') REPLY='-h --help -f --connection-file -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --incident-log -v --verbose' ;;
+        'kernel install') REPLY='-h --help --user --sys-prefix --prefix --name -p --profile' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
         'profile show') REPLY='-h --help' ;;
@@ -95,6 +98,23 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'batch|--output-dir') REPLY='directory' ;;
         'batch|--incident-log') REPLY='file' ;;
         'batch|--junit') REPLY='file' ;;
+        'kernel|-f'|'kernel|--connection-file') REPLY='file' ;;
+        'kernel|-p'|'kernel|--profile') REPLY='profile' ;;
+        'kernel|--timeout') REPLY='text' ;;
+        'kernel|--cpu-time') REPLY='text' ;;
+        'kernel|--memory') REPLY='text' ;;
+        'kernel|--max-procs') REPLY='text' ;;
+        'kernel|--cpus') REPLY='text' ;;
+        'kernel|--tmp-size') REPLY='text' ;;
+        'kernel|--output-limit') REPLY='text' ;;
+        'kernel|--net') REPLY='choice none loopback proxy' ;;
+        'kernel|--allow') REPLY='text' ;;
+        'kernel|--env') REPLY='text' ;;
+        'kernel|--input') REPLY='file' ;;
+        'kernel|--incident-log') REPLY='file' ;;
+        'kernel install|--prefix') REPLY='directory' ;;
+        'kernel install|--name') REPLY='text' ;;
+        'kernel install|-p'|'kernel install|--profile') REPLY='profile' ;;
         *) REPLY='flag' ;;
     esac
 }

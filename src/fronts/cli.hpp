@@ -14,7 +14,19 @@
 
 namespace pysandbox {
 
-enum class Command { none, run, check, session, mcp, batch, profile_list, profile_show, doctor };
+enum class Command {
+    none,
+    run,
+    check,
+    session,
+    mcp,
+    batch,
+    kernel,
+    kernel_install,
+    profile_list,
+    profile_show,
+    doctor
+};
 
 // `pysandbox run`.
 struct RunInvocation {
@@ -41,6 +53,19 @@ struct SessionInvocation {
     bool ndjson = false;   // NDJSON even when stdin is a terminal
     std::size_t pool = 0;  // sandboxes kept started for after a lost state
     int verbose = 0;
+};
+
+// `pysandbox kernel` and `pysandbox kernel install`.
+struct KernelInvocation {
+    std::string profile = "default";
+    std::string connection_file;  // -f: the client's, with the ports and the signing key
+    Overrides overrides;
+    int verbose = 0;
+    // install: where the kernelspec goes (--user, --sys-prefix, --prefix DIR; default --user)
+    bool user = false;
+    bool sys_prefix = false;
+    std::string prefix;
+    std::string name = "pysandbox";
 };
 
 // `pysandbox mcp`.
@@ -74,6 +99,7 @@ struct Invocation {
     CheckInvocation check;
     SessionInvocation session;
     McpInvocation mcp;
+    KernelInvocation kernel;
     BatchInvocation batch;
     std::string profile_name;  // `profile show NAME`
 };

@@ -51,6 +51,7 @@ EXTERNAL = {
     "input.txt": "the user's input file, in the man page's examples",
     "report.txt": "a file the man page's example script writes",
     "primes.txt": "the make target of the README's Makefile example",
+    "kernel.json": "the kernelspec `pysandbox kernel install` writes into Jupyter's directory",
     "mine.toml": "the user's profile, in the README's example of -p ./FILE",
     "local.toml": "the profile a unit test writes into its own directory",
     # Files the tools write or run, never committed.
