@@ -140,6 +140,29 @@ class KernelTest(SandboxTestCase):
                          ["ZeroDivisionError"])
         self.assertEqual(cells[2][-1]["data"], {"text/plain": "42"})
 
+    def test_install_writes_a_kernelspec_jupyter_finds(self) -> None:
+        prefix = self.dir / "prefix"
+        run = subprocess.run(command_prefix() + [PYSANDBOX, "kernel", "install", "--prefix",
+                                                 str(prefix), "--name", "sbx", "-p", "strict"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        found = subprocess.run(
+            [PYTHON, "-c", "import json; from jupyter_client.kernelspec import "
+             "KernelSpecManager as M; s = M().get_kernel_spec('sbx'); "
+             "print(json.dumps([s.argv, s.display_name]))"],
+            env=dict(os.environ, JUPYTER_PATH=str(prefix / "share/jupyter")),
+            capture_output=True, text=True, timeout=30)
+        self.assertEqual(found.returncode, 0, found.stderr)
+        argv, name = json.loads(found.stdout)
+        self.assertEqual(argv[1:], ["kernel", "-f", "{connection_file}", "-p", "strict"])
+        self.assertEqual(os.path.realpath(argv[0]), os.path.realpath(PYSANDBOX))
+        self.assertIn("sandboxed", name)
+        bad = subprocess.run(command_prefix() + [PYSANDBOX, "kernel", "install", "--prefix",
+                                                 str(prefix), "--name", "a/b"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(bad.returncode, 125)
+        self.assertIn("must be letters", bad.stderr)
+
     def test_bad_connection_file_exits_125_with_a_reason(self) -> None:
         bad = self.dir / "bad.json"
         for text, reason in (("not json", "not a JSON object"),
