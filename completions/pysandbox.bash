@@ -4,23 +4,33 @@
 
 _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
     case $1 in
-        '') REPLY='run check session mcp batch profile doctor' ;;
+        '') REPLY='run check session mcp batch kernel profile doctor env' ;;
+        'kernel') REPLY='install' ;;
         'profile') REPLY='list show' ;;
+        'env') REPLY='create list show rm prune' ;;
         *) REPLY='' ;;
     esac
 }
 _pysandbox_options() {  # $1: a command path; REPLY: its options
     case $1 in
         '') REPLY='-h --help --version' ;;
-        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --output-dir --workdir --incident-log -c --json --fail-on-truncation -v --verbose --trace-syscalls' ;;
+        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --with-env --cache-dir --output-dir --output-runs --workdir --incident-log -c --json --fail-on-truncation -v --verbose --trace-syscalls' ;;
         'check') REPLY='-h --help -p --profile --json --incident-log' ;;
-        'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log --pool --ndjson -v --verbose' ;;
-        'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --http --http-token-file --http-allow-origin --http-max-clients --http-max-client-requests --max-client-sessions --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --output-dir --incident-log -v --verbose' ;;
+        'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --with-env --cache-dir --output-dir --incident-log --pool --ndjson -v --verbose' ;;
+        'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --http --http-token-file --http-allow-origin --http-max-clients --http-max-client-requests --max-client-sessions --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --with-env --cache-dir --output-dir --incident-log -v --verbose' ;;
         'batch') REPLY='-h --help -p --profile -j --jobs --keep-order --no-preload --fork --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --output-dir --incident-log --fail-on-error --junit -q --quiet -v --verbose' ;;
+        'kernel') REPLY='-h --help -f --connection-file -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --with-env --cache-dir --incident-log -v --verbose' ;;
+        'kernel install') REPLY='-h --help --user --sys-prefix --prefix --name -p --profile' ;;
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
         'profile show') REPLY='-h --help' ;;
         'doctor') REPLY='-h --help --json' ;;
+        'env') REPLY='-h --help' ;;
+        'env create') REPLY='-h --help -r --requirement --script --find-links --index-url --allow-build --timeout --max-size --json -v --verbose --cache-dir' ;;
+        'env list') REPLY='-h --help --json --cache-dir' ;;
+        'env show') REPLY='-h --help --json --verify --cache-dir' ;;
+        'env rm') REPLY='-h --help --cache-dir' ;;
+        'env prune') REPLY='-h --help --older-than --max-size --cache-dir' ;;
         *) REPLY='' ;;
     esac
 }
@@ -38,7 +48,10 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'run|--allow') REPLY='text' ;;
         'run|--env') REPLY='text' ;;
         'run|--input') REPLY='file' ;;
+        'run|--with-env') REPLY='text' ;;
+        'run|--cache-dir') REPLY='directory' ;;
         'run|--output-dir') REPLY='directory' ;;
+        'run|--output-runs') REPLY='directory' ;;
         'run|--workdir') REPLY='directory' ;;
         'run|--incident-log') REPLY='file' ;;
         'run|-c') REPLY='text' ;;
@@ -58,6 +71,8 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'session|--allow') REPLY='text' ;;
         'session|--env') REPLY='text' ;;
         'session|--input') REPLY='file' ;;
+        'session|--with-env') REPLY='text' ;;
+        'session|--cache-dir') REPLY='directory' ;;
         'session|--output-dir') REPLY='directory' ;;
         'session|--incident-log') REPLY='file' ;;
         'session|--pool') REPLY='text' ;;
@@ -84,6 +99,8 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'mcp|--allow') REPLY='text' ;;
         'mcp|--env') REPLY='text' ;;
         'mcp|--input') REPLY='file' ;;
+        'mcp|--with-env') REPLY='text' ;;
+        'mcp|--cache-dir') REPLY='directory' ;;
         'mcp|--output-dir') REPLY='directory' ;;
         'mcp|--incident-log') REPLY='file' ;;
         'batch|-p'|'batch|--profile') REPLY='profile' ;;
@@ -101,6 +118,38 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'batch|--output-dir') REPLY='directory' ;;
         'batch|--incident-log') REPLY='file' ;;
         'batch|--junit') REPLY='file' ;;
+        'kernel|-f'|'kernel|--connection-file') REPLY='file' ;;
+        'kernel|-p'|'kernel|--profile') REPLY='profile' ;;
+        'kernel|--timeout') REPLY='text' ;;
+        'kernel|--cpu-time') REPLY='text' ;;
+        'kernel|--memory') REPLY='text' ;;
+        'kernel|--max-procs') REPLY='text' ;;
+        'kernel|--cpus') REPLY='text' ;;
+        'kernel|--tmp-size') REPLY='text' ;;
+        'kernel|--output-limit') REPLY='text' ;;
+        'kernel|--net') REPLY='choice none loopback proxy' ;;
+        'kernel|--allow') REPLY='text' ;;
+        'kernel|--env') REPLY='text' ;;
+        'kernel|--input') REPLY='file' ;;
+        'kernel|--with-env') REPLY='text' ;;
+        'kernel|--cache-dir') REPLY='directory' ;;
+        'kernel|--incident-log') REPLY='file' ;;
+        'kernel install|--prefix') REPLY='directory' ;;
+        'kernel install|--name') REPLY='text' ;;
+        'kernel install|-p'|'kernel install|--profile') REPLY='profile' ;;
+        'env create|-r'|'env create|--requirement') REPLY='file' ;;
+        'env create|--script') REPLY='file' ;;
+        'env create|--find-links') REPLY='directory' ;;
+        'env create|--index-url') REPLY='text' ;;
+        'env create|--timeout') REPLY='text' ;;
+        'env create|--max-size') REPLY='text' ;;
+        'env create|--cache-dir') REPLY='directory' ;;
+        'env list|--cache-dir') REPLY='directory' ;;
+        'env show|--cache-dir') REPLY='directory' ;;
+        'env rm|--cache-dir') REPLY='directory' ;;
+        'env prune|--older-than') REPLY='text' ;;
+        'env prune|--max-size') REPLY='text' ;;
+        'env prune|--cache-dir') REPLY='directory' ;;
         *) REPLY='flag' ;;
     esac
 }
@@ -110,6 +159,9 @@ _pysandbox_positional_kind() {  # $1: 'path|index'; REPLY: what that positional 
         'check|0') REPLY='file' ;;
         'batch|0') REPLY='text' ;;
         'profile show|0') REPLY='profile' ;;
+        'env create|0') REPLY='text' ;;
+        'env show|0') REPLY='text' ;;
+        'env rm|0') REPLY='text' ;;
         *) REPLY='text' ;;
     esac
 }

@@ -40,7 +40,9 @@ end
 function __pysandbox_subcommands  # $argv: a command path
     switch "$argv"
         case ''
-            echo run check session mcp batch profile doctor env
+            echo run check session mcp batch kernel profile doctor env
+        case 'kernel'
+            echo install
         case 'profile'
             echo list show
         case 'env'
@@ -138,6 +140,28 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'batch|--output-dir' \
             'batch|--incident-log' \
             'batch|--junit' \
+            'kernel|-f' \
+            'kernel|--connection-file' \
+            'kernel|-p' \
+            'kernel|--profile' \
+            'kernel|--timeout' \
+            'kernel|--cpu-time' \
+            'kernel|--memory' \
+            'kernel|--max-procs' \
+            'kernel|--cpus' \
+            'kernel|--tmp-size' \
+            'kernel|--output-limit' \
+            'kernel|--net' \
+            'kernel|--allow' \
+            'kernel|--env' \
+            'kernel|--input' \
+            'kernel|--with-env' \
+            'kernel|--cache-dir' \
+            'kernel|--incident-log' \
+            'kernel install|--prefix' \
+            'kernel install|--name' \
+            'kernel install|-p' \
+            'kernel install|--profile' \
             'env create|-r' \
             'env create|--requirement' \
             'env create|--script' \
@@ -163,6 +187,7 @@ complete -c pysandbox -n '__pysandbox_at' -f -a 'check' -d 'Report the script'\'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'session' -d 'Keep one sandboxed interpreter across cells: NDJSON requests on stdin, one result line each on stdout; a small REPL when stdin is a terminal'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'mcp' -d 'Serve the Model Context Protocol on stdio (or Streamable HTTP: --http): tools run_python, start_session and end_session, each call in its own sandbox or session, from warm sandboxes'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'batch' -d 'Run many jobs (JSON lines: code or script, args, stdin, timeout, profile, inputs), N at a time, each in a sandbox of its own; one result line per job on stdout'
+complete -c pysandbox -n '__pysandbox_at' -f -a 'kernel' -d 'Serve a Jupyter kernel (messaging protocol 5.3, ZeroMQ) whose cells run in one sandboxed session; `kernel install` writes its kernelspec'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'profile' -d 'List or show profiles'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'doctor' -d 'Check what this host allows, and how to fix what it does not'
 complete -c pysandbox -n '__pysandbox_at' -f -a 'env' -d 'Create, list, show and remove package environments'
@@ -271,6 +296,31 @@ complete -c pysandbox -n '__pysandbox_at batch' -l fail-on-error -d 'Exit 1 when
 complete -c pysandbox -n '__pysandbox_at batch' -l junit -r -F -d 'Write a JUnit XML report to FILE, one testcase a job (replaced at the end, never followed if a symlink)'
 complete -c pysandbox -n '__pysandbox_at batch' -s q -l quiet -d 'No progress line and no summary on stderr (the results are still written)'
 complete -c pysandbox -n '__pysandbox_at batch' -s v -l verbose -d 'Say on stderr what the batch does'
+complete -c pysandbox -n '__pysandbox_at kernel' -f -a 'install' -d 'Write a kernelspec whose argv runs `pysandbox kernel` with this profile'
+complete -c pysandbox -n '__pysandbox_at kernel' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at kernel' -s f -l connection-file -r -F -d 'The connection file the Jupyter client wrote (ports, key, scheme)'
+complete -c pysandbox -n '__pysandbox_at kernel' -s p -l profile -x -a '(__pysandbox_profiles)' -d 'Profile name, or a path containing '\''/'\'''
+complete -c pysandbox -n '__pysandbox_at kernel' -l timeout -x -d 'Longest a cell may run, e.g. 5 (seconds), 1m30s; a cell past it is interrupted and ends in an error naming the limit'
+complete -c pysandbox -n '__pysandbox_at kernel' -l cpu-time -x -d 'CPU time limit, e.g. 10 (seconds), 1m30s'
+complete -c pysandbox -n '__pysandbox_at kernel' -l memory -x -d 'Memory limit, e.g. 256MiB, 64mb, 1G (units are powers of 1024)'
+complete -c pysandbox -n '__pysandbox_at kernel' -l max-procs -x -d 'Processes and threads, together'
+complete -c pysandbox -n '__pysandbox_at kernel' -l cpus -x -d 'CPUs to run on; also sizes numeric thread pools'
+complete -c pysandbox -n '__pysandbox_at kernel' -l tmp-size -x -d 'Size of the writable /tmp'
+complete -c pysandbox -n '__pysandbox_at kernel' -l output-limit -x -d 'Bytes of stdout+stderr kept'
+complete -c pysandbox -n '__pysandbox_at kernel' -l net -x -a 'none loopback proxy' -d 'Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to the allowed HOST:PORTs only)'
+complete -c pysandbox -n '__pysandbox_at kernel' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
+complete -c pysandbox -n '__pysandbox_at kernel' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
+complete -c pysandbox -n '__pysandbox_at kernel' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
+complete -c pysandbox -n '__pysandbox_at kernel' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s'
+complete -c pysandbox -n '__pysandbox_at kernel' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
+complete -c pysandbox -n '__pysandbox_at kernel' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
+complete -c pysandbox -n '__pysandbox_at kernel' -s v -l verbose -d 'Say what the kernel and the sandbox do'
+complete -c pysandbox -n '__pysandbox_at kernel install' -s h -l help -d 'Print this help message and exit'
+complete -c pysandbox -n '__pysandbox_at kernel install' -l user -d 'Into the user'\''s Jupyter data dir (the default)'
+complete -c pysandbox -n '__pysandbox_at kernel install' -l sys-prefix -d 'Into sys.prefix'\''s share/jupyter (python3'\''s)'
+complete -c pysandbox -n '__pysandbox_at kernel install' -l prefix -x -a '(__fish_complete_directories)' -d 'Into DIR/share/jupyter/kernels'
+complete -c pysandbox -n '__pysandbox_at kernel install' -l name -x -d 'The kernelspec'\''s name (letters, digits, . _ -)'
+complete -c pysandbox -n '__pysandbox_at kernel install' -s p -l profile -x -a '(__pysandbox_profiles)' -d 'The profile the kernel runs its cells in'
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'list' -d 'List the profiles that can be named'
 complete -c pysandbox -n '__pysandbox_at profile' -f -a 'show' -d 'Print a profile, fully resolved, as TOML'
 complete -c pysandbox -n '__pysandbox_at profile' -s h -l help -d 'Print this help message and exit'

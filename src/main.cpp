@@ -15,6 +15,7 @@
 #include "fronts/cli.hpp"
 #include "fronts/doctor.hpp"
 #include "fronts/env.hpp"
+#include "fronts/kernel_install.hpp"
 #include "fronts/mcp.hpp"
 #include "fronts/profile.hpp"
 #include "fronts/run.hpp"
@@ -96,6 +97,8 @@ int dispatch(const Invocation& invocation) {
         case Command::session: return run_session(invocation.session, host_environment());
         case Command::mcp: return run_mcp(invocation.mcp, host_environment());
         case Command::batch: return run_batch(invocation.batch, host_environment());
+        case Command::kernel_install: return install_kernelspec(invocation.kernel);
+        case Command::kernel: break;  // main execs the kernel program
         case Command::profile_list: return profile_list();
         case Command::profile_show: return profile_show(invocation.profile_name);
         case Command::doctor: return doctor::report(doctor::run_checks(), invocation.doctor_json);
@@ -136,6 +139,7 @@ int main(int argc, char** argv) {
                                      ? invocation.session.profile
                                      : invocation.run.profile;
     try {
+        if (invocation.command == Command::kernel) exec_kernel_program(argv);
         return dispatch(invocation);
     } catch (const UsageError& e) {
         return fail(json, "error", e.what(), profile);

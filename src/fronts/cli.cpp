@@ -370,6 +370,50 @@ void add_mcp_command(CLI::App& app, Invocation& out) {
         "See MCP SERVER in pysandbox(1).");
 }
 
+void add_kernel_command(CLI::App& app, Invocation& out) {
+    CLI::App* kernel = app.add_subcommand(
+        "kernel",
+        "Serve a Jupyter kernel (messaging protocol 5.3, ZeroMQ) whose cells run in one "
+        "sandboxed session; `kernel install` writes its kernelspec");
+    KernelInvocation& k = out.kernel;
+    kernel
+        ->add_option("-f,--connection-file", k.connection_file,
+                     "The connection file the Jupyter client wrote (ports, key, scheme)")
+        ->type_name("FILE");
+    kernel->add_option("-p,--profile", k.profile, "Profile name, or a path containing '/'")
+        ->type_name("PROFILE");
+    add_limit_options(*kernel, k.overrides,
+                      "Longest a cell may run, e.g. 5 (seconds), 1m30s; a cell past it is "
+                      "interrupted and ends in an error naming the limit");
+    add_network_options(*kernel, k.overrides);
+    add_input_options(*kernel, k.overrides);
+    add_incident_log_option(*kernel, k.overrides.incident_log);
+    kernel->add_flag("-v,--verbose", k.verbose, "Say what the kernel and the sandbox do");
+    kernel->callback([&out] {
+        if (out.command == Command::kernel_install) return;
+        out.command = Command::kernel;
+        check_allow_needs_proxy(out.kernel.overrides);
+        if (out.kernel.connection_file.empty())
+            throw CLI::ValidationError("--connection-file",
+                                       "pysandbox kernel needs -f CONNECTION_FILE (Jupyter "
+                                       "passes it: install the kernelspec with `pysandbox "
+                                       "kernel install`)");
+    });
+    CLI::App* install = kernel->add_subcommand(
+        "install", "Write a kernelspec whose argv runs `pysandbox kernel` with this profile");
+    install->add_flag("--user", k.user, "Into the user's Jupyter data dir (the default)");
+    install->add_flag("--sys-prefix", k.sys_prefix, "Into sys.prefix's share/jupyter (python3's)");
+    install->add_option("--prefix", k.prefix, "Into DIR/share/jupyter/kernels")->type_name("DIR");
+    install->add_option("--name", k.name, "The kernelspec's name (letters, digits, . _ -)")
+        ->type_name("NAME");
+    install->add_option("-p,--profile", k.profile, "The profile the kernel runs its cells in")
+        ->type_name("PROFILE");
+    install->callback([&out] { out.command = Command::kernel_install; });
+    kernel->footer(
+        "Jupyter starts it through the kernelspec: pysandbox kernel install --user, then pick "
+        "\"Python (sandboxed)\". See JUPYTER in pysandbox(1).");
+}
+
 void add_batch_command(CLI::App& app, Invocation& out) {
     CLI::App* batch = app.add_subcommand(
         "batch",
@@ -565,9 +609,11 @@ struct CommandSpec {
 
 // In the order --help lists them.
 constexpr CommandSpec kCommands[] = {
-    {"run", add_run_command},       {"check", add_check_command}, {"session", add_session_command},
-    {"mcp", add_mcp_command},       {"batch", add_batch_command}, {"profile", add_profile_command},
-    {"doctor", add_doctor_command}, {"env", add_env_command},
+    {"run", add_run_command},         {"check", add_check_command},
+    {"session", add_session_command}, {"mcp", add_mcp_command},
+    {"batch", add_batch_command},     {"kernel", add_kernel_command},
+    {"profile", add_profile_command}, {"doctor", add_doctor_command},
+    {"env", add_env_command},
 };
 
 bool is_command(std::string_view name) {

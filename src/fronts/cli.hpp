@@ -23,6 +23,8 @@ enum class Command {
     session,
     mcp,
     batch,
+    kernel,
+    kernel_install,
     profile_list,
     profile_show,
     doctor,
@@ -58,6 +60,19 @@ struct SessionInvocation {
     bool ndjson = false;   // NDJSON even when stdin is a terminal
     std::size_t pool = 0;  // sandboxes kept started for after a lost state
     int verbose = 0;
+};
+
+// `pysandbox kernel` and `pysandbox kernel install`.
+struct KernelInvocation {
+    std::string profile = "default";
+    std::string connection_file;  // -f: the client's, with the ports and the signing key
+    Overrides overrides;
+    int verbose = 0;
+    // install: where the kernelspec goes (--user, --sys-prefix, --prefix DIR; default --user)
+    bool user = false;
+    bool sys_prefix = false;
+    std::string prefix;
+    std::string name = "pysandbox";
 };
 
 // `pysandbox mcp`.
@@ -116,6 +131,7 @@ struct Invocation {
     CheckInvocation check;
     SessionInvocation session;
     McpInvocation mcp;
+    KernelInvocation kernel;
     BatchInvocation batch;
     EnvInvocation env;
     std::string profile_name;  // `profile show NAME`

@@ -19,6 +19,29 @@ bool is_blank(std::string_view line) {
     return line.find_first_not_of(" \t\r") == std::string_view::npos;
 }
 
+int open_brackets(std::string_view code) {
+    int depth = 0;
+    char quote = 0;
+    for (std::size_t i = 0; i < code.size(); ++i) {
+        const char c = code[i];
+        if (quote != 0) {
+            if (c == '\\')
+                ++i;
+            else if (c == quote || c == '\n')
+                quote = 0;
+        } else if (c == '#') {
+            while (i + 1 < code.size() && code[i + 1] != '\n') ++i;
+        } else if (c == '\'' || c == '"') {
+            quote = c;
+        } else if (c == '(' || c == '[' || c == '{') {
+            ++depth;
+        } else if (c == ')' || c == ']' || c == '}') {
+            --depth;
+        }
+    }
+    return depth;
+}
+
 FrontLoop::FrontLoop(bool privileged, int input_fd, std::size_t max_line)
     : signals_{sys::kStopSignals}, input_(input_fd, max_line), output_(STDOUT_FILENO) {
     if (privileged) check_sys(::setgroups(0, nullptr), "setgroups(0, {})");

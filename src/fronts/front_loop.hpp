@@ -23,6 +23,11 @@ void say(std::string_view line, std::string_view who = "pysandbox");
 // A line of nothing but spaces, tabs and a carriage return: no request.
 bool is_blank(std::string_view line);
 
+// Python brackets opened minus closed in `code`, outside strings and comments (a string ends with
+// its line: one over several lines is not followed). A terminal's REPL and a kernel's
+// is_complete ask it whether a statement goes on.
+int open_brackets(std::string_view code);
+
 class FrontLoop {
   public:
     // Blocks sys::kStopSignals, the signals `run` forwards to its script, before the first sandbox

@@ -35,7 +35,7 @@ class ReplInput {
         if (block_.empty() && blank) return std::nullopt;
         if (!block_.empty() && blank && depth_ <= 0 && !continued_) return take();
         block_ += line + "\n";
-        depth_ += brackets(line);
+        depth_ += open_brackets(line);
         const std::size_t last = line.find_last_not_of(" \t\r");
         continued_ = last != std::string::npos && line[last] == '\\';
         if (depth_ <= 0 && last != std::string::npos && line[last] == ':') compound_ = true;
@@ -52,31 +52,6 @@ class ReplInput {
         depth_ = 0;
         continued_ = compound_ = false;
         return cell;
-    }
-
-    // Brackets opened minus closed, outside strings and comments (one line at a time: a string
-    // over several lines is not followed).
-    static int brackets(const std::string& line) {
-        int depth = 0;
-        char quote = 0;
-        for (std::size_t i = 0; i < line.size(); ++i) {
-            const char c = line[i];
-            if (quote != 0) {
-                if (c == '\\')
-                    ++i;
-                else if (c == quote)
-                    quote = 0;
-            } else if (c == '#') {
-                break;
-            } else if (c == '\'' || c == '"') {
-                quote = c;
-            } else if (c == '(' || c == '[' || c == '{') {
-                ++depth;
-            } else if (c == ')' || c == ']' || c == '}') {
-                --depth;
-            }
-        }
-        return depth;
     }
 
     std::string block_;

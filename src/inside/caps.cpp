@@ -26,11 +26,14 @@ constexpr unsigned long kSecureBits =
 
 }  // namespace
 
+// The system calls themselves, not glibc's wrappers: a wrapper in a process that was cloned from a
+// multithreaded one (the kernel program, with libzmq's threads) signals threads that are not in
+// the child and waits for them forever. The child has one thread; the call changes just that one.
 int step_switch_ids(ChildContext& ctx) noexcept {
     const IdMap& ids = ctx.plan.ids;
-    if (::setresgid(ids.inner_gid, ids.inner_gid, ids.inner_gid) != 0)
+    if (::syscall(SYS_setresgid, ids.inner_gid, ids.inner_gid, ids.inner_gid) != 0)
         return step_fail(ctx, "setresgid(%u)", ids.inner_gid);
-    if (::setresuid(ids.inner_uid, ids.inner_uid, ids.inner_uid) != 0)
+    if (::syscall(SYS_setresuid, ids.inner_uid, ids.inner_uid, ids.inner_uid) != 0)
         return step_fail(ctx, "setresuid(%u)", ids.inner_uid);
     return 0;
 }

@@ -154,7 +154,9 @@ void start_interpreter(ChildContext& ctx, int first_step) noexcept {
     // /proc/1/fd/* to reach init or its report socket. The script's process is made dumpable
     // again: by execve, or here for a forked job.
     ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-    const pid_t script = ::fork();
+    // _Fork, not fork: no atfork handlers and no malloc locks, which in a sandbox cloned from a
+    // multithreaded process (the kernel program) may be held by threads the clone left behind.
+    const pid_t script = ::_Fork();
     if (script < 0) {
         const int error = errno;
         step_fail(ctx, "fork() for the interpreter");

@@ -22,6 +22,11 @@ fs::path installed_data_dir() {
     return dir.empty() ? dir : (dir / kBinToDataDir).lexically_normal();
 }
 
+fs::path installed_kernel_program() {
+    fs::path dir = exe_dir();
+    return dir.empty() ? dir : (dir / kBinToKernelProgram).lexically_normal();
+}
+
 std::vector<fs::path> profile_search_dirs() {
     std::vector<fs::path> dirs;
     const char* xdg = std::getenv("XDG_CONFIG_HOME");

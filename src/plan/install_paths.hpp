@@ -13,6 +13,10 @@ namespace pysandbox {
 // own location so that a build tree works like an install; empty when that cannot be read.
 std::filesystem::path installed_data_dir();
 
+// The kernel program installed with the binary (libexec/pysandbox-kernel), which `pysandbox
+// kernel` execs; empty when the binary's location cannot be read.
+std::filesystem::path installed_kernel_program();
+
 // Where bare profile names are looked up, in order.
 std::vector<std::filesystem::path> profile_search_dirs();
 

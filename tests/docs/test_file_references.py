@@ -51,6 +51,7 @@ EXTERNAL = {
     "input.txt": "the user's input file, in the man page's examples",
     "report.txt": "a file the man page's example script writes",
     "primes.txt": "the make target of the README's Makefile example",
+    "kernel.json": "the kernelspec `pysandbox kernel install` writes into Jupyter's directory",
     "mine.toml": "the user's profile, in the README's example of -p ./FILE",
     "requirements.txt": "the user's requirements file, in the README's `env create -r` example",
     "env.json": "what `pysandbox env create` writes into each environment of the package store",

@@ -1,0 +1,412 @@
+#include "fronts/kernel.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include "embed/version.hpp"
+#include "engine/session.hpp"
+#include "fronts/front_loop.hpp"
+#include "fronts/kernel_wire.hpp"
+#include "fronts/output_events.hpp"
+#include "fronts/requests.hpp"
+#include "plan/plan.hpp"
+#include "plan/profile.hpp"
+#include "report/exit_codes.hpp"
+#include "report/result.hpp"
+
+namespace pysandbox {
+namespace {
+
+using jupyter::Message;
+using nlohmann::json;
+
+constexpr std::string_view kWho = "pysandbox kernel";
+
+// Whether `code` is a whole statement, as a terminal reads one: an open bracket, a trailing
+// backslash or a last line ending in ':' wants more ("incomplete", with the indent to go on).
+json is_complete_reply(const std::string& code) {
+    const int depth = open_brackets(code);
+    const std::size_t last = code.find_last_not_of(" \t\r\n");
+    const bool open =
+        depth > 0 || (last != std::string::npos && (code[last] == '\\' || code[last] == ':'));
+    if (depth < 0) return {{"status", "invalid"}};
+    if (open) return {{"status", "incomplete"}, {"indent", "    "}};
+    return {{"status", "complete"}};
+}
+
+class Kernel {
+  public:
+    Kernel(const Plan& plan, const jupyter::Connection& connection)
+        : plan_(plan),
+          loop_(plan.ids.privileged, STDIN_FILENO, kMaxRequestLine),
+          signer_(connection.key),
+          session_id_(jupyter::random_id()),
+          shell_(context_, zmq::socket_type::router),
+          control_(context_, zmq::socket_type::router),
+          stdin_(context_, zmq::socket_type::router),
+          iopub_(context_, zmq::socket_type::pub),
+          hb_(context_, zmq::socket_type::rep) {
+        // An oversized message closes its sender's connection, not the kernel.
+        for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &hb_})
+            socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxRequestLine));
+        for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &iopub_, &hb_})
+            socket->set(zmq::sockopt::linger, 0);
+        shell_.bind(connection.endpoint(connection.shell_port));
+        control_.bind(connection.endpoint(connection.control_port));
+        stdin_.bind(connection.endpoint(connection.stdin_port));
+        iopub_.bind(connection.endpoint(connection.iopub_port));
+        hb_.bind(connection.endpoint(connection.hb_port));
+        loop_.watch_signals([this](int sig) { on_signal(sig); });
+        // Each socket's ZMQ_FD, read in drain() every round; the shell's only between cells
+        // (its requests wait their turn, and its descriptor stays readable until they are read).
+        for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &hb_}) {
+            const int fd = socket->get(zmq::sockopt::fd);
+            const bool shell = socket == &shell_;
+            loop_.poller().watch(
+                [this, fd, shell] {
+                    return sys::Poller::Interest{shell && cell_ ? -1 : fd, POLLIN};
+                },
+                [](short) {});
+        }
+    }
+
+    int run() {
+        new_session();
+        publish("status", {{"execution_state", "starting"}}, json::object());
+        for (;;) {
+            loop_.poller().poll_once();
+            session_->advance();
+            for (auto& old : retired_) old->advance();
+            std::erase_if(retired_, [](const auto& old) { return old->closed(); });
+            if (const auto& failure = session_->start_failure()) {
+                say(human_summary(plan_, *failure), kWho);
+                return exit_codes::for_outcome(*failure);
+            }
+            send_output(false);
+            while (auto result = session_->take_result()) finish_cell(std::move(*result));
+            drain();
+            if (loop_.stopping() && !closing_) {
+                session_->close();
+                closing_ = true;
+            }
+            if (closing_ && session_->closed()) return loop_.exit_code();
+        }
+    }
+
+  private:
+    void new_session() {
+        session_ = std::make_unique<Session>(plan_, loop_.poller());
+        session_->start();
+    }
+
+    // Every message waiting on every socket: ZMQ_FD says only that something changed.
+    void drain() {
+        for (bool more = true; more && !loop_.stopping();) {
+            more = false;
+            more |= take(hb_, [this](std::vector<std::string>& frames) {
+                std::vector<zmq::const_buffer> parts;
+                parts.reserve(frames.size());
+                for (const std::string& frame : frames) parts.emplace_back(zmq::buffer(frame));
+                (void)zmq::send_multipart(hb_, parts, zmq::send_flags::dontwait);
+            });
+            more |= take(control_, [this](std::vector<std::string>& frames) {
+                if (auto message = parse(frames, "control")) on_request(*message, control_);
+            });
+            more |= take(stdin_, [this](std::vector<std::string>& frames) {
+                (void)parse(frames, "stdin");  // input() is not offered: stdin reads end of file
+            });
+            if (session_->idle() && !cell_) {
+                more |= take(shell_, [this](std::vector<std::string>& frames) {
+                    if (auto message = parse(frames, "shell")) on_request(*message, shell_);
+                });
+            }
+        }
+    }
+
+    template <class Handle>
+    bool take(zmq::socket_t& socket, Handle handle) {
+        std::vector<zmq::message_t> parts;
+        try {
+            if (!zmq::recv_multipart(socket, std::back_inserter(parts), zmq::recv_flags::dontwait))
+                return false;
+        } catch (const zmq::error_t& e) {
+            say(std::string("a message could not be read: ") + e.what(), kWho);
+            return false;
+        }
+        std::vector<std::string> frames;
+        frames.reserve(parts.size());
+        for (zmq::message_t& part : parts) frames.push_back(part.to_string());
+        try {
+            handle(frames);
+        } catch (const std::exception& e) {  // a client's doing must never end the kernel
+            say(std::string("a request was dropped: ") + e.what(), kWho);
+        }
+        return true;
+    }
+
+    std::optional<Message> parse(const std::vector<std::string>& frames, std::string_view channel) {
+        std::string why;
+        std::optional<Message> message = signer_.parse(frames, why);
+        if (!message) say("dropped a message on " + std::string(channel) + ": " + why, kWho);
+        return message;
+    }
+
+    void send(zmq::socket_t& socket, const std::vector<std::string>& identities,
+              const std::string& type, const json& parent, const json& content) {
+        const std::vector<std::string> frames = jupyter::frames_of(
+            signer_, identities, jupyter::make_header(session_id_, type), parent, content);
+        std::vector<zmq::const_buffer> parts;
+        parts.reserve(frames.size());
+        for (const std::string& frame : frames) parts.emplace_back(zmq::buffer(frame));
+        try {
+            (void)zmq::send_multipart(socket, parts, zmq::send_flags::dontwait);
+        } catch (const zmq::error_t& e) {
+            say("a " + type + " could not be sent: " + e.what(), kWho);
+        }
+    }
+
+    void publish(const std::string& type, const json& content, const json& parent) {
+        send(iopub_, {type}, type, parent, content);
+    }
+
+    void reply(zmq::socket_t& socket, const Message& request, const std::string& type,
+               const json& content) {
+        send(socket, request.identities, type, request.header, content);
+    }
+
+    void on_request(const Message& request, zmq::socket_t& socket) {
+        const std::string type = jupyter::message_type(request);
+        publish("status", {{"execution_state", "busy"}}, request.header);
+        const auto string_field = [&](const char* name) {
+            const auto it = request.content.find(name);
+            return it != request.content.end() && it->is_string() ? it->get<std::string>()
+                                                                  : std::string();
+        };
+        if (type == "execute_request") {
+            start_cell(request, socket);
+            return;  // idle once the cell has its result
+        }
+        if (type == "kernel_info_request") {
+            reply(socket, request, "kernel_info_reply", kernel_info());
+        } else if (type == "is_complete_request") {
+            reply(socket, request, "is_complete_reply", is_complete_reply(string_field("code")));
+        } else if (type == "comm_info_request") {
+            reply(socket, request, "comm_info_reply",
+                  {{"status", "ok"}, {"comms", json::object()}});
+        } else if (type == "complete_request") {
+            const auto pos = request.content.find("cursor_pos");
+            const long cursor =
+                pos != request.content.end() && pos->is_number_integer() ? pos->get<long>() : 0;
+            reply(socket, request, "complete_reply",
+                  {{"status", "ok"},
+                   {"matches", json::array()},
+                   {"cursor_start", cursor},
+                   {"cursor_end", cursor},
+                   {"metadata", json::object()}});
+        } else if (type == "inspect_request") {
+            reply(socket, request, "inspect_reply",
+                  {{"status", "ok"},
+                   {"found", false},
+                   {"data", json::object()},
+                   {"metadata", json::object()}});
+        } else if (type == "history_request") {
+            reply(socket, request, "history_reply", {{"status", "ok"}, {"history", json::array()}});
+        } else if (type == "interrupt_request") {
+            if (cell_) session_->interrupt();
+            reply(socket, request, "interrupt_reply", {{"status", "ok"}});
+        } else if (type == "shutdown_request") {
+            const auto it = request.content.find("restart");
+            const bool restart = it != request.content.end() && it->is_boolean() && it->get<bool>();
+            json content = {{"status", "ok"}, {"restart", restart}};
+            reply(socket, request, "shutdown_reply", content);
+            publish("shutdown_reply", content, request.header);
+            if (restart) {
+                // A new sandbox: the old one's state is gone with it.
+                session_->close();
+                retired_.push_back(std::exchange(session_, nullptr));
+                new_session();
+                execution_count_ = 0;
+            } else {
+                loop_.stop(0);
+            }
+        } else {
+            say("no answer to a " + (type.empty() ? std::string("message without a type") : type),
+                kWho);
+        }
+        publish("status", {{"execution_state", "idle"}}, request.header);
+    }
+
+    json kernel_info() const {
+        return {{"status", "ok"},
+                {"protocol_version", "5.3"},
+                {"implementation", "pysandbox"},
+                {"implementation_version", kVersion},
+                {"language_info",
+                 {{"name", "python"},
+                  {"version", "3"},
+                  {"mimetype", "text/x-python"},
+                  {"file_extension", ".py"},
+                  {"pygments_lexer", "ipython3"},
+                  {"codemirror_mode", {{"name", "ipython"}, {"version", 3}}},
+                  {"nbconvert_exporter", "python"}}},
+                {"banner", "pysandbox " + std::string(kVersion) +
+                               ": Python in a sandbox (profile " + plan_.profile.name + ")"},
+                {"help_links", json::array()}};
+    }
+
+    struct RunningCell {
+        Message request;
+        zmq::socket_t* socket;
+        bool silent;
+        bool store_history;
+    };
+
+    void start_cell(const Message& request, zmq::socket_t& socket) {
+        const auto code_it = request.content.find("code");
+        const std::string code = code_it != request.content.end() && code_it->is_string()
+                                     ? code_it->get<std::string>()
+                                     : std::string();
+        const auto flag = [&](const char* name, bool fallback) {
+            const auto it = request.content.find(name);
+            return it != request.content.end() && it->is_boolean() ? it->get<bool>() : fallback;
+        };
+        const bool silent = flag("silent", false);
+        const bool store_history = silent ? false : flag("store_history", true);
+        if (store_history) ++execution_count_;
+        if (!silent)
+            publish("execute_input", {{"code", code}, {"execution_count", execution_count_}},
+                    request.header);
+        Cell cell;
+        cell.code = code;
+        cell.on_output = output_.observer();
+        cell_.emplace(RunningCell{request, &socket, silent, store_history});
+        session_->run(std::move(cell));
+    }
+
+    // The running cell's output since the last round, as stream messages.
+    void send_output(bool final) {
+        if (!cell_) return;
+        for (OutputEvents::Piece& piece : output_.take(final)) {
+            if (cell_->silent) continue;
+            publish("stream",
+                    {{"name", piece.channel == OutputSegment::kStdout ? "stdout" : "stderr"},
+                     {"text", std::move(piece.bytes)}},
+                    cell_->request.header);
+        }
+    }
+
+    void finish_cell(json result) {
+        send_output(true);
+        if (!cell_) return;
+        const RunningCell cell = std::move(*cell_);
+        cell_.reset();
+        const json& parent = cell.request.header;
+        const std::string status = result.value("status", std::string("error"));
+        if (!cell.silent) {
+            if (status == "ok" && result["value"].is_string())
+                publish("execute_result",
+                        {{"execution_count", execution_count_},
+                         {"data", {{"text/plain", result["value"]}}},
+                         {"metadata", json::object()}},
+                        parent);
+            for (const json& figure : result["figures"])
+                publish("display_data",
+                        {{"data", {{"image/png", figure["data"]}}},
+                         {"metadata", json::object()},
+                         {"transient", json::object()}},
+                        parent);
+        }
+        json content = {{"status", "ok"}, {"execution_count", execution_count_}};
+        if (status == "ok") {
+            content["user_expressions"] = json::object();
+            content["payload"] = json::array();
+        } else {
+            json error = error_of(result);
+            if (!cell.silent) publish("error", error, parent);
+            content.update(error);
+            content["status"] = "error";
+        }
+        reply(*cell.socket, cell.request, "execute_reply", content);
+        publish("status", {{"execution_state", "idle"}}, parent);
+    }
+
+    // ename, evalue and the traceback's lines: Python's exception as the cell raised it, or what
+    // the sandbox did to the cell (a limit, with whether the state was kept).
+    static json error_of(const json& result) {
+        const json& exception = result["exception"];
+        const std::string message = result["message"].is_string()
+                                        ? result["message"].get<std::string>()
+                                        : result.value("status", std::string("error"));
+        if (exception.is_object() && result["status"] == "exception") {
+            json lines = json::array();
+            std::string text = exception["traceback"].is_string()
+                                   ? exception["traceback"].get<std::string>()
+                                   : std::string();
+            for (std::size_t start = 0; start < text.size();) {
+                const std::size_t end = text.find('\n', start);
+                lines.push_back(text.substr(start, end == std::string::npos ? end : end - start));
+                if (end == std::string::npos) break;
+                start = end + 1;
+            }
+            return {{"ename", exception["type"]},
+                    {"evalue", exception["message"]},
+                    {"traceback", lines}};
+        }
+        const std::string status = result.value("status", std::string("error"));
+        const std::string ename = status == "timeout" ? "TimeoutError" : "SandboxError";
+        return {{"ename", ename},
+                {"evalue", message},
+                {"traceback", json::array({ename + ": " + message})}};
+    }
+
+    void on_signal(int sig) {
+        if (sig == SIGINT) {  // a kernelspec's interrupt_mode "signal": the running cell only
+            if (cell_) session_->interrupt();
+            return;
+        }
+        loop_.stop(exit_codes::kSignalBase + sig);
+    }
+
+    const Plan& plan_;
+    FrontLoop loop_;  // first: the signals are blocked before zmq's threads and the sandboxes
+    jupyter::Signer signer_;
+    const std::string session_id_;
+    zmq::context_t context_;
+    zmq::socket_t shell_;
+    zmq::socket_t control_;
+    zmq::socket_t stdin_;
+    zmq::socket_t iopub_;
+    zmq::socket_t hb_;
+    std::unique_ptr<Session> session_;
+    std::vector<std::unique_ptr<Session>> retired_;  // closing after a restart
+    std::optional<RunningCell> cell_;
+    OutputEvents output_;
+    int execution_count_ = 0;
+    bool closing_ = false;
+};
+
+}  // namespace
+
+int run_kernel(const KernelInvocation& invocation, const std::vector<std::string>& host_env) {
+    const jupyter::Connection connection =
+        jupyter::read_connection_file(invocation.connection_file);
+    Profile profile = load_profile(invocation.profile, profile_search_dirs());
+    Request request;
+    request.program.kind = Program::Kind::driver;
+    request.overrides = invocation.overrides;
+    request.capture_output = true;
+    request.verbose = invocation.verbose;
+    std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);
+    Kernel kernel(*plan, connection);
+    return kernel.run();
+}
+
+}  // namespace pysandbox

@@ -1,0 +1,193 @@
+"""A Jupyter client of `pysandbox kernel`, run by test_kernel.py as the caller under test (root
+or nobody): Debian's jupyter_client and nbclient, no code of ours on the client's side.
+
+    python3 kernel_client.py SCENARIO
+
+The kernelspec comes from JUPYTER_PATH (test_kernel.py writes it). Prints one JSON object: what
+the client saw, for test_kernel.py to judge.
+"""
+
+import json
+import sys
+import time
+
+import jupyter_client
+
+ANSWER = 30  # seconds any one reply may take
+
+
+def outputs(kc, msg_id: str) -> list:
+    """The iopub messages of one request, until its status goes idle."""
+    seen = []
+    deadline = time.monotonic() + ANSWER
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=ANSWER)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        seen.append({"type": msg["msg_type"], "content": msg["content"]})
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return seen
+    raise AssertionError("no idle status for " + msg_id)
+
+
+def execute(kc, code: str) -> dict:
+    msg_id = kc.execute(code)
+    reply = kc.get_shell_msg(timeout=ANSWER)
+    assert reply["parent_header"]["msg_id"] == msg_id
+    return {"reply": reply["content"], "iopub": outputs(kc, msg_id)}
+
+
+def started(extra_args=()):
+    km = jupyter_client.KernelManager(kernel_name="pysandbox-test")
+    km.start_kernel(extra_arguments=list(extra_args))
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=ANSWER)
+    return km, kc
+
+
+def basics() -> dict:
+    km, kc = started()
+    try:
+        info = kc.kernel_info(reply=True, timeout=ANSWER)["content"]
+        seen = {"info": info}
+        seen["print"] = execute(kc, "print('hi')\n1+1")
+        seen["assign"] = execute(kc, "x = 41")
+        seen["kept"] = execute(kc, "x + 1")
+        seen["error"] = execute(kc, "def f():\n    return 1/0\nf()")
+        seen["stream"] = execute(kc, "import time, sys\nfor i in range(3):\n"
+                                     "    print(i, flush=True)\n    time.sleep(0.2)")
+        seen["is_complete"] = []
+        for code in ("1+1", "for i in range(3):", "f(1,"):
+            msg_id = kc.is_complete(code)
+            reply = kc.get_shell_msg(timeout=ANSWER)
+            assert reply["parent_header"]["msg_id"] == msg_id
+            seen["is_complete"].append(reply["content"])
+        msg_id = kc.comm_info()
+        reply = kc.get_shell_msg(timeout=ANSWER)
+        assert reply["parent_header"]["msg_id"] == msg_id
+        seen["comm_info"] = reply["content"]
+        process = km.provisioner.process
+        km.shutdown_kernel(now=False)  # a shutdown_request; jupyter_client kills only after 5 s
+        seen["exit"] = process.wait(timeout=ANSWER)
+        return seen
+    finally:
+        kc.stop_channels()
+        if km.is_alive():
+            km.shutdown_kernel(now=True)
+
+
+def interrupt() -> dict:
+    km, kc = started()
+    try:
+        execute(kc, "y = 7")
+        msg_id = kc.execute("import time\nprint('sleeping', flush=True)\ntime.sleep(60)")
+        while True:  # the cell has started once its output comes
+            msg = kc.get_iopub_msg(timeout=ANSWER)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+                break
+        began = time.monotonic()
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=ANSWER)["content"]
+        seen = {"reply": reply, "seconds": time.monotonic() - began,
+                "after": execute(kc, "y * 6")}
+        # A restart: a new sandbox, the state gone.
+        km.restart_kernel(now=False)
+        kc.wait_for_ready(timeout=ANSWER)
+        seen["restarted"] = execute(kc, "y")
+        return seen
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def timeout() -> dict:
+    km, kc = started(["--timeout", "1"])
+    try:
+        execute(kc, "z = 5")
+        seen = {"loop": execute(kc, "while True:\n    pass"), "after": execute(kc, "z")}
+        return seen
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def host_write(path: str) -> dict:
+    km, kc = started()
+    try:
+        code = ("import os\nfor p in (%r, '/etc/pysandbox-kernel-escape'):\n"
+                "    try:\n        open(p, 'w').write('escaped')\n"
+                "    except OSError as e:\n        print(type(e).__name__)\n" % path)
+        return {"write": execute(kc, code)}
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def hostile() -> dict:
+    """Forged, unsigned, replayed and malformed messages on one connection, then a good one on
+    the same connection: the kernel reads a connection's messages in order, so by the good one's
+    reply every earlier one was dealt with."""
+    import zmq
+    from jupyter_client.session import Session
+
+    km, kc = started()
+    try:
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.linger = 0
+        sock.connect("tcp://%s:%d" % (km.ip, km.shell_port))
+        forged = {"code": "print('FORGED')", "silent": False}
+        Session(key=b"wrong-key").send(sock, "execute_request", content=forged)
+        Session(key=b"").send(sock, "execute_request", content=forged)
+        good = Session(key=km.session.key)
+        msg = good.msg("execute_request", content={"code": "print('ONCE')", "silent": False})
+        frames = good.serialize(msg)
+        sock.send_multipart(frames)
+        sock.send_multipart(frames)  # the replay
+        sock.send_multipart([b"<IDS|MSG>", b"x", b"{", b"}"])
+        sock.send_multipart([b"no delimiter"])
+        sock.send_multipart([b"<IDS|MSG>", frames[2], b"[]", b"[]", b"[]", b"[]"])
+        last = good.msg("execute_request", content={"code": "print('LAST')", "silent": False})
+        sock.send_multipart(good.serialize(last))
+        replies = []
+        while True:
+            if not sock.poll(ANSWER * 1000):
+                raise AssertionError("no reply on the hostile connection")
+            _, reply = good.feed_identities(sock.recv_multipart())
+            reply = good.deserialize(reply)
+            replies.append(reply["parent_header"]["msg_id"])
+            if reply["parent_header"]["msg_id"] == last["header"]["msg_id"]:
+                break
+        texts = []
+        while True:  # everything iopub published until the last request's idle
+            m = kc.get_iopub_msg(timeout=ANSWER)
+            if m["msg_type"] == "stream":
+                texts.append(m["content"]["text"])
+            if (m["parent_header"].get("msg_id") == last["header"]["msg_id"] and
+                    m["msg_type"] == "status" and m["content"]["execution_state"] == "idle"):
+                break
+        seen = {"replies": replies, "once": msg["header"]["msg_id"],
+                "last": last["header"]["msg_id"], "texts": texts,
+                "good_after": execute(kc, "6 * 7")}
+        return seen
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def notebook(path: str) -> dict:
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, kernel_name="pysandbox-test", allow_errors=True, timeout=ANSWER).execute()
+    return {"cells": [cell.get("outputs", []) for cell in nb.cells]}
+
+
+if __name__ == "__main__":
+    scenario = sys.argv[1]
+    args = sys.argv[2:]
+    result = {"basics": basics, "interrupt": interrupt, "timeout": timeout,
+              "host_write": host_write, "hostile": hostile,
+              "notebook": notebook}[scenario](*args)
+    print(json.dumps(result))
