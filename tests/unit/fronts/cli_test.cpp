@@ -187,8 +187,8 @@ TEST_SUITE("cli") {
         CHECK(parse_error({"profile", "lsit"}) ==
               "unknown command profile lsit; did you mean list?");
         CHECK(parse_error({"frobnicate"}) ==
-              "unknown command frobnicate (commands: run, check, session, mcp, batch, profile, "
-              "doctor, env)");
+              "unknown command frobnicate (commands: run, check, session, mcp, batch, kernel, "
+              "profile, doctor, env)");
     }
 
     TEST_CASE("bad values and missing commands are ParseErrors") {
