@@ -49,11 +49,12 @@ def parse(text: str) -> subprocess.CompletedProcess:
 
 class AppArmorProfileTest(unittest.TestCase):
     def test_it_grants_userns_to_the_installed_binary_only(self):
-        binary = Path(configured("CMAKE_INSTALL_PREFIX")) / "bin/pysandbox"
+        prefix = Path(configured("CMAKE_INSTALL_PREFIX"))
+        binaries = f"{prefix}/{{bin/pysandbox,libexec/pysandbox-kernel}}"
         self.assertEqual(rules(PROFILE.read_text()), [
             "abi <abi/4.0>,",
             "include <tunables/global>",
-            f"profile pysandbox {binary} flags=(unconfined) {{",
+            f"profile pysandbox {binaries} flags=(unconfined) {{",
             "userns,",
             "include if exists <local/pysandbox>",
             "}",
@@ -90,7 +91,8 @@ class InstallRuleTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as root:
             self.assertEqual(self.install(Path(root)), [shared])
             # Attached to the binary of the prefix installed to, not the one configured.
-            self.assertIn("profile pysandbox /usr/bin/pysandbox flags=(unconfined) {",
+            self.assertIn("profile pysandbox /usr/{bin/pysandbox,libexec/pysandbox-kernel} "
+                          "flags=(unconfined) {",
                           (Path(root) / shared).read_text())
         with tempfile.TemporaryDirectory() as root:
             abi = Path(root) / "etc/apparmor.d/abi/4.0"

@@ -116,7 +116,8 @@ class PackageTest(unittest.TestCase):
     def test_the_apparmor_profile_attaches_to_the_packaged_binary_and_stays_out_of_etc(self):
         # Debian 12's AppArmor 3 cannot parse it: the postinst decides, on the machine.
         text = (self.root / "usr/share/pysandbox/apparmor/pysandbox").read_text()
-        self.assertIn("profile pysandbox /usr/bin/pysandbox flags=(unconfined) {", text)
+        self.assertIn("profile pysandbox /usr/{bin/pysandbox,libexec/pysandbox-kernel} "
+                      "flags=(unconfined) {", text)
         self.assertFalse((self.root / "etc/apparmor.d/pysandbox").exists())
 
     def test_the_binary_is_stripped_and_small(self):
