@@ -3,7 +3,8 @@
 // or missing token (401), a bad Origin (403), an oversized body (413), malformed JSON (400), an
 // unknown Mcp-Session-Id (404), a bad MCP-Protocol-Version (400), a malformed, oversized or
 // misplaced batch (400); each leaves the good client's session as it was. A 2025-03-26
-// client's batches; a client that drops its connection mid-call (its sandbox dies at once).
+// client's batches; a client that drops its connection mid-call (its sandbox dies at once); the MCP
+// Inspector's CLI.
 // DELETE ends a client session and kills its sandboxes; 4 clients x 100 calls
 // leave the server's descriptors and memory flat. As root and as nobody. Every server listens on
 // loopback at a port the kernel picks, and dies with this process (setpriv --pdeathsig).
@@ -11,7 +12,10 @@
 //   PYSANDBOX=$PWD/build/bin/pysandbox PYSANDBOX_AS=root node --test tests/mcp/http.test.js
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -20,6 +24,10 @@ import { SERVER_ARGS, TIME_SLACK, openFds, poll, present, processesSeeing, rssKi
          serverCommand, textOf } from './support.js';
 
 const TOKEN = 'test-token-0123456789abcdef';
+// The MCP Inspector's command line (`npx @modelcontextprotocol/inspector --cli`), pinned in
+// package.json: its launcher, which runs the CLI as `node`.
+const INSPECTOR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'node_modules',
+                            '@modelcontextprotocol', 'inspector-cli', 'build', 'cli.js');
 
 // `pysandbox mcp ARGS --http ADDRESS`: `url` resolves once it says where it listens.
 function startServer(address, { args = [], env = { PYSANDBOX_MCP_TOKEN: TOKEN } } = {}) {
@@ -424,6 +432,26 @@ describe('pysandbox mcp --http', { timeout: 600_000 }, () => {
       await other.transport.terminateSession();
       await other.client.close();
     }
+    await goodStillServed();
+  });
+
+  test('the MCP Inspector CLI over HTTP: a run_python call, and a bad token refused',
+       async () => {
+    const inspector = (args, token = TOKEN) => promisify(execFile)(process.execPath, [
+      INSPECTOR, '--cli', url, '--transport', 'http', '--header', `Authorization: Bearer ${token}`,
+      ...args], {
+      timeout: 60_000 * TIME_SLACK,
+      // It finds its own package.json by a path it checks from the working directory but
+      // imports from its module's: they agree from build/, next to its package.json.
+      cwd: path.dirname(INSPECTOR),
+    });
+    const called = JSON.parse((await inspector([
+      '--method', 'tools/call', '--tool-name', 'run_python', '--tool-arg', 'code=print(6 * 7)',
+    ])).stdout);
+    assert.equal(called.structuredContent?.stdout, '42\n', JSON.stringify(called));
+    await assert.rejects(inspector(['--method', 'tools/list'], `${TOKEN}x`),
+                         error => error.code !== 0 &&
+                                  /bearer token is required/.test(error.stderr + error.stdout));
     await goodStillServed();
   });
 
