@@ -350,6 +350,26 @@ describe('pysandbox mcp --http', { timeout: 600_000 }, () => {
         assert.equal(error.code, -32600, `${what}: ${text}`);
         assert.match(error.message, why, what);
       }
+      // A batch's requests count against the client's requests in flight: with one call
+      // running, 8 more do not fit (429); once it is gone, they do.
+      const marker = `/tmp/work/in-flight-${process.pid}-${Date.now()}`;
+      const controller = new AbortController();
+      rawPost(url, JSON.stringify(runPython('long', `open(${JSON.stringify(marker)}, "w")\n` +
+                                                    'import time\ntime.sleep(60)')),
+              session, { signal: controller.signal }).catch(() => {});
+      let sandbox = [];
+      assert.ok(await poll(() => (sandbox = processesSeeing(marker)).length > 0,
+                           { timeoutMs: 30_000 * TIME_SLACK, intervalMs: 5 }), 'the call never ran');
+      const pings = JSON.stringify(Array.from({ length: 8 }, (_, i) => rpc(`ping-${i}`, 'ping')));
+      const busy = await rawPost(url, pings, session);
+      assert.equal(busy.status, 429, await busy.text());
+      controller.abort();
+      assert.ok(await poll(() => sandbox.every(p => !present(p)), { timeoutMs: 5000 * TIME_SLACK }),
+                'the abandoned call still runs');
+      const fits = await rawPost(url, pings, session);
+      const fitsText = await fits.text();
+      assert.equal(fits.status, 200, fitsText);
+      assert.equal(JSON.parse(fitsText).length, 8, fitsText);
       // None of the refused start_session calls made a session: this client's 4 still fit.
       const made = [];
       for (let i = 0; i < 4; ++i) {
