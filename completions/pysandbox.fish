@@ -254,7 +254,7 @@ complete -c pysandbox -n '__pysandbox_at mcp' -l http -x -d 'Serve Streamable HT
 complete -c pysandbox -n '__pysandbox_at mcp' -l http-token-file -r -F -d 'HTTP clients must send this file'\''s first line as "Authorization: Bearer TOKEN" (else $PYSANDBOX_MCP_TOKEN'\''s); required beyond loopback'
 complete -c pysandbox -n '__pysandbox_at mcp' -l http-allow-origin -x -d 'A browser Origin let in besides this host'\''s loopback at the server'\''s port (repeatable); any other gets 403'
 complete -c pysandbox -n '__pysandbox_at mcp' -l http-max-clients -x -d 'HTTP client sessions (Mcp-Session-Id) at once; more get 503'
-complete -c pysandbox -n '__pysandbox_at mcp' -l http-max-client-requests -x -d 'Requests one HTTP client may have in flight; more get 429'
+complete -c pysandbox -n '__pysandbox_at mcp' -l http-max-client-requests -x -d 'Requests one HTTP client may have in flight (more get 429); also the most messages in one JSON-RPC batch, on stdio as well'
 complete -c pysandbox -n '__pysandbox_at mcp' -l max-client-sessions -x -d 'Sessions one HTTP client may keep alive at once (within --max-sessions)'
 complete -c pysandbox -n '__pysandbox_at mcp' -l timeout -x -d 'Longest a call may run, and its default, e.g. 30 (seconds), 2m; a call past it has status timeout'
 complete -c pysandbox -n '__pysandbox_at mcp' -l cpu-time -x -d 'CPU time limit, e.g. 10 (seconds), 1m30s'

@@ -345,7 +345,8 @@ void add_mcp_command(CLI::App& app, Invocation& out) {
     add_count_option(*mcp, "--http-max-clients", m.http_max_clients,
                      "HTTP client sessions (Mcp-Session-Id) at once; more get 503");
     add_count_option(*mcp, "--http-max-client-requests", m.http_max_client_requests,
-                     "Requests one HTTP client may have in flight; more get 429");
+                     "Requests one HTTP client may have in flight (more get 429); also the "
+                     "most messages in one JSON-RPC batch, on stdio as well");
     add_count_option(*mcp, "--max-client-sessions", m.max_client_sessions,
                      "Sessions one HTTP client may keep alive at once (within --max-sessions)");
     add_limit_options(*mcp, m.overrides,

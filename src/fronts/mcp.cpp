@@ -148,6 +148,7 @@ class Server {
           verbose_(invocation.verbose),
           schema_(ordered_json::parse(kResultSchemaText)),
           max_client_sessions_(http ? invocation.max_client_sessions : invocation.max_sessions),
+          max_batch_(invocation.http_max_client_requests),
           unavailable_(std::move(unavailable)) {
         for (const Offer& offer : offers_) offered_.push_back(offer.name);
         if (!unavailable_.empty())
@@ -220,21 +221,40 @@ class Server {
     int port() const { return http_ ? http_->port() : 0; }
 
   private:
-    // On stdio a line. Over HTTP, to the exchange of the request `id` is the server's number
-    // for (its response: `final`), or of the message being read (an error about it).
+    // A message about the request `id` is the server's number for (its response: `final`), or
+    // about the message being read (an error about it), under the id the client gave. A response
+    // to a request of a batch waits for the others, and goes with them (settle).
     void send(ordered_json message, const json& id, bool final) {
-        if (!http_) {
-            loop_.send(message);
-            return;
-        }
+        std::uint64_t exchange = reading_;
+        std::uint64_t batch = reading_batch_;
         const auto route =
             id.is_number_integer() ? routes_.find(id.get<std::int64_t>()) : routes_.end();
-        const std::uint64_t exchange = route != routes_.end() ? route->second.exchange : reading_;
-        if (exchange == 0) return;  // a notification's: no one waits
-        if (route != routes_.end() && message.contains("id"))
-            message["id"] = json::parse(route->second.id);
-        http_->send(exchange, dump_line(message), final);
-        if (final && route != routes_.end()) routes_.erase(route);
+        const bool routed = route != routes_.end();
+        if (routed) {
+            exchange = route->second.exchange;
+            batch = route->second.batch;
+            if (message.contains("id")) message["id"] = json::parse(route->second.id);
+            if (final) routes_.erase(route);
+        }
+        if (batch == 0 || !final) {
+            deliver(exchange, message, final);
+            return;
+        }
+        const auto held = batches_.find(batch);
+        if (held == batches_.end()) return;  // its client left
+        held->second.responses.push_back(std::move(message));
+        if (routed) {
+            --held->second.requests;
+            settle(batch);
+        }
+    }
+
+    // On stdio a line. Over HTTP, to `exchange` (0: a notification's, which no one waits for).
+    void deliver(std::uint64_t exchange, const ordered_json& message, bool final) {
+        if (!http_)
+            loop_.send(message);
+        else if (exchange != 0)
+            http_->send(exchange, dump_line(message), final);
     }
 
     void respond(const json& id, ordered_json result) {
@@ -256,44 +276,139 @@ class Server {
 
     // ------------------------------------------------------------------ HTTP
 
-    // A message from an HTTP client, checked by the transport. Its request id becomes the
-    // server's own number (every client numbers its requests alike), which its answers go back
-    // under; a cancellation names that number.
+    // A message from an HTTP client, checked by the transport; or the end of its session, or
+    // its leaving before an answer.
     void on_inbound(mcp::Inbound inbound) {
         client_ = inbound.client;
-        if (inbound.end) {
+        if (inbound.end)
             end_client(inbound.client);
-            client_.clear();
+        else if (inbound.gone)
+            abandon(inbound.exchange);
+        else
+            receive(std::move(inbound.message), inbound.exchange);
+        client_.clear();
+    }
+
+    // An HTTP client closed the connection that its answer was to go on: each request of it
+    // still open is cancelled, as notifications/cancelled would (a one-shot's sandbox dies now).
+    void abandon(std::uint64_t exchange) {
+        std::vector<std::int64_t> open;
+        for (const auto& [number, route] : routes_)
+            if (route.exchange == exchange) open.push_back(number);
+        for (const std::int64_t number : open) {
+            cancel(number);
+            routes_.erase(number);
+        }
+        std::erase_if(batches_,
+                      [&](const auto& entry) { return entry.second.exchange == exchange; });
+        if (!open.empty()) say("an HTTP client left before its answer: what it asked is cancelled");
+    }
+
+    // A message or a batch of them from client_: on stdio a line (exchange 0), over HTTP a
+    // POST's (`exchange`: where its answer goes; 0: nothing to answer).
+    void receive(json message, std::uint64_t exchange) {
+        if (!message.is_array()) {
+            take(message, exchange, 0);
             return;
         }
-        json& message = inbound.message;
-        if (inbound.exchange != 0) {
+        // JSON-RPC 2.0 "Batch". The HTTP transport judged these already; stdio's come here.
+        if (const std::string refusal = batch_refusal(message); !refusal.empty()) {
+            reading_ = exchange;
+            respond_error(nullptr, {kInvalidRequest, refusal});
+            reading_ = 0;
+            return;
+        }
+        const std::uint64_t batch = ++batch_count_;
+        batches_.emplace(batch, Batch{exchange, client_, 0, false, ordered_json::array()});
+        for (json& one : message) take(one, exchange, batch);
+        batches_.at(batch).read = true;
+        settle(batch);
+    }
+
+    // Why a batch is refused whole, before any of it is served; empty: it is not.
+    std::string batch_refusal(const json& batch) const {
+        if (!protocol().batches)
+            return "JSON-RPC batches are not part of MCP " + std::string(protocol().version) +
+                   " (only of 2024-11-05 and 2025-03-26; 2025-06-18 removed them): send one "
+                   "message a line";
+        if (batch.empty()) return "an empty batch: a batch holds one message or more";
+        if (batch.size() > max_batch_)
+            return "a batch of " + std::to_string(batch.size()) + " messages: at most " +
+                   std::to_string(max_batch_) + " (--http-max-client-requests)";
+        return {};
+    }
+
+    // The batch's array goes once each of its requests is answered or cancelled: nothing when
+    // none was answered (JSON-RPC: no empty array; over HTTP its POST ends with 202).
+    void settle(std::uint64_t batch) {
+        const auto it = batches_.find(batch);
+        if (it == batches_.end() || !it->second.read || it->second.requests > 0) return;
+        const Batch done = std::move(it->second);
+        batches_.erase(it);
+        if (!done.responses.empty())
+            deliver(done.exchange, done.responses, true);
+        else if (http_ && done.exchange != 0)
+            http_->close_exchange(done.exchange);
+    }
+
+    // One message (of a batch: `batch`). A request's id becomes the server's own number (HTTP's
+    // clients number their requests alike, and a batch's answers wait under it), which its
+    // answers go back under; a cancellation names that number.
+    void take(json& message, std::uint64_t exchange, std::uint64_t batch) {
+        const auto id = message.is_object() ? message.find("id") : message.end();
+        const bool response =
+            message.is_object() && !message.contains("method") &&
+            (message.contains("result") || message.contains("error"));  // never answered
+        if (id != message.end() && (id->is_string() || id->is_number_integer()) && !response) {
+            const std::string given = id->dump();
+            const bool reused = std::ranges::any_of(routes_, [&](const auto& entry) {
+                return entry.second.client == client_ && entry.second.id == given;
+            });
             const std::int64_t number = ++routed_;
-            routes_[number] = {inbound.exchange, message["id"].dump(), inbound.client};
-            message["id"] = number;
+            routes_[number] = {exchange, given, client_, batch};
+            if (batch != 0) ++batches_.at(batch).requests;
+            *id = number;
+            if (reused) {
+                // A cancellation could not tell them apart.
+                reading_batch_ = batch;
+                respond_error(number, {kInvalidRequest, "a request with this id is in flight"});
+                reading_batch_ = 0;
+                return;
+            }
         }
         std::optional<std::int64_t> cancelled;
-        if (message.value("method", json()) == "notifications/cancelled" &&
+        if (message.is_object() && message.value("method", json()) == "notifications/cancelled" &&
             message.contains("params") && message["params"].is_object()) {
             json& params = message["params"];
             for (const auto& [number, route] : routes_)
-                if (route.client == inbound.client &&
+                if (route.client == client_ &&
                     route.id == params.value("requestId", json()).dump()) {
                     cancelled = number;
                     params["requestId"] = number;
                 }
             if (!cancelled) params.erase("requestId");  // not this client's: nothing to cancel
         }
-        reading_ = inbound.exchange;
+        reading_ = exchange;
+        reading_batch_ = batch;
         on_message(message);
         reading_ = 0;
-        // A cancelled call is not answered: its POST ends without a response.
-        if (cancelled)
-            if (const auto route = routes_.find(*cancelled); route != routes_.end()) {
-                http_->close_exchange(route->second.exchange);
-                routes_.erase(route);
-            }
-        client_.clear();
+        reading_batch_ = 0;
+        // A cancelled call is not answered: over HTTP its POST ends without a response.
+        if (cancelled) drop_route(*cancelled);
+    }
+
+    // A request that gets no answer.
+    void drop_route(std::int64_t number) {
+        const auto it = routes_.find(number);
+        if (it == routes_.end()) return;
+        const Route route = it->second;
+        routes_.erase(it);
+        if (route.batch == 0) {
+            if (http_ && route.exchange != 0) http_->close_exchange(route.exchange);
+        } else if (const auto held = batches_.find(route.batch); held != batches_.end()) {
+            --held->second.requests;
+            settle(route.batch);
+        }
     }
 
     // The id the client gave the request the server numbered `id`, for what the client reads.
@@ -323,6 +438,7 @@ class Server {
             http_->close_exchange(entry.second.exchange);
             return true;
         });
+        std::erase_if(batches_, [&](const auto& entry) { return entry.second.client == client; });
         std::erase_if(ended_, [&](const EndedSession& ended) { return ended.client == client; });
         std::erase_if(resources_, [&](const auto& entry) { return entry.second.client == client; });
         clients_.erase(client);
@@ -349,15 +465,10 @@ class Server {
             respond_error(nullptr, {kInvalidRequest, "the message " + parsed.message});
             return;
         }
-        on_message(parsed.value);
+        receive(std::move(parsed.value), 0);
     }
 
     void on_message(const json& message) {
-        if (message.is_array()) {  // JSON-RPC batches left MCP in 2025-06-18
-            respond_error(nullptr,
-                          {kInvalidRequest, "batches are not supported; one message a line"});
-            return;
-        }
         if (!message.is_object()) {
             respond_error(nullptr, {kInvalidRequest, "a message must be a JSON object"});
             return;
@@ -420,11 +531,15 @@ class Server {
     }
 
     void initialize(const json& id, const json& params) {
+        // MCP "Lifecycle": nothing else may come before its answer.
+        if (reading_batch_ != 0)
+            throw RpcError{kInvalidRequest, "initialize comes alone, never in a batch"};
         const auto asked = params.find("protocolVersion");
         const mcp::Protocol& protocol = mcp::negotiate(asked != params.end() && asked->is_string()
                                                            ? asked->get_ref<const std::string&>()
                                                            : std::string_view());
         clients_[client_] = &protocol;
+        if (http_) http_->set_protocol(client_, protocol);
         ordered_json server = {{"name", "pysandbox"}};
         if (protocol.titles) server["title"] = "pysandbox";
         server["version"] = kVersion;
@@ -516,7 +631,6 @@ class Server {
         call.cell.id = client_id(id);
         call.progress = progress_for(params, call.offer->plan->profile.limits);
         if (call.progress) call.cell.on_output = call.progress->output.observer();
-        if (in_flight(id)) throw RpcError{kInvalidRequest, "a request with this id is running"};
         if (!call.session_id.empty()) sessions_.at(call.session_id).last_call = Clock::now();
         waiting_.push_back(std::move(call));
     }
@@ -644,14 +758,6 @@ class Server {
             session_clock_.arm(*earliest - Clock::now());
         else
             session_clock_.disarm();
-    }
-
-    bool in_flight(const json& id) const {
-        return std::ranges::any_of(waiting_, [&](const Call& c) { return c.id == id; }) ||
-               std::ranges::any_of(one_shots_, [&](const OneShot& o) { return o.call.id == id; }) ||
-               std::ranges::any_of(sessions_, [&](const auto& entry) {
-                   return entry.second.running && entry.second.running->id == id;
-               });
     }
 
     // notifications/cancelled: a one-shot's sandbox dies now; a session's cell is interrupted as
@@ -878,10 +984,9 @@ class Server {
     // Everything ends now: the sandboxes are killed and reaped; what was written is flushed.
     void stop(int exit_code) {
         if (!loop_.stop(exit_code)) return;
-        if (http_) {
-            routes_.clear();
-            http_->stop();
-        }
+        routes_.clear();
+        batches_.clear();
+        if (http_) http_->stop();
         waiting_.clear();
         one_shots_.clear();
         sessions_.clear();
@@ -896,19 +1001,32 @@ class Server {
     const int verbose_;
     const ordered_json schema_;
     const std::size_t max_client_sessions_;
+    const std::size_t max_batch_;  // messages in one batch
     const std::string unavailable_;
     std::unique_ptr<mcp::HttpTransport> http_;  // over HTTP; none on stdio
     // The version each client negotiated (stdio's: client ""); the latest until it does.
     std::map<std::string, const mcp::Protocol*> clients_;
     std::string client_;  // whose message is being read
     struct Route {
-        std::uint64_t exchange;
-        std::string id;  // the client's own, as JSON text
+        std::uint64_t exchange;  // over HTTP; 0 on stdio
+        std::string id;          // the client's own, as JSON text
         std::string client;
+        std::uint64_t batch;  // the batch it came in; 0: alone
     };
-    std::map<std::int64_t, Route> routes_;  // HTTP requests not answered yet, by our number
+    std::map<std::int64_t, Route> routes_;  // requests not answered yet, by our number
     std::int64_t routed_ = 0;
     std::uint64_t reading_ = 0;  // the exchange of the HTTP request being read
+    // A batch: its responses, held until each of its requests is answered or cancelled.
+    struct Batch {
+        std::uint64_t exchange;
+        std::string client;
+        std::size_t requests;  // not answered yet
+        bool read;             // each of its messages was read
+        ordered_json responses;
+    };
+    std::map<std::uint64_t, Batch> batches_;
+    std::uint64_t batch_count_ = 0;
+    std::uint64_t reading_batch_ = 0;  // the batch of the message being read
     std::deque<Call> waiting_;
     std::vector<OneShot> one_shots_;
     std::map<std::string, NamedSession> sessions_;

@@ -225,8 +225,12 @@ void HttpTransport::accept_all() {
                 const bool read = raw->state == Connection::State::reading ||
                                   raw->state == Connection::State::lingering;
                 const bool write = raw->written < raw->out.size();
+                // While its answer is awaited, only the client's leaving is read (what it would
+                // send behind the request waits in the kernel): then what it asked is abandoned.
+                const bool leaving = raw->state == Connection::State::waiting;
                 return sys::Poller::Interest{
-                    raw->fd.get(), static_cast<short>((read ? POLLIN : 0) | (write ? POLLOUT : 0))};
+                    raw->fd.get(), static_cast<short>((read ? POLLIN : 0) | (write ? POLLOUT : 0) |
+                                                      (leaving ? POLLRDHUP : 0))};
             },
             [this, raw](short revents) { on_ready(*raw, revents); }, raw);
         connections_.emplace(raw->id, std::move(connection));
@@ -237,6 +241,13 @@ void HttpTransport::on_ready(Connection& connection, short revents) {
     if ((revents & (POLLOUT | POLLERR)) != 0 && connection.written < connection.out.size())
         write_to(connection);
     if (!connection.fd) return;
+    // The client shut its side while its answer was awaited (as an HTTP client does when it
+    // gives up on a request: it closes the connection): gone, and with it what the answer was for.
+    if (connection.state == Connection::State::waiting &&
+        (revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+        close(connection.id);
+        return;
+    }
     if ((revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
         (connection.state == Connection::State::reading ||
          connection.state == Connection::State::lingering))
@@ -318,7 +329,15 @@ void HttpTransport::close(std::uint64_t id) {
     const auto it = connections_.find(id);
     if (it == connections_.end()) return;
     Connection& connection = *it->second;
-    if (connection.exchange != 0) end_exchange(connection.exchange);
+    if (connection.exchange != 0) {
+        // Unanswered: the server stops what it ran for it (when it is not stopping anyway).
+        if (!stopping_)
+            if (const auto exchange = exchanges_.find(connection.exchange);
+                exchange != exchanges_.end())
+                inbound_.push_back(
+                    {exchange->second.client, false, nullptr, exchange->first, true});
+        end_exchange(connection.exchange);
+    }
     poller_.forget(&connection);
     accept_paused_ = false;
     // Gone once the poll round that may still hold it is over (take()).
@@ -442,9 +461,10 @@ HttpTransport::Connection* HttpTransport::exchange_connection(std::uint64_t exch
 void HttpTransport::end_exchange(std::uint64_t exchange) {
     const auto it = exchanges_.find(exchange);
     if (it == exchanges_.end()) return;
-    if (const auto count = in_flight_.find(it->second.client);
-        count != in_flight_.end() && --count->second == 0)
-        in_flight_.erase(count);
+    if (const auto count = in_flight_.find(it->second.client); count != in_flight_.end()) {
+        count->second -= std::min(count->second, it->second.requests);
+        if (count->second == 0) in_flight_.erase(count);
+    }
     if (const auto connection = connections_.find(it->second.connection);
         connection != connections_.end())
         connection->second->exchange = 0;
@@ -521,13 +541,12 @@ void HttpTransport::handle_post(Connection& connection) {
     if (!parsed.message.empty())
         return refuse(connection, 400, kInvalidRequest, "the message " + parsed.message);
     json message = std::move(parsed.value);
-    if (message.is_array())
+    const bool batch = message.is_array();
+    if (!batch && !message.is_object())
         return refuse(connection, 400, kInvalidRequest,
-                      "batches are not supported; one message a POST");
-    if (!message.is_object())
-        return refuse(connection, 400, kInvalidRequest, "a message must be a JSON object");
-    const auto id = message.find("id");
-    const bool is_request = message.contains("method") && id != message.end();
+                      "a message must be a JSON object (or a batch of them, an array)");
+    const auto id = batch ? message.end() : message.find("id");
+    const bool is_request = !batch && message.contains("method") && id != message.end();
     if (is_request && !id->is_string() && !id->is_number_integer())
         return refuse(connection, 400, kInvalidRequest,
                       "a request's id must be a string or an integer");
@@ -542,7 +561,7 @@ void HttpTransport::handle_post(Connection& connection) {
                               " client sessions (--http-max-clients): one must end (DELETE) "
                               "first");
         client = encoding::random_hex(16);
-        clients_.insert(client);
+        clients_.emplace(client, nullptr);
         connection.new_session = client;
     } else {
         if (client.empty())
@@ -558,25 +577,84 @@ void HttpTransport::handle_post(Connection& connection) {
                 connection, 400, kInvalidRequest,
                 "unsupported MCP-Protocol-Version " + std::string(header(request, kVersionHeader)));
     }
-    if (!is_request) {  // a notification, or a response
+    std::size_t requests = is_request ? 1 : 0;
+    if (batch && !check_batch(connection, client, message, requests)) return;
+    if (requests == 0) {  // notifications, or responses
         inbound_.push_back({client, false, std::move(message), 0});
         return respond(connection, 202, {}, {}, {});
     }
     std::size_t& in_flight = in_flight_[client];
-    if (in_flight >= options_.max_client_requests) {
+    if (in_flight + requests > options_.max_client_requests) {
         if (in_flight == 0) in_flight_.erase(client);
         return refuse(connection, 429, kServerError,
                       "this client has " + std::to_string(options_.max_client_requests) +
-                          " requests in flight (--http-max-client-requests): wait for one");
+                          " requests in flight at most (--http-max-client-requests): wait for "
+                          "one");
     }
-    ++in_flight;
+    in_flight += requests;
     const std::uint64_t exchange = ++exchange_count_;
-    exchanges_[exchange] = {connection.id, client};
+    exchanges_[exchange] = {connection.id, client, requests};
     connection.exchange = exchange;
-    connection.streaming = wants_progress(message);
+    connection.streaming =
+        batch ? std::ranges::any_of(message, [](const json& one) { return wants_progress(one); })
+              : wants_progress(message);
     connection.stream_started = false;
     connection.state = Connection::State::waiting;
     inbound_.push_back({client, false, std::move(message), exchange});
+}
+
+// A batch (JSON-RPC 2.0 "Batch"), judged whole before any of it reaches the server: only under a
+// protocol version that has batches, not empty, at most --http-max-client-requests messages,
+// each a request, a notification or a response, and initialize never among them (it comes alone:
+// MCP "Lifecycle"). Anything else refuses it all, and changes nothing.
+bool HttpTransport::check_batch(Connection& connection, const std::string& client,
+                                const json& batch, std::size_t& requests) {
+    const Protocol* protocol = clients_.at(client);
+    if (protocol == nullptr || !protocol->batches) {
+        refuse(connection, 400, kInvalidRequest,
+               "JSON-RPC batches are not part of MCP " +
+                   (protocol != nullptr ? std::string(protocol->version) : std::string("yet")) +
+                   " (only of 2024-11-05 and 2025-03-26; 2025-06-18 removed them): send one "
+                   "message a POST");
+        return false;
+    }
+    if (batch.empty()) {
+        refuse(connection, 400, kInvalidRequest,
+               "an empty batch: a batch holds one message or more");
+        return false;
+    }
+    if (batch.size() > options_.max_client_requests) {
+        refuse(connection, 400, kInvalidRequest,
+               "a batch of " + std::to_string(batch.size()) + " messages: at most " +
+                   std::to_string(options_.max_client_requests) + " (--http-max-client-requests)");
+        return false;
+    }
+    requests = 0;
+    for (const json& message : batch) {
+        const char* problem = nullptr;
+        const auto id = message.is_object() ? message.find("id") : message.end();
+        if (!message.is_object())
+            problem = "each message of a batch must be a JSON object";
+        else if (!message.contains("method") && !message.contains("result") &&
+                 !message.contains("error"))
+            problem = "a message of the batch is no request, notification or response";
+        else if (!message.contains("method") || id == message.end())
+            continue;  // a response, or a notification: nothing to answer
+        else if (!id->is_string() && !id->is_number_integer())
+            problem = "a request's id must be a string or an integer";
+        else if (message["method"] == "initialize")
+            problem = "initialize comes alone, never in a batch";
+        if (problem != nullptr) {
+            refuse(connection, 400, kInvalidRequest, problem);
+            return false;
+        }
+        ++requests;
+    }
+    return true;
+}
+
+void HttpTransport::set_protocol(const std::string& client, const Protocol& protocol) {
+    if (const auto it = clients_.find(client); it != clients_.end()) it->second = &protocol;
 }
 
 }  // namespace pysandbox::mcp

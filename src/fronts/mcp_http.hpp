@@ -6,7 +6,11 @@
 //
 // One endpoint, /mcp. POST carries one JSON-RPC message: a request's answer comes back as
 // application/json, or as an SSE stream (text/event-stream) when it asked for progress (its
-// notifications go first); a notification or a response gets 202. DELETE ends a client's
+// notifications go first); a notification or a response gets 202. A client whose protocol
+// version has JSON-RPC batches (2024-11-05, 2025-03-26) may POST an array: it is one exchange,
+// whose answer is the server's array (or 202, when it holds no request). A client that closes
+// its connection before its answer came abandons the exchange: the server hears it (Inbound::gone)
+// and cancels what it ran. DELETE ends a client's
 // session (its Mcp-Session-Id, given at initialize and required after). GET is 405: the server
 // sends nothing unasked. Before anything reaches the server, every request is judged here
 // (mcp_http_policy.hpp): its Origin, its bearer token, its session, its size, its JSON; a request
@@ -17,7 +21,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fronts/mcp_http_policy.hpp"
+#include "fronts/mcp_protocol.hpp"
 #include "sys/poller.hpp"
 #include "sys/timer_fd.hpp"
 #include "sys/unique_fd.hpp"
@@ -48,6 +52,9 @@ struct Inbound {
     bool end = false;    // DELETE: the client's session ended
     nlohmann::json message;
     std::uint64_t exchange = 0;  // a request's (where its answer goes); 0: a notification
+    // The client closed the connection `exchange` was answering on before its answer: nothing
+    // will read it.
+    bool gone = false;
 };
 
 class HttpTransport {
@@ -60,6 +67,8 @@ class HttpTransport {
     HttpTransport& operator=(const HttpTransport&) = delete;
 
     int port() const { return port_; }
+    // The protocol version `client` negotiated: whether it may send batches.
+    void set_protocol(const std::string& client, const Protocol& protocol);
     // The messages that came since the last call, in order.
     std::vector<Inbound> take();
     // A message for the request `exchange` is the answer to: its notifications, then its
@@ -81,6 +90,9 @@ class HttpTransport {
     void parse(Connection& connection);
     void handle(Connection& connection);
     void handle_post(Connection& connection);
+    // Refuses a batch the client may not send; its requests counted.
+    bool check_batch(Connection& connection, const std::string& client, const nlohmann::json& batch,
+                     std::size_t& requests);
     void handle_delete(Connection& connection);
     void respond(Connection& connection, int status, std::string body,
                  std::string_view content_type,
@@ -106,11 +118,12 @@ class HttpTransport {
     struct Exchange {
         std::uint64_t connection;
         std::string client;
+        std::size_t requests = 1;  // a batch's: its requests, each counted against the limit
     };
     std::map<std::uint64_t, Exchange> exchanges_;  // requests the server has not answered
     std::uint64_t exchange_count_ = 0;
-    std::set<std::string> clients_;
-    std::map<std::string, std::size_t> in_flight_;  // a client's exchanges open
+    std::map<std::string, const Protocol*> clients_;  // none until its initialize is answered
+    std::map<std::string, std::size_t> in_flight_;    // a client's exchanges open
     std::vector<Inbound> inbound_;
     bool stopping_ = false;
     bool accept_paused_ = false;  // out of descriptors: until a connection closes

@@ -27,14 +27,18 @@ struct Protocol {
     // Tool arguments the server cannot run with are a tool error the model reads (isError), not
     // the JSON-RPC error -32602 of the versions before (SEP-1303, 2025-11-25).
     bool argument_errors_as_results;
+    // JSON-RPC batches received (an array of requests and notifications, answered by an array):
+    // 2025-03-26 made them a MUST and 2025-06-18 removed them. 2024-11-05 names none, but says
+    // every message follows JSON-RPC 2.0, which has them: the server takes them there too.
+    bool batches;
 };
 
 // Oldest first.
 inline constexpr Protocol kProtocols[] = {
-    {"2024-11-05", false, false, false, false, false, false},
-    {"2025-03-26", true, true, false, false, false, false},
-    {"2025-06-18", true, true, true, true, true, false},
-    {"2025-11-25", true, true, true, true, true, true},
+    {"2024-11-05", false, false, false, false, false, false, true},
+    {"2025-03-26", true, true, false, false, false, false, true},
+    {"2025-06-18", true, true, true, true, true, false, false},
+    {"2025-11-25", true, true, true, true, true, true, false},
 };
 inline constexpr const Protocol& kLatestProtocol = kProtocols[std::size(kProtocols) - 1];
 

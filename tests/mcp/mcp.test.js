@@ -508,4 +508,114 @@ describe('raw JSON-RPC over stdio', { timeout: 300_000 }, () => {
                        'everything on stdout is JSON-RPC');
     });
   });
+
+  // JSON-RPC batches: a MUST of 2025-03-26 (and of JSON-RPC 2.0, which 2024-11-05 follows),
+  // removed by 2025-06-18. One line in, one array out once every request of it is answered.
+  const message = (id, method, params = {}) => ({ jsonrpc: '2.0', id, method, params });
+  const runPython = (id, code) => message(id, 'tools/call',
+                                          { name: 'run_python', arguments: { code } });
+  const isArray = reply => Array.isArray(reply);
+
+  test('a batch under 2025-03-26 and 2024-11-05: one array of the answers, calls concurrent',
+       async t => {
+    for (const version of ['2025-03-26', '2024-11-05']) {
+      await RawServer.with(async raw => {
+        await raw.initialize(version);
+        const sleep = 1.5;
+        const start = performance.now();
+        raw.send(JSON.stringify([
+          message('p', 'ping'),
+          runPython(1, `import time\ntime.sleep(${sleep})\nprint("one")`),
+          { jsonrpc: '2.0', method: 'notifications/no_such_thing' },
+          runPython('two', `import time\ntime.sleep(${sleep})\nprint("two")`),
+          message(3, 'tools/list'),
+        ]));
+        const replies = await raw.next(isArray, 60_000 * TIME_SLACK);
+        const elapsed = performance.now() - start;
+        t.diagnostic(`${version}: a batch of 2 calls of ${sleep} s answered in ${elapsed | 0} ms`);
+        assert.deepEqual(replies.map(reply => reply.id).sort(), [1, 3, 'p', 'two'].sort(),
+                         JSON.stringify(replies));
+        const byId = new Map(replies.map(reply => [reply.id, reply]));
+        assert.deepEqual(byId.get('p').result, {});
+        assert.equal(byId.get(3).result.tools.length, 3);
+        assert.match(byId.get(1).result.content[0].text, /^one\n/);
+        assert.match(byId.get('two').result.content[0].text, /^two\n/);
+        if (os.availableParallelism() >= 2)
+          assert.ok(elapsed < 2 * sleep * 1000 - 500, `the batch's 2 calls took ${elapsed | 0} ms`);
+        assert.deepEqual(raw.messages, [], 'more than the one array came');
+      });
+    }
+  });
+
+  test('batches: refused whole where wrong, element by element where JSON-RPC says so',
+       async () => {
+    await RawServer.with(async raw => {
+      // Before initialize no version is agreed: the newest, which has no batches.
+      raw.send(JSON.stringify([message('early', 'ping')]));
+      const early = await raw.next(reply => 'error' in reply);
+      assert.equal(early.error.code, -32600);
+      assert.equal(early.id, null);
+      await raw.initialize('2025-03-26');
+      const stillServing = async () => {
+        const reply = await raw.request(message('alive', 'ping'));
+        assert.deepEqual(reply.result, {}, JSON.stringify(reply));
+        assert.deepEqual(raw.messages, [], 'unexpected extra messages');
+      };
+      // JSON-RPC 2.0: an empty array is one Invalid Request, not an array.
+      raw.send('[]');
+      const empty = await raw.next(reply => 'error' in reply);
+      assert.deepEqual([empty.id, empty.error.code], [null, -32600]);
+      assert.match(empty.error.message, /empty batch/);
+      await stillServing();
+      // Over the bound (8, --http-max-client-requests): refused whole, none of it served.
+      raw.send(JSON.stringify(Array.from({ length: 9 }, (_, i) =>
+        message(`big-${i}`, 'tools/call', { name: 'start_session', arguments: {} }))));
+      const big = await raw.next(reply => 'error' in reply);
+      assert.deepEqual([big.id, big.error.code], [null, -32600]);
+      assert.match(big.error.message, /at most 8/);
+      await stillServing();
+      // Each element is judged on its own: a bad one gets its error in the array.
+      raw.send(JSON.stringify([1, message('ok', 'ping'), { jsonrpc: '1.0', id: 'old', method: 'ping' },
+                               message('init', 'initialize', {
+                                 protocolVersion: '2025-03-26', capabilities: {},
+                                 clientInfo: { name: 'x', version: '1' } })]));
+      const mixed = await raw.next(isArray);
+      const codes = new Map(mixed.map(reply => [JSON.stringify(reply.id), reply.error?.code]));
+      assert.equal(mixed.length, 4, JSON.stringify(mixed));
+      assert.equal(codes.get('null'), -32600, JSON.stringify(mixed));
+      assert.equal(codes.get('"ok"'), undefined, JSON.stringify(mixed));
+      assert.equal(codes.get('"old"'), -32600, JSON.stringify(mixed));
+      assert.equal(codes.get('"init"'), -32600, JSON.stringify(mixed));
+      // Notifications only: nothing at all comes back.
+      raw.send(JSON.stringify([{ jsonrpc: '2.0', method: 'notifications/initialized' }]));
+      await stillServing();
+      // A call of the batch cancelled: the array comes without it. An id still in flight is
+      // not taken again (a cancellation could not tell the two apart).
+      raw.send(JSON.stringify([runPython('slow', 'import time\ntime.sleep(60)'),
+                               message('quick', 'ping'), message('slow', 'ping')]));
+      raw.send(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled',
+                                params: { requestId: 'slow' } }));
+      const rest = await raw.next(isArray);
+      assert.equal(rest.length, 2, JSON.stringify(rest));
+      assert.deepEqual(rest.find(reply => reply.id === 'quick'),
+                       { jsonrpc: '2.0', id: 'quick', result: {} });
+      assert.equal(rest.find(reply => reply.id === 'slow')?.error?.code, -32600,
+                   JSON.stringify(rest));
+      await stillServing();
+      // No session came of the refused batch of start_session.
+      const session = await raw.request(message('s', 'tools/call',
+                                                { name: 'start_session', arguments: {} }));
+      assert.ok(session.result, JSON.stringify(session));
+    });
+    await RawServer.with(async raw => {
+      await raw.initialize('2025-06-18');
+      raw.send(JSON.stringify([message('p', 'ping')]));
+      const refused = await raw.next(reply => 'error' in reply);
+      assert.deepEqual([refused.id, refused.error.code], [null, -32600]);
+      assert.match(refused.error.message, /not part of MCP 2025-06-18/);
+      const reply = await raw.request(message('after', 'ping'));
+      assert.deepEqual(reply.result, {});
+      assert.deepEqual(raw.messages, [], 'the refused batch was served');
+    });
+  });
 });
