@@ -635,12 +635,24 @@ class _Session:
         self.channel.send(done)
 
 
+class StdinNotImplementedError(NotImplementedError):
+    """input() in a kernel's cell: the kernel offers no stdin channel (IPython's name)."""
+
+
+def _no_input(prompt: object = "") -> str:
+    raise StdinNotImplementedError(
+        "input() was called, but pysandbox kernel does not offer input requests (the stdin "
+        "channel): put the data in the cell, or in a file of the sandbox, instead")
+
+
 def _install_display() -> None:
-    """display() as a builtin, where IPython puts it, for a kernel's cells."""
+    """display() as a builtin, where IPython puts it, for a kernel's cells; and an input() that
+    says why it cannot ask, rather than reading end of file."""
     import builtins
 
     if not hasattr(builtins, "display"):
         builtins.display = display  # type: ignore[attr-defined]
+        builtins.input = _no_input
 
 
 def _name_before(code: str, cursor: int) -> int:

@@ -262,6 +262,7 @@ def stop_on_error() -> dict:
         next_one = kc.execute("'next'")
         seen["tolerated"] = shell_reply(kc, tolerated)
         seen["next"] = shell_reply(kc, next_one)
+        seen["input"] = execute(kc, "input('name? ')")
         return seen
 
 

@@ -189,7 +189,7 @@ class KernelTest(SandboxTestCase):
         self.assertEqual(of_type(seen["after"]["iopub"], "execute_result")[0]["data"],
                          {"text/plain": "3"})
 
-    def test_stop_on_error_aborts_what_was_queued(self) -> None:
+    def test_stop_on_error_aborts_what_was_queued_and_input_says_why_not(self) -> None:
         seen = self.client("stop_on_error")
         self.assertEqual(seen["failing"]["status"], "error")
         self.assertEqual(seen["queued"]["status"], "aborted")
@@ -198,6 +198,11 @@ class KernelTest(SandboxTestCase):
         self.assertEqual(streams(seen["after"]["iopub"]), "after\n")
         self.assertEqual(seen["tolerated"]["status"], "error")
         self.assertEqual(seen["next"]["status"], "ok")
+        # input() (the same kernel, to save a start): no stdin channel, and it says so.
+        asked = seen["input"]["reply"]
+        self.assertEqual(asked["status"], "error")
+        self.assertTrue(asked["ename"].endswith("StdinNotImplementedError"), asked["ename"])
+        self.assertIn("does not offer input requests", asked["evalue"])
 
     def test_notebook_through_nbclient(self) -> None:
         import nbformat
