@@ -124,6 +124,8 @@ void Session::dispatch() {
     if (cell_->argv) message["argv"] = *cell_->argv;
     if (cell_->stdin_data) message["stdin"] = encoding::base64(*cell_->stdin_data);
     if (cell_->figures_as_files) message["figure_files"] = true;
+    if (cell_->rich) message["rich"] = true;
+    if (!cell_->query.is_null()) message["query"] = cell_->query;
     sandbox_->control()->send(message);
     sandbox_->control()->expect("done", token_);
     deadline_ = std::chrono::system_clock::now() + timeout_;
@@ -415,6 +417,10 @@ void Session::add_driver_words(ordered_json& result, const json* done) {
     }
     result["value"] = std::move(value);
     result["figures"] = std::move(figures);
+    if (cell_ && cell_->rich)
+        result["rich"] = done != nullptr ? done->value("rich", json()) : json();
+    if (cell_ && !cell_->query.is_null())
+        result["answer"] = done != nullptr ? done->value("answer", json()) : json();
 }
 
 ordered_json Session::cell_result(Outcome outcome, const json* done) {

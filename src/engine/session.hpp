@@ -56,6 +56,13 @@ struct Cell {
     // figure-N.png in /tmp/work, files like any other (copied to DIR/cell-N with --output-dir),
     // rather than returned as PNG in the result.
     bool figures_as_files = false;
+    // A Jupyter kernel's (fronts/kernel.cpp): the driver also sends the value's MIME bundle and
+    // what the cell passed to display(), as result["rich"]; or, with `query` ({"kind":
+    // "complete" or "inspect", "code", "cursor"}), runs no code and answers the question from the
+    // namespace, as result["answer"]. Both are the script's word, passed on as the driver sent
+    // them (within the channel's bounds): the kernel checks them.
+    bool rich = false;
+    nlohmann::json query;  // null: a cell to run
     // Shown the cell's output while it runs, as the sandbox keeps it (OutputObserver, stream.hpp):
     // what reaches it, in order, is what the result's stdout and stderr hold. Called until the
     // result is there, or the session drops the cell (close()); never after.

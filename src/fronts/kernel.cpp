@@ -3,6 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
@@ -20,7 +24,9 @@
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "report/exit_codes.hpp"
+#include "report/json_text.hpp"
 #include "report/result.hpp"
+#include "wire/fds.hpp"
 
 namespace pysandbox {
 namespace {
@@ -40,6 +46,54 @@ json is_complete_reply(const std::string& code) {
     if (depth < 0) return {{"status", "invalid"}};
     if (open) return {{"status", "incomplete"}, {"indent", "    "}};
     return {{"status", "complete"}};
+}
+
+// The MIME types a cell's output may have, and what each must be: the driver's word is the
+// script's, so anything else is dropped here, before a client sees it.
+enum class Mime { text, image, json_text };
+struct MimeType {
+    std::string_view name;
+    Mime form;
+    std::string_view signature;  // an image's first bytes, base64
+};
+constexpr std::array kMimeTypes = {
+    MimeType{"text/plain", Mime::text, ""},      MimeType{"text/html", Mime::text, ""},
+    MimeType{"text/markdown", Mime::text, ""},   MimeType{"text/latex", Mime::text, ""},
+    MimeType{"image/svg+xml", Mime::text, ""},   MimeType{"image/png", Mime::image, "iVBORw0KGgo"},
+    MimeType{"image/jpeg", Mime::image, "/9j/"}, MimeType{"application/json", Mime::json_text, ""},
+};
+constexpr JsonBounds kJsonOutputBounds{64, 65536};
+
+bool is_base64(std::string_view text) {
+    return text.size() % 4 == 0 && std::ranges::all_of(text, [](unsigned char c) {
+               return std::isalnum(c) || c == '+' || c == '/' || c == '=';
+           });
+}
+
+// The bundle `data` as a client gets it: the known types whose value has their form, within
+// what is left of the cell's `budget` of bytes; nothing when text/plain is not among them.
+std::optional<json> checked_bundle(const json& data, std::size_t& budget) {
+    if (!data.is_object()) return std::nullopt;
+    json bundle = json::object();
+    for (const auto& [name, value] : data.items()) {
+        const auto type = std::ranges::find(kMimeTypes, name, &MimeType::name);
+        if (type == kMimeTypes.end() || !value.is_string()) continue;
+        const auto& text = value.get_ref<const std::string&>();
+        if (text.size() > budget) continue;
+        if (type->form == Mime::image) {
+            if (!text.starts_with(type->signature) || !is_base64(text)) continue;
+            bundle[name] = text;
+        } else if (type->form == Mime::json_text) {
+            BoundedJson parsed = parse_bounded(text, kJsonOutputBounds);
+            if (parsed.problem != BoundedJson::Problem::none) continue;
+            bundle[name] = std::move(parsed.value);
+        } else {
+            bundle[name] = text;
+        }
+        budget -= text.size();
+    }
+    if (!bundle.contains("text/plain")) return std::nullopt;
+    return bundle;
 }
 
 class Kernel {
@@ -124,9 +178,17 @@ class Kernel {
                 (void)parse(frames, "stdin");  // input() is not offered: stdin reads end of file
             });
             if (session_->idle() && !cell_) {
-                more |= take(shell_, [this](std::vector<std::string>& frames) {
-                    if (auto message = parse(frames, "shell")) on_request(*message, shell_);
+                const bool took = take(shell_, [this](std::vector<std::string>& frames) {
+                    auto message = parse(frames, "shell");
+                    if (!message) return;
+                    if (aborting_ && jupyter::message_type(*message) == "execute_request")
+                        abort(*message);
+                    else
+                        on_request(*message, shell_);
                 });
+                // stop_on_error: what was queued when a cell failed is aborted, no more.
+                if (!took) aborting_ = false;
+                more |= took;
             }
         }
     }
@@ -201,22 +263,15 @@ class Kernel {
         } else if (type == "comm_info_request") {
             reply(socket, request, "comm_info_reply",
                   {{"status", "ok"}, {"comms", json::object()}});
-        } else if (type == "complete_request") {
+        } else if (type == "complete_request" || type == "inspect_request") {
             const auto pos = request.content.find("cursor_pos");
-            const long cursor =
-                pos != request.content.end() && pos->is_number_integer() ? pos->get<long>() : 0;
-            reply(socket, request, "complete_reply",
-                  {{"status", "ok"},
-                   {"matches", json::array()},
-                   {"cursor_start", cursor},
-                   {"cursor_end", cursor},
-                   {"metadata", json::object()}});
-        } else if (type == "inspect_request") {
-            reply(socket, request, "inspect_reply",
-                  {{"status", "ok"},
-                   {"found", false},
-                   {"data", json::object()},
-                   {"metadata", json::object()}});
+            const std::string code = string_field("code");
+            const std::int64_t cursor = pos != request.content.end() && pos->is_number_integer()
+                                            ? pos->get<std::int64_t>()
+                                            : static_cast<std::int64_t>(code.size());
+            start_query(request, socket, type == "complete_request" ? "complete" : "inspect", code,
+                        cursor);
+            return;  // idle once the driver has answered
         } else if (type == "history_request") {
             reply(socket, request, "history_reply", {{"status", "ok"}, {"history", json::array()}});
         } else if (type == "interrupt_request") {
@@ -267,7 +322,66 @@ class Kernel {
         zmq::socket_t* socket;
         bool silent;
         bool store_history;
+        bool stop_on_error = true;
+        std::string query;  // "complete" or "inspect": a question, not a cell
     };
+
+    // A complete or inspect request, answered by the driver from the session's namespace, as a
+    // cell of the session (so with its timeout and interrupt); its output is not shown.
+    void start_query(const Message& request, zmq::socket_t& socket, const std::string& kind,
+                     const std::string& code, std::int64_t cursor) {
+        Cell cell;
+        cell.query = {{"kind", kind}, {"code", code}, {"cursor", cursor}};
+        cell_.emplace(RunningCell{request, &socket, true, false, false, kind});
+        session_->run(std::move(cell));
+    }
+
+    void finish_query(const RunningCell& cell, const json& result) {
+        const json& answer = result["answer"];
+        const std::string type = cell.query + "_reply";
+        if (result.value("status", std::string()) != "ok" || !answer.is_object()) {
+            json content = error_of(result);
+            content["status"] = "error";
+            reply(*cell.socket, cell.request, type, content);
+        } else if (cell.query == "complete") {
+            json matches = json::array();
+            if (const auto found = answer.find("matches");
+                found != answer.end() && found->is_array())
+                for (const json& match : *found)
+                    if (match.is_string() && matches.size() < kMaxCellMatches)
+                        matches.push_back(match);
+            const auto position = [&](const char* name) {
+                const auto it = answer.find(name);
+                return it != answer.end() && it->is_number_unsigned() ? it->get<std::uint64_t>()
+                                                                      : std::uint64_t{0};
+            };
+            const std::uint64_t end = position("cursor_end");
+            reply(*cell.socket, cell.request, type,
+                  {{"status", "ok"},
+                   {"matches", std::move(matches)},
+                   {"cursor_start", std::min(position("cursor_start"), end)},
+                   {"cursor_end", end},
+                   {"metadata", json::object()}});
+        } else {
+            const auto text = answer.find("text");
+            const bool found = answer.value("found", false) && text != answer.end() &&
+                               text->is_string() &&
+                               text->get_ref<const std::string&>().size() <= kMaxCellRich;
+            reply(*cell.socket, cell.request, type,
+                  {{"status", "ok"},
+                   {"found", found},
+                   {"data", found ? json{{"text/plain", *text}} : json::object()},
+                   {"metadata", json::object()}});
+        }
+        publish("status", {{"execution_state", "idle"}}, cell.request.header);
+    }
+
+    // An execute request queued behind one that failed (stop_on_error), as ipykernel answers it.
+    void abort(const Message& request) {
+        publish("status", {{"execution_state", "busy"}}, request.header);
+        reply(shell_, request, "execute_reply", {{"status", "aborted"}});
+        publish("status", {{"execution_state", "idle"}}, request.header);
+    }
 
     void start_cell(const Message& request, zmq::socket_t& socket) {
         const auto code_it = request.content.find("code");
@@ -286,8 +400,10 @@ class Kernel {
                     request.header);
         Cell cell;
         cell.code = code;
+        cell.rich = !silent;
         cell.on_output = output_.observer();
-        cell_.emplace(RunningCell{request, &socket, silent, store_history});
+        cell_.emplace(
+            RunningCell{request, &socket, silent, store_history, flag("stop_on_error", true), {}});
         session_->run(std::move(cell));
     }
 
@@ -308,22 +424,13 @@ class Kernel {
         if (!cell_) return;
         const RunningCell cell = std::move(*cell_);
         cell_.reset();
+        if (!cell.query.empty()) {
+            finish_query(cell, result);
+            return;
+        }
         const json& parent = cell.request.header;
         const std::string status = result.value("status", std::string("error"));
-        if (!cell.silent) {
-            if (status == "ok" && result["value"].is_string())
-                publish("execute_result",
-                        {{"execution_count", execution_count_},
-                         {"data", {{"text/plain", result["value"]}}},
-                         {"metadata", json::object()}},
-                        parent);
-            for (const json& figure : result["figures"])
-                publish("display_data",
-                        {{"data", {{"image/png", figure["data"]}}},
-                         {"metadata", json::object()},
-                         {"transient", json::object()}},
-                        parent);
-        }
+        if (!cell.silent) show_output(result, status == "ok", parent);
         json content = {{"status", "ok"}, {"execution_count", execution_count_}};
         if (status == "ok") {
             content["user_expressions"] = json::object();
@@ -336,6 +443,54 @@ class Kernel {
         }
         reply(*cell.socket, cell.request, "execute_reply", content);
         publish("status", {{"execution_state", "idle"}}, parent);
+        if (status != "ok" && cell.stop_on_error) aborting_ = true;
+    }
+
+    // What the cell displayed (display(), plt.show()) in order, its value, then the figures it
+    // left open, as IPython shows them. Every bundle is checked (checked_bundle) and all of them
+    // together are at most kMaxCellRich bytes; figures are the session's, PNG already checked.
+    void show_output(const json& result, bool ok, const json& parent) {
+        const json& rich = result["rich"];
+        const json& figures = result["figures"];
+        std::size_t budget = kMaxCellRich;
+        std::vector<bool> shown(figures.size(), false);
+        const auto display = [&](json data) {
+            publish("display_data",
+                    {{"data", std::move(data)},
+                     {"metadata", json::object()},
+                     {"transient", json::object()}},
+                    parent);
+        };
+        const auto figure = [&](std::size_t index) {
+            shown[index] = true;
+            display({{"image/png", figures[index]["data"]}});
+        };
+        if (rich.is_object() && rich["displays"].is_array()) {
+            std::size_t count = 0;
+            for (const json& item : rich["displays"]) {
+                if (++count > kMaxCellFigures) break;
+                if (!item.is_object()) continue;
+                const json& index = item.value("figure", json());
+                if (index.is_number_unsigned() && index.get<std::size_t>() < figures.size()) {
+                    if (!shown[index.get<std::size_t>()]) figure(index.get<std::size_t>());
+                } else if (auto data = checked_bundle(item.value("data", json()), budget)) {
+                    display(std::move(*data));
+                }
+            }
+        }
+        if (ok && result["value"].is_string()) {
+            json data = {{"text/plain", result["value"]}};
+            if (rich.is_object())
+                if (auto bundle = checked_bundle(rich.value("value", json()), budget))
+                    data = std::move(*bundle);
+            publish("execute_result",
+                    {{"execution_count", execution_count_},
+                     {"data", std::move(data)},
+                     {"metadata", json::object()}},
+                    parent);
+        }
+        for (std::size_t index = 0; index < figures.size(); ++index)
+            if (!shown[index]) figure(index);
     }
 
     // ename, evalue and the traceback's lines: Python's exception as the cell raised it, or what
@@ -391,6 +546,7 @@ class Kernel {
     OutputEvents output_;
     int execution_count_ = 0;
     bool closing_ = false;
+    bool aborting_ = false;  // a cell failed: execute requests still queued are aborted
 };
 
 }  // namespace

@@ -36,7 +36,7 @@ import sys
 
 from pysandbox_wire import (CONTROL_HEADER, CONTROL_INDEX_DIGITS, CONTROL_LAST, CONTROL_MORE,
                             CONTROL_RECORD, MAX_CELL_FIGURE_BYTES, MAX_CELL_FIGURES,
-                            MAX_CELL_VALUE)
+                            MAX_CELL_MATCHES, MAX_CELL_RICH, MAX_CELL_VALUE)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -305,8 +305,143 @@ def keep_figure(figure: "Figure") -> bool:
     """Called by pysandbox_figures.show() while a cell runs."""
     if _current_figures is None:
         return False
-    _current_figures.keep(figure)
+    if _current_rich is not None:
+        _current_rich.figure(figure)  # shown where plt.show() was called, as Jupyter shows it
+    else:
+        _current_figures.keep(figure)
     return True
+
+
+# A kernel's cell (fronts/kernel.cpp) shows its value and what it passes to display() as MIME
+# bundles, each representation from the method IPython's formatters call. The kernel takes these
+# types and no others.
+_REPR_METHODS = (("text/html", "_repr_html_"), ("text/markdown", "_repr_markdown_"),
+                 ("text/latex", "_repr_latex_"), ("image/svg+xml", "_repr_svg_"),
+                 ("image/png", "_repr_png_"), ("image/jpeg", "_repr_jpeg_"),
+                 ("application/json", "_repr_json_"))
+_MIME_TYPES = frozenset(["text/plain"] + [mime for mime, _ in _REPR_METHODS])
+
+
+def _real_method(value: object, name: str) -> "Callable[..., Any] | None":
+    """`value`'s method `name` as IPython's get_real_method finds it: none on a class (its
+    methods are unbound), and none from a __getattr__ that answers every name."""
+    if isinstance(value, type):
+        return None
+    try:
+        if getattr(value, "_ipython_canary_method_should_not_exist_", None) is not None:
+            return None
+        method = getattr(value, name, None)
+    except Exception:
+        return None
+    return method if callable(method) else None
+
+
+def _as_text(mime: str, data: object) -> "str | None":
+    """A representation as the kernel sends it: images in base64, JSON as its text."""
+    if isinstance(data, tuple) and len(data) == 2:  # (data, metadata), as IPython allows
+        data = data[0]
+    if mime.startswith("image/") and mime != "image/svg+xml" and isinstance(data, bytes):
+        import base64
+
+        return base64.b64encode(data).decode("ascii")
+    if mime == "application/json" and isinstance(data, (dict, list)):
+        import json
+
+        return json.dumps(data)
+    return data if isinstance(data, str) else None
+
+
+class _Rich:
+    """A kernel cell's rich output: each display() call's bundle in order (or the figure it
+    showed, which _Figures keeps as every figure), and the value's; all of it at most
+    MAX_CELL_RICH characters of JSON and MAX_CELL_FIGURES displays. What does not fit is left
+    out and counted."""
+
+    def __init__(self, figures: _Figures) -> None:
+        self.figures = figures
+        self.displays: "list[dict[str, Any]]" = []
+        self.used = 0
+        self.omitted = 0
+
+    def bundle(self, value: object, text: str) -> "dict[str, str] | None":
+        """text/plain (`text`, the capped repr) and what else `value` shows as, each
+        representation that still fits."""
+        if not self._fits("text/plain", text):
+            self.omitted += 1
+            return None
+        data = {"text/plain": text}
+        offered: "list[tuple[str, object]]" = []
+        mimebundle = _real_method(value, "_repr_mimebundle_")
+        if mimebundle is not None:
+            try:
+                got = mimebundle(include=None, exclude=None)
+            except Exception as error:
+                self._failed(value, "_repr_mimebundle_", error)
+                got = None
+            if isinstance(got, tuple) and len(got) == 2:
+                got = got[0]
+            if isinstance(got, dict):
+                offered.extend(item for item in got.items() if item[0] in _MIME_TYPES)
+        for mime, name in _REPR_METHODS:
+            method = _real_method(value, name)
+            if method is None or any(mime == taken for taken, _ in offered):
+                continue
+            try:
+                offered.append((mime, method()))
+            except Exception as error:
+                self._failed(value, name, error)
+        for mime, got in offered:
+            shown = _as_text(mime, got)
+            if shown is None or mime == "text/plain":
+                continue
+            if self._fits(mime, shown):
+                data[mime] = shown
+            else:
+                self.omitted += 1
+        return data
+
+    def _fits(self, mime: str, text: str) -> bool:
+        size = len(_dumps(mime)) + len(_dumps(text)) + 2
+        if self.used + size > MAX_CELL_RICH:
+            return False
+        self.used += size
+        return True
+
+    @staticmethod
+    def _failed(value: object, name: str, error: Exception) -> None:
+        print("pysandbox: %s.%s() failed: %r" % (type(value).__name__, name, error),
+              file=sys.stderr)
+
+    def display(self, value: object) -> None:
+        if len(self.displays) >= MAX_FIGURES:
+            self.omitted += 1
+        elif type(value).__module__ == "matplotlib.figure" and hasattr(value, "savefig"):
+            self.figure(value)
+        else:
+            data = self.bundle(value, _capped_repr(value))
+            if data is not None:
+                self.displays.append({"data": data})
+
+    def figure(self, figure: "Figure") -> None:
+        before = len(self.figures.pngs)
+        self.figures.keep(figure)
+        if len(self.figures.pngs) > before and len(self.displays) < MAX_FIGURES:
+            self.displays.append({"figure": before})
+
+
+_current_rich: "_Rich | None" = None
+
+
+def display(*values: object, **options: object) -> None:
+    """IPython's display(), in a kernel's cells: each value as a display_data message, with
+    every MIME type it shows as (a matplotlib figure as PNG). IPython's options are taken and
+    ignored; outside a kernel's cell each value is printed, as IPython's display() does outside
+    IPython."""
+    if _current_rich is None:
+        print(*values)
+        return
+    for value in values:
+        _current_rich.display(value)
 
 
 def _without_driver_frames(tb: "TracebackType | None") -> "TracebackType | None":
@@ -410,7 +545,10 @@ class _Session:
         return result
 
     def cell(self, message: "dict[str, Any]") -> None:
-        global _current_figures
+        global _current_figures, _current_rich
+        if "query" in message:
+            self.query(message)
+            return
         # "kind" and "token" first: the supervisor takes only a message that begins with what it
         # waits for, and skips any other from its first record (control_channel.hpp).
         done: "dict[str, Any]" = {"kind": "done", "token": message.get("token"), "outcome": "ok",
@@ -427,6 +565,11 @@ class _Session:
         if problem:
             done["files_error"] = problem
         _current_figures = figures
+        rich_value: "dict[str, str] | None" = None
+        rich = _Rich(figures) if message.get("rich") else None
+        if rich is not None:
+            _install_display()
+        _current_rich = rich
         try:
             self.interrupts.enter_cell()
             try:
@@ -436,6 +579,8 @@ class _Session:
                     value = self._run(expression)
                     if value is not None:
                         done["value"] = _capped_repr(value)
+                        if rich is not None:
+                            rich_value = rich.bundle(value, done["value"])
             finally:
                 self.interrupts.leave_cell()
         except SystemExit as exit:
@@ -450,14 +595,138 @@ class _Session:
             _print_exception(error)
             done["outcome"] = "exception"
         _current_figures = None
+        _current_rich = None
         try:
             figures.collect_open()
         except Exception as error:
             print("pysandbox: figures could not be collected: %r" % (error,), file=sys.stderr)
         done["figures"] = figures.pngs
         done["figures_omitted"] = figures.omitted
+        if rich is not None:
+            done["rich"] = {"value": rich_value, "displays": rich.displays,
+                            "omitted": rich.omitted}
         _flush()
         self.channel.send(done)
+
+
+    def query(self, message: "dict[str, Any]") -> None:
+        """A kernel's complete or inspect request: answered from the namespace without running
+        any of the cell's code but the attribute lookups rlcompleter does, under the cell's
+        timeout (a __getattr__ that sleeps is interrupted as a cell is). Open figures, sys.argv
+        and the work directory are left as they are."""
+        done: "dict[str, Any]" = {"kind": "done", "token": message.get("token"), "outcome": "ok",
+                                  "value": None, "answer": None}
+        query = message["query"]
+        try:
+            self.interrupts.enter_cell()
+            try:
+                code, cursor = str(query.get("code", "")), int(query.get("cursor", 0))
+                if query.get("kind") == "complete":
+                    done["answer"] = _complete(code, cursor, self.namespace)
+                elif query.get("kind") == "inspect":
+                    done["answer"] = _inspect(code, cursor, self.namespace)
+            finally:
+                self.interrupts.leave_cell()
+        except BaseException as error:  # KeyboardInterrupt at the timeout, a hostile lookup's
+            print("pysandbox: the %s request failed: %s: %s" % (
+                query.get("kind"), type(error).__name__, error), file=sys.stderr)
+            done["outcome"] = "exception"
+        _flush()
+        self.channel.send(done)
+
+
+class StdinNotImplementedError(NotImplementedError):
+    """input() in a kernel's cell: the kernel offers no stdin channel (IPython's name)."""
+
+
+def _no_input(prompt: object = "") -> str:
+    raise StdinNotImplementedError(
+        "input() was called, but pysandbox kernel does not offer input requests (the stdin "
+        "channel): put the data in the cell, or in a file of the sandbox, instead")
+
+
+def _install_display() -> None:
+    """display() as a builtin, where IPython puts it, for a kernel's cells; and an input() that
+    says why it cannot ask, rather than reading end of file."""
+    import builtins
+
+    if not hasattr(builtins, "display"):
+        builtins.display = display  # type: ignore[attr-defined]
+        builtins.input = _no_input
+
+
+def _name_before(code: str, cursor: int) -> int:
+    """Where the dotted name that ends at `cursor` begins."""
+    start = max(0, min(cursor, len(code)))
+    while start > 0 and (code[start - 1].isalnum() or code[start - 1] in "_."):
+        start -= 1
+    return start
+
+
+def _complete(code: str, cursor: int, namespace: "dict[str, Any]") -> "dict[str, Any]":
+    """rlcompleter's matches for the name before the cursor: names of the namespace, builtins
+    and keywords, or a dotted name's attributes (rlcompleter looks the dotted part up, and no
+    property's getter runs), without the '(' or ':' it adds for a terminal."""
+    cursor = max(0, min(cursor, len(code)))
+    start = _name_before(code, cursor)
+    text = code[start:cursor]
+    matches: "list[str]" = []
+    if text and not text[0].isdigit():
+        import rlcompleter
+
+        completer = rlcompleter.Completer(namespace)
+        found = completer.attr_matches(text) if "." in text else completer.global_matches(text)
+        size = 0
+        for match in found:
+            match = match.rstrip("(: ")
+            size += len(_dumps(match)) + 1
+            if match in matches:
+                continue
+            if len(matches) >= MAX_CELL_MATCHES or size > MAX_CELL_RICH:
+                break
+            matches.append(match)
+    return {"matches": matches, "cursor_start": start, "cursor_end": cursor}
+
+
+def _inspect(code: str, cursor: int, namespace: "dict[str, Any]") -> "dict[str, Any]":
+    """The type, signature and docstring of the dotted name at the cursor (or of the call the
+    cursor is in, after its '('), found by name and getattr alone: nothing is called, not even
+    repr()."""
+    cursor = max(0, min(cursor, len(code)))
+    end = cursor
+    while end < len(code) and (code[end].isalnum() or code[end] == "_"):
+        end += 1
+    start = _name_before(code, end)
+    if start == end:
+        before = code[:cursor].rstrip()
+        if before.endswith("("):
+            end = len(before) - 1
+            start = _name_before(code, end)
+    name = code[start:end].strip(".")
+    parts = name.split(".")
+    if not name or not all(part.isidentifier() for part in parts):
+        return {"found": False}
+    import builtins
+    import inspect
+
+    if parts[0] in namespace:
+        found = namespace[parts[0]]
+    elif hasattr(builtins, parts[0]):
+        found = getattr(builtins, parts[0])
+    else:
+        return {"found": False}
+    for part in parts[1:]:
+        found = getattr(found, part)
+    lines = ["Type: %s" % type(found).__qualname__]
+    try:
+        lines.append("Signature: %s%s" % (parts[-1], inspect.signature(found)))
+    except (TypeError, ValueError):
+        pass
+    lines.append("Docstring: %s" % (inspect.getdoc(found) or "<no docstring>"))
+    text = "\n".join(lines)
+    if len(text) > MAX_VALUE:
+        text = text[:MAX_VALUE] + "... [%d characters omitted]" % (len(text) - MAX_VALUE)
+    return {"found": True, "text": text}
 
 
 # Every flag a `from __future__ import` can set in co_flags (CO_FUTURE_DIVISION, 0x20000, to

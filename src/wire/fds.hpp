@@ -32,12 +32,16 @@ inline constexpr std::size_t kControlHeader = 1 + kControlIndexDigits;
 inline constexpr std::size_t kMaxCellFigures = 32;
 inline constexpr std::size_t kMaxCellFigureBytes = 16 * 1024 * 1024;
 inline constexpr std::size_t kMaxCellValue = 64 * 1024;
-// The driver's largest message: a cell's figures in base64 (padded, each) and its value, every
-// character of it escaped in the worst case (outside the BMP: two JSON escapes, 12 bytes), with a
-// record's worth of room for the rest.
+// A kernel's cell (fronts/kernel.cpp): the JSON text of its MIME bundles and display() calls
+// together, or of a completion or inspection's answer; and the names a completion gives.
+inline constexpr std::size_t kMaxCellRich = 8 * 1024 * 1024;
+inline constexpr std::size_t kMaxCellMatches = 1000;
+// The driver's largest message: a cell's figures in base64 (padded, each), its value, every
+// character of it escaped in the worst case (outside the BMP: two JSON escapes, 12 bytes), and
+// its rich output, with a record's worth of room for the rest.
 inline constexpr std::size_t kMaxControlMessage = 32 * 1024 * 1024;
 static_assert(kMaxCellFigureBytes / 3 * 4 + 4 * kMaxCellFigures + 12 * kMaxCellValue +
-                  kControlRecord <=
+                  kMaxCellRich + kControlRecord <=
               kMaxControlMessage);
 
 }  // namespace pysandbox

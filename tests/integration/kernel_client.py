@@ -7,6 +7,7 @@ The kernelspec comes from JUPYTER_PATH (test_kernel.py writes it). Prints one JS
 the client saw, for test_kernel.py to judge.
 """
 
+import contextlib
 import json
 import sys
 import time
@@ -46,6 +47,17 @@ def started(extra_args=()):
     return km, kc
 
 
+@contextlib.contextmanager
+def running(extra_args=()):
+    """A started kernel and its client, shut down (at once) at the end."""
+    km, kc = started(extra_args)
+    try:
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
 def basics() -> dict:
     km, kc = started()
     try:
@@ -78,8 +90,7 @@ def basics() -> dict:
 
 
 def interrupt() -> dict:
-    km, kc = started()
-    try:
+    with running() as (km, kc):
         execute(kc, "y = 7")
         msg_id = kc.execute("import time\nprint('sleeping', flush=True)\ntime.sleep(60)")
         while True:  # the cell has started once its output comes
@@ -96,32 +107,21 @@ def interrupt() -> dict:
         kc.wait_for_ready(timeout=ANSWER)
         seen["restarted"] = execute(kc, "y")
         return seen
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def timeout() -> dict:
-    km, kc = started(["--timeout", "1"])
-    try:
+    with running(["--timeout", "1"]) as (km, kc):
         execute(kc, "z = 5")
         seen = {"loop": execute(kc, "while True:\n    pass"), "after": execute(kc, "z")}
         return seen
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def host_write(path: str) -> dict:
-    km, kc = started()
-    try:
+    with running() as (km, kc):
         code = ("import os\nfor p in (%r, '/etc/pysandbox-kernel-escape'):\n"
                 "    try:\n        open(p, 'w').write('escaped')\n"
                 "    except OSError as e:\n        print(type(e).__name__)\n" % path)
         return {"write": execute(kc, code)}
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
 
 
 def hostile() -> dict:
@@ -131,8 +131,7 @@ def hostile() -> dict:
     import zmq
     from jupyter_client.session import Session
 
-    km, kc = started()
-    try:
+    with running() as (km, kc):
         sock = zmq.Context.instance().socket(zmq.DEALER)
         sock.linger = 0
         sock.connect("tcp://%s:%d" % (km.ip, km.shell_port))
@@ -170,9 +169,101 @@ def hostile() -> dict:
                 "last": last["header"]["msg_id"], "texts": texts,
                 "good_after": execute(kc, "6 * 7")}
         return seen
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+
+
+RICH = """\
+class Rich:
+    def __repr__(self):
+        return 'Rich()'
+    def _repr_html_(self):
+        return '<b>rich</b>'
+    def _repr_markdown_(self):
+        return '*rich*'
+    def _repr_latex_(self):
+        return '$rich$'
+    def _repr_svg_(self):
+        return '<svg xmlns="http://www.w3.org/2000/svg"/>'
+    def _repr_json_(self):
+        return {'rich': [1, 2]}
+    def _repr_png_(self):
+        return b'\\x89PNG\\r\\n\\x1a\\n' + bytes(8)
+display(Rich(), 'plain')
+Rich()
+"""
+
+# A cell that goes around display() and hands the driver what no object's methods give: types
+# off the list, values of the wrong form, more than the kernel takes. The kernel must drop them.
+FORGED = """\
+import pysandbox_driver as d
+shown = d._current_rich.displays
+shown.append({'data': {'text/plain': 'js', 'application/javascript': 'alert(1)',
+                       'text/html': 5, 'image/png': 'not a png'}})
+shown.append({'data': {'text/plain': 'deep', 'application/json': '[' * 100000}})
+shown.append({'data': {'text/plain': 'big', 'text/html': 'x' * (9 << 20)}})
+shown.append({'data': {'text/html': 'no plain text'}})
+shown.append({'figure': 99})
+shown.append('not an object')
+class Huge:
+    def _repr_html_(self):
+        return 'y' * (9 << 20)
+Huge()
+"""
+
+
+def rich() -> dict:
+    with running() as (km, kc):
+        return {
+            "rich": execute(kc, RICH),
+            "frame": execute(kc, "import pandas\npandas.DataFrame({'a': [1, 2], 'b': [3, 4]})"),
+            "figures": execute(kc, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\n"
+                                   "plt.show()\nprint('shown')\nfig = plt.figure()\n"
+                                   "plt.plot([2, 1])\ndisplay('between')\n7"),
+            "many": execute(kc, "for i in range(100):\n    display(i)"),
+            "forged": execute(kc, FORGED),
+        }
+
+
+def shell_reply(kc, msg_id: str) -> dict:
+    reply = kc.get_shell_msg(timeout=ANSWER)
+    assert reply["parent_header"]["msg_id"] == msg_id, reply
+    return reply["content"]
+
+
+def complete() -> dict:
+    with running(["--timeout", "1"]) as (km, kc):
+        execute(kc, "import os\nvalue_one = 1\nvalue_two = 2\n"
+                    "class Slow:\n    def __getattr__(self, name):\n"
+                    "        import time\n        time.sleep(60)\n"
+                    "slow = Slow()")
+        seen = {}
+        seen["names"] = shell_reply(kc, kc.complete("x = value_", 10))
+        seen["attributes"] = shell_reply(kc, kc.complete("os.pat", 6))
+        seen["builtin"] = shell_reply(kc, kc.inspect("len(", 4))
+        seen["module"] = shell_reply(kc, kc.inspect("os.path.join", 10))
+        seen["missing"] = shell_reply(kc, kc.inspect("nothing_here", 3))
+        began = time.monotonic()
+        seen["slow"] = shell_reply(kc, kc.complete("slow.inner.x", 12))
+        seen["slow_seconds"] = time.monotonic() - began
+        seen["after"] = execute(kc, "value_one + value_two")
+        return seen
+
+
+def stop_on_error() -> dict:
+    with running() as (km, kc):
+        # The first cell fails after the others are queued behind it.
+        failing = kc.execute("import time\ntime.sleep(0.5)\n1/0")
+        queued = kc.execute("print('ran')")
+        also = kc.execute("print('ran too')")
+        seen = {"failing": shell_reply(kc, failing), "queued": shell_reply(kc, queued),
+                "also": shell_reply(kc, also)}
+        seen["after"] = execute(kc, "print('after')")
+        # stop_on_error false: what is queued still runs.
+        tolerated = kc.execute("import time\ntime.sleep(0.5)\n1/0", stop_on_error=False)
+        next_one = kc.execute("'next'")
+        seen["tolerated"] = shell_reply(kc, tolerated)
+        seen["next"] = shell_reply(kc, next_one)
+        seen["input"] = execute(kc, "input('name? ')")
+        return seen
 
 
 def notebook(path: str) -> dict:
@@ -189,5 +280,6 @@ if __name__ == "__main__":
     args = sys.argv[2:]
     result = {"basics": basics, "interrupt": interrupt, "timeout": timeout,
               "host_write": host_write, "hostile": hostile,
-              "notebook": notebook}[scenario](*args)
+              "notebook": notebook, "rich": rich, "complete": complete,
+              "stop_on_error": stop_on_error}[scenario](*args)
     print(json.dumps(result))

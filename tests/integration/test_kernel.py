@@ -125,12 +125,94 @@ class KernelTest(SandboxTestCase):
         self.assertEqual(of_type(seen["good_after"]["iopub"], "execute_result")[0]["data"],
                          {"text/plain": "42"})
 
+    def test_rich_output_is_mime_bundles_checked_on_the_host(self) -> None:
+        seen = self.client("rich")
+        shown = of_type(seen["rich"]["iopub"], "display_data")
+        self.assertEqual([sorted(d["data"]) for d in shown], [
+            ["application/json", "image/png", "image/svg+xml", "text/html", "text/latex",
+             "text/markdown", "text/plain"],
+            ["text/plain"]])
+        self.assertEqual(shown[0]["data"]["text/html"], "<b>rich</b>")
+        self.assertEqual(shown[0]["data"]["application/json"], {"rich": [1, 2]})
+        self.assertTrue(shown[0]["data"]["image/png"].startswith("iVBORw0KGgo"))
+        self.assertEqual(shown[1]["data"]["text/plain"], "'plain'")
+        [result] = of_type(seen["rich"]["iopub"], "execute_result")
+        self.assertEqual(result["data"]["text/plain"], "Rich()")
+        self.assertEqual(result["data"]["text/markdown"], "*rich*")
+
+        [frame] = of_type(seen["frame"]["iopub"], "execute_result")
+        self.assertIn("<table", frame["data"]["text/html"])
+        self.assertIn("a  b", frame["data"]["text/plain"])
+
+        # plt.show() where it was called, display() in order, the value, then the open figure.
+        order = [(m["type"], sorted(m["content"]["data"])) for m in seen["figures"]["iopub"]
+                 if m["type"] in ("display_data", "execute_result")]
+        self.assertEqual(order, [("display_data", ["image/png"]),
+                                 ("display_data", ["text/plain"]),
+                                 ("execute_result", ["text/plain"]),
+                                 ("display_data", ["image/png"])])
+        self.assertEqual(streams(seen["figures"]["iopub"]), "shown\n")
+
+        self.assertEqual(len(of_type(seen["many"]["iopub"], "display_data")), 32,
+                         "a cell's displays are bounded")
+
+        forged = seen["forged"]
+        self.assertEqual(forged["reply"]["status"], "ok")
+        allowed = {"text/plain", "text/html", "text/markdown", "text/latex", "image/svg+xml",
+                   "image/png", "image/jpeg", "application/json"}
+        for message in of_type(forged["iopub"], "display_data"):
+            self.assertLessEqual(set(message["data"]), allowed)
+            self.assertIn("text/plain", message["data"])
+        self.assertEqual([m["data"] for m in of_type(forged["iopub"], "display_data")],
+                         [{"text/plain": "js"}, {"text/plain": "deep"}, {"text/plain": "big"}])
+        [huge] = of_type(forged["iopub"], "execute_result")
+        self.assertEqual(set(huge["data"]), {"text/plain"}, "an oversized _repr_html_ is left out")
+
+    def test_complete_and_inspect_from_the_namespace(self) -> None:
+        seen = self.client("complete")
+        names = seen["names"]
+        self.assertEqual(names["status"], "ok")
+        self.assertEqual(sorted(names["matches"]), ["value_one", "value_two"])
+        self.assertEqual((names["cursor_start"], names["cursor_end"]), (4, 10))
+        self.assertIn("os.path", seen["attributes"]["matches"])
+        self.assertEqual(seen["attributes"]["cursor_start"], 0)
+        builtin = seen["builtin"]
+        self.assertTrue(builtin["found"])
+        self.assertIn("builtin_function_or_method", builtin["data"]["text/plain"])
+        self.assertIn("Return the number of items", builtin["data"]["text/plain"])
+        self.assertIn("Join two or more", seen["module"]["data"]["text/plain"])
+        self.assertFalse(seen["missing"]["found"])
+        # A __getattr__ that sleeps is the cell's timeout's (1 s), and the state is kept.
+        self.assertEqual(seen["slow"]["status"], "error")
+        self.assertEqual(seen["slow"]["ename"], "TimeoutError")
+        self.assertLess(seen["slow_seconds"], 10)
+        self.assertEqual(of_type(seen["after"]["iopub"], "execute_result")[0]["data"],
+                         {"text/plain": "3"})
+
+    def test_stop_on_error_aborts_what_was_queued_and_input_says_why_not(self) -> None:
+        seen = self.client("stop_on_error")
+        self.assertEqual(seen["failing"]["status"], "error")
+        self.assertEqual(seen["queued"]["status"], "aborted")
+        self.assertEqual(seen["also"]["status"], "aborted")
+        self.assertEqual(seen["after"]["reply"]["status"], "ok")
+        self.assertEqual(streams(seen["after"]["iopub"]), "after\n")
+        self.assertEqual(seen["tolerated"]["status"], "error")
+        self.assertEqual(seen["next"]["status"], "ok")
+        # input() (the same kernel, to save a start): no stdin channel, and it says so.
+        asked = seen["input"]["reply"]
+        self.assertEqual(asked["status"], "error")
+        self.assertTrue(asked["ename"].endswith("StdinNotImplementedError"), asked["ename"])
+        self.assertIn("does not offer input requests", asked["evalue"])
+
     def test_notebook_through_nbclient(self) -> None:
         import nbformat
         nb = nbformat.v4.new_notebook()
         nb.cells = [nbformat.v4.new_code_cell("print('from the sandbox')"),
                     nbformat.v4.new_code_cell("1/0"),
-                    nbformat.v4.new_code_cell("3 * 14")]
+                    nbformat.v4.new_code_cell("3 * 14"),
+                    nbformat.v4.new_code_cell("import pandas\npandas.DataFrame({'a': [1]})"),
+                    nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\n"
+                                              "plt.plot([1, 2])\nNone")]
         path = self.dir / "nb.ipynb"
         nbformat.write(nb, str(path))
         os.chmod(path, 0o644)
@@ -139,6 +221,14 @@ class KernelTest(SandboxTestCase):
         self.assertEqual([o["ename"] for o in cells[1] if o["output_type"] == "error"],
                          ["ZeroDivisionError"])
         self.assertEqual(cells[2][-1]["data"], {"text/plain": "42"})
+        [frame] = cells[3]
+        self.assertEqual(frame["output_type"], "execute_result")
+        self.assertEqual(sorted(frame["data"]), ["text/html", "text/plain"])
+        self.assertIn("<table", frame["data"]["text/html"])
+        [figure] = cells[4]
+        self.assertEqual(figure["output_type"], "display_data")
+        self.assertEqual(list(figure["data"]), ["image/png"])
+        self.assertTrue(figure["data"]["image/png"].startswith("iVBORw0KGgo"))
 
     def test_install_writes_a_kernelspec_jupyter_finds(self) -> None:
         prefix = self.dir / "prefix"
