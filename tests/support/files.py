@@ -22,7 +22,8 @@ ATTACK_PREFIX = "pysandbox-attack-"
 TEST_HELPER_PREFIXES = (INTEGRATION_PREFIX, "pysandbox-unit-", ATTACK_PREFIX, "pysandbox-ipc-",
                         "pysandbox-stdlib-", "pysandbox-python-", "pysandbox-install-",
                         "pysandbox-gendocs-", "pysandbox-completion-", "pysandbox-mcp-",
-                        "pysandbox-setup-")
+                        "pysandbox-setup-", "pysandbox-kernel-test-", "pysandbox-apparmor-",
+                        "pysandbox-deb-", "pysandbox-batch-test-")
 
 _cleanups: list = []
 
