@@ -461,6 +461,7 @@ Profile install_profile(const EnvInvocation& invocation, const std::string& inde
     // pip runs subprocesses only to build; the kernel's walls are the boundary, not the hook.
     profile.policy.deny_calls.clear();
     profile.policy.deny_imports.clear();
+    profile.requirements.clear();  // the caller's default profile may name some: not pip's
     profile.seccomp.allow_processes = invocation.allow_build;
     return profile;
 }
@@ -745,11 +746,11 @@ int create(const EnvInvocation& invocation, const std::vector<std::string>& host
     return 0;
 }
 
-std::optional<int> run_packages(const EnvInvocation& packages, Request& request,
-                                const std::vector<std::string>& host_env) {
-    std::vector<std::string> specs;
-    const bool script = request.program.kind == Program::Kind::script_file;
-    if (script && !request.overrides.packages) {
+std::optional<int> run_packages(const EnvInvocation& packages, const Profile& profile,
+                                Request& request, const std::vector<std::string>& host_env) {
+    if (request.overrides.packages) return std::nullopt;  // --with-env names it
+    std::vector<std::string> specs = profile.requirements;
+    if (request.program.kind == Program::Kind::script_file) {
         const std::string& path = request.program.text;
         if (auto deps = env_store::inline_dependencies(read_text(path, "SCRIPT"), path))
             for (std::string& spec : *deps) {
@@ -766,6 +767,10 @@ std::optional<int> run_packages(const EnvInvocation& packages, Request& request,
             specs.push_back(std::move(spec));
     if (specs.empty()) return std::nullopt;
     EnvInvocation install = packages;
+    if (install.find_links.empty() && install.index_url.empty()) {
+        install.find_links = profile.find_links;
+        install.index_url = profile.index_url;
+    }
     install.cache_dir = request.overrides.cache_dir;
     install.json = request.capture_output;
     install.verbose = request.verbose;

@@ -77,7 +77,8 @@ void describe_trace(const Outcome& outcome) {
 int run(const RunInvocation& invocation, const std::vector<std::string>& host_env) {
     Profile profile = load_profile(invocation.profile, profile_search_dirs());
     Request request = invocation.request;
-    if (const auto code = env::run_packages(invocation.packages, request, host_env)) return *code;
+    if (const auto code = env::run_packages(invocation.packages, profile, request, host_env))
+        return *code;
     std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);
     if (plan->verbose) describe_plan(*plan);
     Outcome outcome = execute(*plan);

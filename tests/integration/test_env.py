@@ -21,7 +21,7 @@ import threading
 import unittest
 from pathlib import Path
 
-from harness import RUN_AS, NOBODY_UID, SandboxTestCase, run, temp_dir, write_file
+from harness import RUN_AS, NOBODY_UID, SandboxTestCase, profile, run, temp_dir, write_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the support package
 from support.env import PYSANDBOX, command_prefix  # noqa: E402
@@ -245,6 +245,23 @@ class RunWithPackagesTest(EnvTestCase):
         named = self.run_pkgs("--with-env", env_id, str(script), json_mode=False)
         self.assertEqual(named.stdout, b"42\n", named.describe())
         self.assertNotIn(b"installing", named.stderr)
+
+    def test_a_profiles_requirements_are_installed_by_run_and_refused_elsewhere(self):
+        named = profile(f'extends = "default"\n[python]\nrequirements = ["tinypkg"]\n'
+                        f'find_links = ["{self.house}"]\n')
+        code = "import tinypkg; print(tinypkg.VALUE)"
+        first = run(["run", "-p", str(named), "--cache-dir", str(self.store), "-c", code],
+                    timeout=120)
+        self.assertEqual((first.returncode, first.stdout), (0, b"42\n"), first.describe())
+        self.assertIn(b"installing tinypkg", first.stderr)
+        # A front that does not install them says so rather than run without them.
+        refused = run(["check", "-p", str(named), str(write_file(temp_dir() / "s.py", "1\n"))])
+        self.assertEqual(refused.returncode, 125, refused.describe())
+        self.assertIn(b"python.requirements", refused.stderr)
+        bad = profile('extends = "default"\n[python]\nrequirements = ["--pre"]\n')
+        r = run(["run", "-p", str(bad), "-c", "1"])
+        self.assertEqual(r.returncode, 125, r.describe())
+        self.assertIn(b"python.requirements", r.stderr)
 
     def test_bad_package_requests_are_usage_errors(self):
         def script(text):
