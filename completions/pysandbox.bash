@@ -14,7 +14,7 @@ _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
 _pysandbox_options() {  # $1: a command path; REPLY: its options
     case $1 in
         '') REPLY='-h --help --version' ;;
-        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --with-env --cache-dir --output-dir --output-runs --workdir --incident-log -c --json --fail-on-truncation -v --verbose --trace-syscalls' ;;
+        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --with-env --cache-dir --output-dir --output-runs --workdir --incident-log --with --requirements --find-links --index-url -c --json --fail-on-truncation -v --verbose --trace-syscalls' ;;
         'check') REPLY='-h --help -p --profile --json --incident-log' ;;
         'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --with-env --cache-dir --output-dir --incident-log --pool --ndjson -v --verbose' ;;
         'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --http --http-token-file --http-allow-origin --http-max-clients --http-max-client-requests --max-client-sessions --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --with-env --cache-dir --output-dir --incident-log -v --verbose' ;;
@@ -54,6 +54,10 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'run|--output-runs') REPLY='directory' ;;
         'run|--workdir') REPLY='directory' ;;
         'run|--incident-log') REPLY='file' ;;
+        'run|--with') REPLY='text' ;;
+        'run|--requirements') REPLY='file' ;;
+        'run|--find-links') REPLY='directory' ;;
+        'run|--index-url') REPLY='text' ;;
         'run|-c') REPLY='text' ;;
         'check|-p'|'check|--profile') REPLY='profile' ;;
         'check|--incident-log') REPLY='file' ;;

@@ -71,6 +71,10 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'run|--output-runs' \
             'run|--workdir' \
             'run|--incident-log' \
+            'run|--with' \
+            'run|--requirements' \
+            'run|--find-links' \
+            'run|--index-url' \
             'run|-c' \
             'check|-p' \
             'check|--profile' \
@@ -212,6 +216,10 @@ complete -c pysandbox -n '__pysandbox_at run' -l output-dir -x -a '(__fish_compl
 complete -c pysandbox -n '__pysandbox_at run' -l output-runs -x -a '(__fish_complete_directories)' -d 'Reuse host DIR across runs: each run'\''s artifacts go into a new DIR/run-N (N one more than the highest there), never into anything that exists'
 complete -c pysandbox -n '__pysandbox_at run' -l workdir -x -a '(__fish_complete_directories)' -d 'Show the host DIR as /tmp/work and write the script'\''s changes back to it after the run, as plain files; it must be writable by the uid the script runs as (65534 when root runs pysandbox)'
 complete -c pysandbox -n '__pysandbox_at run' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
+complete -c pysandbox -n '__pysandbox_at run' -l with -x -d 'Install PKG (a requirement, as pip takes it) for this run, with the script'\''s inline metadata (PEP 723), into an environment made once and reused (repeatable)'
+complete -c pysandbox -n '__pysandbox_at run' -l requirements -r -F -d 'Install the requirements FILE for this run, as --with does (repeatable)'
+complete -c pysandbox -n '__pysandbox_at run' -l find-links -x -a '(__fish_complete_directories)' -d 'Where --with, --requirements and inline metadata install from: a local wheelhouse DIR; without --index-url, no index (repeatable)'
+complete -c pysandbox -n '__pysandbox_at run' -l index-url -x -d 'Where they install from: a package index (PEP 503/691), the only destination of the install (default: https://pypi.org/simple)'
 complete -c pysandbox -n '__pysandbox_at run' -s c -x -d 'Run CODE instead of a script file'
 complete -c pysandbox -n '__pysandbox_at run' -l json -d 'Print one JSON result (schema pysandbox.result/v1) with the output inside'
 complete -c pysandbox -n '__pysandbox_at run' -l fail-on-truncation -d 'Exit 1 instead of 0 when the output limit cut stdout or stderr (so that a make recipe writing stdout to a file fails rather than keep a cut file)'

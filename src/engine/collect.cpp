@@ -45,10 +45,11 @@ ArtifactTarget open_output_dir(const Plan& plan, sys::UniqueFd& made, Outcome& o
 }
 
 // The script's changes to --workdir, applied to the host directory: all of them, whatever the
-// time (they are the caller's data, and no more than tmp_size of it).
+// time (they are the caller's data, and no more than tmp_size of it). Root's copies belong to the
+// uid the script ran as, unless the workdir stays the caller's.
 void copy_back_workdir(const Plan& plan, int upper, Outcome& outcome) {
     workdir::Options options;
-    if (plan.ids.privileged) {
+    if (plan.ids.privileged && !plan.host_workdir->stays_callers) {
         options.owner = plan.ids.outer_uid;
         options.group = plan.ids.outer_gid;
     }

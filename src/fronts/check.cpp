@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/execute.hpp"
+#include "plan/env_store.hpp"
+#include "plan/host_files.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "report/exit_codes.hpp"
@@ -65,6 +67,8 @@ void log_incident(const Plan& plan, const Analysis& analysis) {
         std::cerr << "pysandbox: warning: " << problem << "\n";
 }
 
+constexpr std::uint64_t kMaxScript = 16ULL << 20;  // as much of the script as run reads for it
+
 json result(std::string_view status, const json& findings, std::uint64_t omitted) {
     return {{"schema", kSchema}, {"status", status}, {"findings", findings}, {"omitted", omitted}};
 }
@@ -73,6 +77,11 @@ json result(std::string_view status, const json& findings, std::uint64_t omitted
 
 int run(const CheckInvocation& options, const std::vector<std::string>& host_env) {
     Profile profile = load_profile(options.profile, profile_search_dirs());
+    // The script's inline metadata (PEP 723), read as `run` reads it: a malformed block is the
+    // same usage error here, before anything runs.
+    if (const HostFile text = read_host_file(options.script, kMaxScript);
+        text.problem == HostFile::Problem::none)
+        env_store::inline_dependencies(text.data, options.script);
     Request request;
     request.program = {Program::Kind::check, options.script, {}};
     request.overrides.incident_log = options.incident_log;

@@ -204,6 +204,30 @@ void check_allow_needs_proxy(const Overrides& o) {
                                        std::string(to_string(*o.net)));
 }
 
+// run --with, --requirements, and where pip finds them: an environment built (or found in the
+// store) for this run, as `uv run --with` does; the script's inline metadata joins them.
+void add_run_package_options(CLI::App& run, EnvInvocation& p) {
+    run.add_option("--with", p.specs,
+                   "Install PKG (a requirement, as pip takes it) for this run, with the script's "
+                   "inline metadata (PEP 723), into an environment made once and reused "
+                   "(repeatable)")
+        ->type_name("PKG")
+        ->allow_extra_args(false);
+    run.add_option("--requirements", p.requirement_files,
+                   "Install the requirements FILE for this run, as --with does (repeatable)")
+        ->type_name("FILE")
+        ->allow_extra_args(false);
+    run.add_option("--find-links", p.find_links,
+                   "Where --with, --requirements and inline metadata install from: a local "
+                   "wheelhouse DIR; without --index-url, no index (repeatable)")
+        ->type_name("DIR")
+        ->allow_extra_args(false);
+    run.add_option("--index-url", p.index_url,
+                   "Where they install from: a package index (PEP 503/691), the only destination "
+                   "of the install (default: https://pypi.org/simple)")
+        ->type_name("URL");
+}
+
 // After the run command's options: the program, and the combinations no single flag can check.
 void finish_run(RunInvocation& run) {
     Program& program = run.request.program;
@@ -222,6 +246,13 @@ void finish_run(RunInvocation& run) {
         throw CLI::ValidationError("run", "a SCRIPT, -c CODE or - (program on stdin) is required");
     }
     check_allow_needs_proxy(run.request.overrides);
+    const EnvInvocation& packages = run.packages;
+    if (run.request.overrides.packages &&
+        (!packages.specs.empty() || !packages.requirement_files.empty()))
+        throw CLI::ValidationError("--with-env",
+                                   "cannot be combined with --with or --requirements (a run "
+                                   "mounts one environment; `pysandbox env create` makes one of "
+                                   "everything)");
 }
 
 void add_run_command(CLI::App& app, Invocation& out) {
@@ -233,6 +264,7 @@ void add_run_command(CLI::App& app, Invocation& out) {
                       "Wall-clock limit, e.g. 5 (seconds), 0.5, 250ms, 1m30s (exit 124)");
     add_network_options(*run, r.request.overrides);
     add_file_options(*run, r.request.overrides);
+    add_run_package_options(*run, r.packages);
     run->add_option("-c", r.code, "Run CODE instead of a script file")->type_name("CODE");
     run->add_flag("--json", r.request.capture_output,
                   "Print one JSON result (schema pysandbox.result/v1) with the output inside");

@@ -35,6 +35,25 @@ enum class Command {
     env_prune,
 };
 
+// `pysandbox env create|list|show|rm|prune` (fronts/env.hpp).
+struct EnvInvocation {
+    std::vector<std::string> specs;              // PKG requirement specifiers
+    std::vector<std::string> requirement_files;  // -r FILE
+    std::string script;                          // --script FILE: its PEP 723 dependencies
+    std::vector<std::string> find_links;         // wheelhouse directories
+    std::string index_url;                       // "": pypi.org's, unless only --find-links
+    bool allow_build = false;                    // sdists may be built (inside, too)
+    std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+    std::uint64_t max_size = 1ULL << 30;  // of what pip may write
+    std::optional<std::string> cache_dir;
+    std::vector<std::string> ids;                         // show, rm
+    std::optional<std::chrono::milliseconds> older_than;  // prune
+    std::optional<std::uint64_t> keep_size;               // prune --max-size
+    bool json = false;
+    bool verify = false;  // show --verify
+    int verbose = 0;
+};
+
 // `pysandbox run`.
 struct RunInvocation {
     std::string profile = "default";
@@ -43,6 +62,9 @@ struct RunInvocation {
     std::optional<std::string> code;  // -c CODE
     std::string script;               // path, or "-" for stdin; empty with -c
     bool fail_on_truncation = false;  // exit 1, not 0, when the output limit cut the output
+    // --with, --requirements and their sources (--find-links, --index-url): the packages the
+    // run installs (fronts/env.hpp, run_packages), with the script's inline metadata.
+    EnvInvocation packages;
 };
 
 // `pysandbox check`.
@@ -102,25 +124,6 @@ struct BatchInvocation {
     std::string junit;                  // a JUnit XML report to write; "": none
     std::string jobs_file;              // "-": stdin
     Overrides overrides;
-    int verbose = 0;
-};
-
-// `pysandbox env create|list|show|rm|prune` (fronts/env.hpp).
-struct EnvInvocation {
-    std::vector<std::string> specs;              // PKG requirement specifiers
-    std::vector<std::string> requirement_files;  // -r FILE
-    std::string script;                          // --script FILE: its PEP 723 dependencies
-    std::vector<std::string> find_links;         // wheelhouse directories
-    std::string index_url;                       // "": pypi.org's, unless only --find-links
-    bool allow_build = false;                    // sdists may be built (inside, too)
-    std::chrono::milliseconds timeout{std::chrono::minutes(5)};
-    std::uint64_t max_size = 1ULL << 30;  // of what pip may write
-    std::optional<std::string> cache_dir;
-    std::vector<std::string> ids;                         // show, rm
-    std::optional<std::chrono::milliseconds> older_than;  // prune
-    std::optional<std::uint64_t> keep_size;               // prune --max-size
-    bool json = false;
-    bool verify = false;  // show --verify
     int verbose = 0;
 };
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embed/version.hpp"
 #include "engine/execute.hpp"
 #include "fronts/front_loop.hpp"
 #include "plan/env_store.hpp"
@@ -27,8 +29,11 @@
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "plan/units.hpp"
+#include "report/encoding.hpp"
 #include "report/exit_codes.hpp"
 #include "report/json_text.hpp"
+#include "report/result.hpp"
+#include "sys/dir_names.hpp"
 #include "sys/errors.hpp"
 #include "sys/sha256.hpp"
 #include "sys/unique_fd.hpp"
@@ -38,7 +43,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::uint64_t kTextCap = 16ULL << 20;  // a requirements file or a script
-constexpr uid_t kOverflowId = 65534;             // what root's sandboxes run as on the host
 // Inside the install's sandbox, beneath its workdir (/tmp/work).
 constexpr std::string_view kSiteName = "site";
 constexpr std::string_view kRequirementsName = "requirements.txt";
@@ -73,9 +77,9 @@ void check_requirement(const std::string& spec, const std::string& origin) {
                          "--index-url, --find-links, --allow-build)");
 }
 
-std::vector<std::string> requirements_file(const std::string& path) {
+std::vector<std::string> requirements_file(const std::string& path, std::string_view flag) {
     std::vector<std::string> specs;
-    std::istringstream lines(read_text(path, "-r"));
+    std::istringstream lines(read_text(path, flag));
     std::string line;
     for (int number = 1; std::getline(lines, line); ++number) {
         if (const auto hash = line.find('#');
@@ -98,7 +102,7 @@ std::vector<std::string> requested(const EnvInvocation& invocation) {
         specs.push_back(spec);
     }
     for (const std::string& file : invocation.requirement_files)
-        for (std::string& spec : requirements_file(file)) specs.push_back(std::move(spec));
+        for (std::string& spec : requirements_file(file, "-r")) specs.push_back(std::move(spec));
     if (!invocation.script.empty()) {
         auto deps = env_store::inline_dependencies(read_text(invocation.script, "--script"),
                                                    invocation.script);
@@ -234,7 +238,8 @@ void make_dir(const fs::path& dir, mode_t mode) {
 }
 
 // The store's directories: readable by everyone (a root's run reads as 65534), writable by
-// the caller only; staging and locks private.
+// the caller only. staging/ cannot be listed: a build's directory there is entered by the name
+// only the builder knows (the sandbox's uid opens its workdir by path); locks/ is private.
 void prepare_store(const fs::path& store) {
     std::error_code ec;
     fs::create_directories(store, ec);
@@ -243,7 +248,54 @@ void prepare_store(const fs::path& store) {
     make_dir(store / "envs", 0755);
     make_dir(store / "requests", 0755);
     make_dir(store / "staging", 0711);
+    ::chmod((store / "staging").c_str(), 0711);  // made 0700 by an older pysandbox, or changed
     make_dir(store / "locks", 0700);
+}
+
+// staging/ itself, flock'ed: shared while a directory is made and locked in it, exclusive while
+// clean_staging looks for unlocked ones (so it never takes one between its mkdir and its lock).
+sys::UniqueFd lock_staging(const fs::path& store, int how) {
+    const fs::path staging = store / "staging";
+    sys::UniqueFd fd(::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) throw SysError("open(" + staging.string() + ")", errno);
+    while (::flock(fd.get(), how) != 0)
+        if (errno != EINTR) throw SysError("flock(" + staging.string() + ")", errno);
+    return fd;
+}
+
+// A directory of staging/ under a name of 128 random bits, the caller's alone, flock'ed by its
+// maker while it lives and removed with everything in it when it goes; what a killed maker left
+// is unlocked, and the next `env create` removes it (clean_staging).
+struct Staging {
+    fs::path dir;
+    sys::UniqueFd lock;
+    Staging(const fs::path& store, std::string_view kind) {
+        const sys::UniqueFd making = lock_staging(store, LOCK_SH);
+        dir = store / "staging" / (std::string(kind) + "-" + encoding::random_hex(16));
+        if (::mkdir(dir.c_str(), 0700) != 0) throw SysError("mkdir(" + dir.string() + ")", errno);
+        lock.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0)
+            throw SysError("open/flock(" + dir.string() + ")", errno);
+    }
+    ~Staging() {
+        std::error_code ec;
+        fs::remove_all(dir, ec);
+    }
+    Staging(const Staging&) = delete;
+    Staging& operator=(const Staging&) = delete;
+};
+
+// What builds and removals that were killed halfway left in staging/: each directory nobody
+// holds locked. Never read, only removed (a later request builds again).
+void clean_staging(const fs::path& store) {
+    const sys::UniqueFd staging = lock_staging(store, LOCK_EX);
+    for (const std::string& name : sys::sorted_names(staging.get())) {
+        const sys::UniqueFd entry(
+            ::openat(staging.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+        if (entry && ::flock(entry.get(), LOCK_EX | LOCK_NB) != 0) continue;  // in use
+        std::error_code ec;
+        fs::remove_all(store / "staging" / name, ec);
+    }
 }
 
 // flock held for the life of the object: one build per request at a time.
@@ -269,72 +321,104 @@ std::optional<std::string> cached(const fs::path& store, const std::string& key)
     return id;
 }
 
-// A temporary directory that is removed with everything in it unless released.
-struct Staging {
-    fs::path dir;
-    explicit Staging(const fs::path& store) {
-        std::string pattern = (store / "staging" / "build-XXXXXX").string();
-        if (::mkdtemp(pattern.data()) == nullptr) throw SysError("mkdtemp(" + pattern + ")", errno);
-        dir = pattern;
-        ::chmod(dir.c_str(), 0711);  // the sandbox's uid opens the workdir beneath it
-    }
-    ~Staging() {
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-    }
-    Staging(const Staging&) = delete;
-    Staging& operator=(const Staging&) = delete;
-};
-
 struct Tree {
     std::string sha256;  // of every path, type, mode and content
     std::uint64_t size = 0;
     std::uint64_t files = 0;
 };
 
-// Hashes `site`; with `normalize`, first makes it the caller's and read-only for everyone but
-// the caller (what the workdir copy made is owned by the sandbox's uid for root's builds), and
-// drops what is neither a regular file nor a directory (the copy made none).
-Tree hash_tree(const fs::path& site, bool normalize) {
-    std::vector<fs::path> paths;
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(site, ec); !ec && it != fs::end(it);
-         it.increment(ec))
-        paths.push_back(it->path());
-    if (ec) throw SysError("read " + site.string(), ec.value());
-    std::ranges::sort(paths);
-    Tree tree;
-    std::string listing;
-    for (const fs::path& path : paths) {
-        struct stat st {};
-        if (::lstat(path.c_str(), &st) != 0) throw SysError("lstat(" + path.string() + ")", errno);
-        const std::string rel = path.lexically_relative(site).string();
-        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-            if (!normalize) throw UsageError(path.string() + ": neither a file nor a directory");
-            fs::remove(path, ec);
-            continue;
-        }
-        const bool executable = S_ISDIR(st.st_mode) || (st.st_mode & 0111) != 0;
-        if (normalize) {
-            if (::lchown(path.c_str(), ::geteuid(), ::getegid()) != 0)
-                throw SysError("lchown(" + path.string() + ")", errno);
-            if (::chmod(path.c_str(), executable ? 0755 : 0644) != 0)
-                throw SysError("chmod(" + path.string() + ")", errno);
-        }
-        if (S_ISDIR(st.st_mode)) {
-            listing += "d " + rel + "\n";
-            continue;
-        }
-        HostFile file = read_host_file(path.string(), UINT64_MAX, O_NOFOLLOW);
-        if (file.problem != HostFile::Problem::none)
-            throw SysError("read(" + path.string() + ")", file.error);
-        listing += std::string(executable ? "x " : "f ") + rel + " " + Sha256::of(file.data) + "\n";
-        tree.size += file.data.size();
-        ++tree.files;
+constexpr int kMaxDepth = 128;  // directories within an environment
+
+// An environment's tree, walked through descriptors opened without following links, each
+// directory's entries in name order. Its listing (every path, type, the executable bit, each
+// file's SHA-256) is what the ID hashes.
+class TreeWalk {
+  public:
+    // `build`: the tree just copied out of the install's sandbox, about to be published. It is
+    // verified (only directories and regular files, each file one link, all the caller's: what
+    // the copy made, and nothing a host process slipped in) and made read-only for all but the
+    // caller. Otherwise (`env show --verify`) it is only read.
+    explicit TreeWalk(bool build) : build_(build) {}
+
+    Tree hash(const fs::path& site) {
+        const sys::UniqueFd root(
+            ::open(site.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!root) throw SysError("open(" + site.string() + ", O_DIRECTORY|O_NOFOLLOW)", errno);
+        check(root.get(), site.string(), true);
+        walk(root.get(), "", 0);
+        tree_.sha256 = Sha256::of(listing_);
+        return tree_;
     }
-    tree.sha256 = Sha256::of(listing);
-    return tree;
-}
+
+  private:
+    // Refuses what a build must not publish; fixes the mode of what it may.
+    void check(int fd, const std::string& where, bool directory) const {
+        struct stat st {};
+        if (::fstat(fd, &st) != 0) throw SysError("fstat(" + where + ")", errno);
+        if (!build_) return;
+        if (st.st_uid != ::geteuid())
+            throw UsageError(where + ": owned by uid " + std::to_string(st.st_uid) +
+                             ", not by pysandbox's caller: refused, not published");
+        if (!directory && st.st_nlink != 1)
+            throw UsageError(where + ": a file with " + std::to_string(st.st_nlink) +
+                             " links: refused, not published");
+        const bool executable = directory || (st.st_mode & 0111) != 0;
+        if (::fchmod(fd, executable ? 0755 : 0644) != 0)
+            throw SysError("fchmod(" + where + ")", errno);
+    }
+
+    void walk(int dir, const std::string& prefix, int depth) {
+        if (depth > kMaxDepth)
+            throw UsageError(prefix + ": deeper than " + std::to_string(kMaxDepth) + " levels");
+        for (const std::string& name : sys::sorted_names(dir)) {
+            const std::string rel = prefix + name;
+            struct stat st {};
+            if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+                throw SysError("fstatat(" + rel + ")", errno);
+            if (S_ISDIR(st.st_mode)) {
+                const sys::UniqueFd sub(
+                    ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+                if (!sub) throw SysError("openat(" + rel + ", O_DIRECTORY|O_NOFOLLOW)", errno);
+                check(sub.get(), rel, true);
+                listing_ += "d " + rel + "\n";
+                walk(sub.get(), rel + "/", depth + 1);
+            } else if (S_ISREG(st.st_mode)) {
+                const sys::UniqueFd file(
+                    ::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+                if (!file) throw SysError("openat(" + rel + ", O_NOFOLLOW)", errno);
+                struct stat now {};
+                if (::fstat(file.get(), &now) != 0 || !S_ISREG(now.st_mode))
+                    throw UsageError(rel + ": changed while it was read: refused");
+                check(file.get(), rel, false);
+                listing_ += std::string((now.st_mode & 0111) != 0 ? "x " : "f ") + rel + " " +
+                            digest(file.get(), rel) + "\n";
+                ++tree_.files;
+            } else {
+                throw UsageError(rel +
+                                 ": neither a file nor a directory (a link, a device, a "
+                                 "FIFO or a socket): refused");
+            }
+        }
+    }
+
+    std::string digest(int fd, const std::string& where) {
+        Sha256 hash;
+        std::array<char, 1 << 16> buffer{};
+        for (;;) {
+            const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) throw SysError("read(" + where + ")", errno);
+            if (n == 0) break;
+            hash.update(buffer.data(), static_cast<std::size_t>(n));
+            tree_.size += static_cast<std::uint64_t>(n);
+        }
+        return hash.hex_digest();
+    }
+
+    bool build_;
+    Tree tree_;
+    std::string listing_;
+};
 
 // NAME and VERSION of each *.dist-info/METADATA in `site`.
 nlohmann::ordered_json distributions(const fs::path& site) {
@@ -377,6 +461,7 @@ Profile install_profile(const EnvInvocation& invocation, const std::string& inde
     // pip runs subprocesses only to build; the kernel's walls are the boundary, not the hook.
     profile.policy.deny_calls.clear();
     profile.policy.deny_imports.clear();
+    profile.requirements.clear();  // the caller's default profile may name some: not pip's
     profile.seccomp.allow_processes = invocation.allow_build;
     return profile;
 }
@@ -436,7 +521,10 @@ std::string describe_end(const Outcome& outcome) {
     }
 }
 
-int install_error(const EnvInvocation& invocation, const Outcome& outcome) {
+// The result of an install that failed: with --json a pysandbox.result/v1 object of status
+// install_error (pysandbox(1), JSON RESULT), and on stderr the message and pip's last lines.
+int install_error(const EnvInvocation& invocation, const std::vector<std::string>& specs,
+                  const Outcome& outcome) {
     std::string output;
     if (outcome.captured) output = outcome.captured->stdout_text + outcome.captured->stderr_text;
     std::string message = describe_end(outcome);
@@ -444,15 +532,20 @@ int install_error(const EnvInvocation& invocation, const Outcome& outcome) {
     std::vector<std::string> denied;
     for (const auto& [destination, count] : outcome.blocked_connections)
         denied.push_back(destination);
+    const std::string output_tail = tail(output, kTailLines);
     if (invocation.json) {
-        nlohmann::ordered_json result = {{"status", "install_error"},
-                                         {"message", message},
-                                         {"output_tail", tail(output, kTailLines)},
-                                         {"denied_connections", denied}};
+        const nlohmann::ordered_json result = {
+            {"schema", kResultSchema},
+            {"version", kVersion},
+            {"status", "install_error"},
+            {"pysandbox_exit_code", exit_codes::kInstallError},
+            {"message", message},
+            {"install",
+             {{"requested", specs}, {"output_tail", output_tail}, {"denied_connections", denied}}}};
         write_line(result, std::cout);
     }
-    std::cerr << "pysandbox: install_error: " << message << "\n" << tail(output, kTailLines);
-    if (!output.empty() && output.back() != '\n') std::cerr << "\n";
+    std::cerr << "pysandbox: install_error: " << message << "\n" << output_tail;
+    if (!output_tail.empty() && output_tail.back() != '\n') std::cerr << "\n";
     for (const std::string& destination : denied)
         std::cerr << "pysandbox: the install tried to reach " << destination
                   << ", which is not the index (--index-url)\n";
@@ -466,9 +559,13 @@ std::variant<std::string, int> build(const EnvInvocation& invocation, const fs::
                                      const std::vector<std::vector<Link>>& houses,
                                      const std::string& index,
                                      const std::vector<std::string>& host_env) {
-    Staging staging(store);
+    // Nothing here is ever the sandbox's on the host: pip writes only into its overlay (the
+    // workdir stays the caller's), and what it wrote comes back as the caller's plain files.
+    Staging staging(store, "build");
+    if (::geteuid() == 0 && ::chmod(staging.dir.c_str(), 0711) != 0)
+        throw SysError("chmod(" + staging.dir.string() + ")", errno);  // 65534 opens work/ by path
     const fs::path work = staging.dir / "work";
-    make_dir(work, 0700);
+    make_dir(work, 0755);
     std::string requirements;
     for (const std::string& spec : specs) requirements += spec + "\n";
     write_file(work / kRequirementsName, requirements, 0644);
@@ -478,16 +575,13 @@ std::variant<std::string, int> build(const EnvInvocation& invocation, const fs::
         make_dir(dir, 0755);
         for (const Link& link : houses[i]) write_file(dir / link.name, link.data, 0644);
     }
-    // Root's sandboxes run as 65534, which must be able to write the workdir (its overlay's
-    // changes are copied back as that uid's); staging/ (0711) hides the name from everyone else.
-    if (::geteuid() == 0 && ::chown(work.c_str(), kOverflowId, kOverflowId) != 0)
-        throw SysError("chown(" + work.string() + ", 65534)", errno);
 
     Request request;
     request.program.kind = Program::Kind::code;
     request.program.text = kPipMain;
     request.program.args = pip_arguments(invocation, index, houses.size());
     request.overrides.workdir = work.string();
+    request.overrides.workdir_stays_callers = true;
     request.capture_output = true;
     request.verbose = invocation.verbose;
     Profile profile = install_profile(invocation, index);
@@ -502,20 +596,17 @@ std::variant<std::string, int> build(const EnvInvocation& invocation, const fs::
     if (invocation.verbose && outcome.captured)
         std::cerr << outcome.captured->stdout_text << outcome.captured->stderr_text;
     if (outcome.kind != Outcome::Kind::exited || outcome.exit_code != 0)
-        return install_error(invocation, outcome);
+        return install_error(invocation, specs, outcome);
 
     const fs::path final_dir = staging.dir / "final";
-    make_dir(final_dir, 0755);
+    make_dir(final_dir, 0700);
     const fs::path site = final_dir / "site";
     std::error_code ec;
     if (fs::is_directory(work / kSiteName, ec))
         fs::rename(work / kSiteName, site);
     else
         make_dir(site, 0755);  // pip installed nothing new: an empty environment
-    // The copy made site/ itself as the sandbox's uid, too.
-    if (::lchown(site.c_str(), ::geteuid(), ::getegid()) != 0 || ::chmod(site.c_str(), 0755) != 0)
-        throw SysError("chown/chmod(" + site.string() + ")", errno);
-    const Tree tree = hash_tree(site, true);
+    const Tree tree = TreeWalk(true).hash(site);
     const std::string id = Sha256::of("pysandbox-env/1\n" +
                                       interpreter_identity(plan->interpreter) + tree.sha256 + "\n");
     const auto now = std::chrono::system_clock::now();
@@ -535,6 +626,8 @@ std::variant<std::string, int> build(const EnvInvocation& invocation, const fs::
         {"tree_sha256", tree.sha256},
     };
     write_file(final_dir / "env.json", meta.dump(2) + "\n", 0644);
+    if (::chmod(final_dir.c_str(), 0755) != 0)
+        throw SysError("chmod(" + final_dir.string() + ")", errno);
     // One rename publishes it; an equal one already there is the same content.
     if (::rename(final_dir.c_str(), env_store::env_dir(store, id).c_str()) != 0 &&
         errno != EEXIST && errno != ENOTEMPTY)
@@ -585,12 +678,10 @@ std::string created_text(const nlohmann::ordered_json& meta) {
 // Moves the environment out of envs/ first, so a run never finds it half removed.
 void remove_env(const fs::path& store, const std::string& id) {
     const fs::path dir = env_store::env_dir(store, id);
-    std::string pattern = (store / "staging" / ("rm-XXXXXX")).string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw SysError("mkdtemp(" + pattern + ")", errno);
-    if (::rename(dir.c_str(), (fs::path(pattern) / "env").c_str()) != 0)
+    const Staging trash(store, "rm");
+    if (::rename(dir.c_str(), (trash.dir / "env").c_str()) != 0)
         throw SysError("rename(" + dir.string() + ")", errno);
     std::error_code ec;
-    fs::remove_all(pattern, ec);
     for (const auto& entry : fs::directory_iterator(store / "requests", ec)) {
         HostFile file = read_host_file(entry.path().string(), 128, O_NOFOLLOW);
         if (trim(file.data) == id) fs::remove(entry.path(), ec);
@@ -599,8 +690,19 @@ void remove_env(const fs::path& store, const std::string& id) {
 
 }  // namespace
 
-int create(const EnvInvocation& invocation, const std::vector<std::string>& host_env) {
-    const std::vector<std::string> specs = requested(invocation);
+namespace {
+
+struct Obtained {
+    std::string id;
+    bool reused = false;
+};
+
+// The environment of `specs`: the one the same request made before (pip not run), or a new one
+// (`announce`: said on stderr first, as `uv run` says what it installs). An install that failed
+// is reported, and its exit code returned.
+std::variant<Obtained, int> obtain(const EnvInvocation& invocation,
+                                   const std::vector<std::string>& specs,
+                                   const std::vector<std::string>& host_env, bool announce) {
     const std::vector<std::vector<Link>> houses = read_wheelhouses(invocation);
     const std::string index = index_of(invocation);
     if (!index.empty()) index_rule(index);  // a bad URL is a usage error before anything else
@@ -608,26 +710,74 @@ int create(const EnvInvocation& invocation, const std::vector<std::string>& host
     const std::string interpreter = load_profile("default", profile_search_dirs()).interpreter;
     const std::string key = request_key(interpreter, specs, houses, index, invocation.allow_build);
     prepare_store(store);
+    clean_staging(store);
     BuildLock lock(store / "locks" / (key + ".lock"));
-    std::optional<std::string> id = cached(store, key);
-    const bool reused = id.has_value();
-    if (!id) {
-        auto built = build(invocation, store, specs, houses, index, host_env);
-        if (const int* code = std::get_if<int>(&built)) return *code;
-        id = std::get<std::string>(built);
-        remember(store, key, *id);
+    if (std::optional<std::string> id = cached(store, key)) return Obtained{*id, true};
+    if (announce) {
+        std::string names;
+        for (const std::string& spec : specs) names += (names.empty() ? "" : ", ") + spec;
+        say("installing " + names + " (pip, inside a sandbox, from " +
+            (index.empty() ? "--find-links" : index) + ") into a new environment in " +
+            store.string() + "; later runs reuse it");
     }
+    auto built = build(invocation, store, specs, houses, index, host_env);
+    if (const int* code = std::get_if<int>(&built)) return *code;
+    remember(store, key, std::get<std::string>(built));
+    return Obtained{std::get<std::string>(built), false};
+}
+
+}  // namespace
+
+int create(const EnvInvocation& invocation, const std::vector<std::string>& host_env) {
+    auto obtained = obtain(invocation, requested(invocation), host_env, false);
+    if (const int* code = std::get_if<int>(&obtained)) return *code;
+    const auto& [id, reused] = std::get<Obtained>(obtained);
     if (invocation.json) {
-        nlohmann::ordered_json meta = read_meta(store, *id);
+        const fs::path store = env_store::store_dir(invocation.cache_dir, host_env);
+        nlohmann::ordered_json meta = read_meta(store, id);
         meta["status"] = "ok";
         meta["reused"] = reused;
         write_line(meta, std::cout);
     } else {
-        std::cout << *id << "\n";
+        std::cout << id << "\n";
     }
     if (invocation.verbose)
         say(reused ? "the same request made it before: reused, pip not run" : "created");
     return 0;
+}
+
+std::optional<int> run_packages(const EnvInvocation& packages, const Profile& profile,
+                                Request& request, const std::vector<std::string>& host_env) {
+    if (request.overrides.packages) return std::nullopt;  // --with-env names it
+    std::vector<std::string> specs = profile.requirements;
+    if (request.program.kind == Program::Kind::script_file) {
+        const std::string& path = request.program.text;
+        if (auto deps = env_store::inline_dependencies(read_text(path, "SCRIPT"), path))
+            for (std::string& spec : *deps) {
+                check_requirement(spec, path);
+                specs.push_back(std::move(spec));
+            }
+    }
+    for (const std::string& spec : packages.specs) {
+        check_requirement(spec, "--with");
+        specs.push_back(spec);
+    }
+    for (const std::string& file : packages.requirement_files)
+        for (std::string& spec : requirements_file(file, "--requirements"))
+            specs.push_back(std::move(spec));
+    if (specs.empty()) return std::nullopt;
+    EnvInvocation install = packages;
+    if (install.find_links.empty() && install.index_url.empty()) {
+        install.find_links = profile.find_links;
+        install.index_url = profile.index_url;
+    }
+    install.cache_dir = request.overrides.cache_dir;
+    install.json = request.capture_output;
+    install.verbose = request.verbose;
+    auto obtained = obtain(install, specs, host_env, true);
+    if (const int* code = std::get_if<int>(&obtained)) return *code;
+    request.overrides.packages = std::get<Obtained>(obtained).id;
+    return std::nullopt;
 }
 
 int list(const EnvInvocation& invocation, const std::vector<std::string>& host_env) {
@@ -651,7 +801,7 @@ int show(const EnvInvocation& invocation, const std::vector<std::string>& host_e
     nlohmann::ordered_json meta = read_meta(store, id);
     bool intact = true;
     if (invocation.verify) {
-        const Tree tree = hash_tree(env_store::site_dir(store, id), false);
+        const Tree tree = TreeWalk(false).hash(env_store::site_dir(store, id));
         const std::string again =
             Sha256::of("pysandbox-env/1\n" + interpreter_identity(meta.value("interpreter", "")) +
                        tree.sha256 + "\n");

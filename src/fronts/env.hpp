@@ -6,10 +6,13 @@
 // (engine/workdir.hpp), is made read-only and hashed, and is published under its hash by one
 // rename (plan/env_store.hpp). No package code runs on the host.
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fronts/cli.hpp"
+#include "plan/profile.hpp"
+#include "plan/request.hpp"
 
 namespace pysandbox::env {
 
@@ -18,5 +21,16 @@ int list(const EnvInvocation& invocation, const std::vector<std::string>& host_e
 int show(const EnvInvocation& invocation, const std::vector<std::string>& host_env);
 int remove(const EnvInvocation& invocation, const std::vector<std::string>& host_env);
 int prune(const EnvInvocation& invocation, const std::vector<std::string>& host_env);
+
+// A run's packages, unless it names an environment (--with-env): the profile's
+// python.requirements, the dependencies of the script's inline metadata (PEP 723),
+// `packages.specs` (run --with) and `packages.requirement_files` (--requirements), all
+// installed together as `env create` would, from `packages`' sources (--find-links,
+// --index-url; neither given: the profile's) into the store of --cache-dir. The ID goes
+// into request.overrides.packages: found in the store, or made now (said on stderr first).
+// Returns the exit code when the install failed (reported: a result object with --json), or
+// nullopt. Throws UsageError for bad input, including a malformed `# /// script` block.
+std::optional<int> run_packages(const EnvInvocation& packages, const Profile& profile,
+                                Request& request, const std::vector<std::string>& host_env);
 
 }  // namespace pysandbox::env

@@ -8,9 +8,8 @@
 #include <string>
 
 #include "engine/execute.hpp"
+#include "fronts/env.hpp"
 #include "fronts/front_loop.hpp"
-#include "plan/env_store.hpp"
-#include "plan/host_files.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "plan/units.hpp"
@@ -73,32 +72,16 @@ void describe_trace(const Outcome& outcome) {
             "(pysandbox(1), SYSTEM CALLS, says what that widens)");
 }
 
-// A script whose inline metadata (PEP 723) names dependencies that no environment brings: said,
-// not installed (`env create --script` does that, inside a sandbox of its own).
-std::optional<std::string> undeclared_packages(const Request& request) {
-    if (request.program.kind != Program::Kind::script_file || request.overrides.packages)
-        return std::nullopt;
-    const HostFile file = read_host_file(request.program.text, 16ULL << 20);
-    try {
-        const auto deps = env_store::inline_dependencies(file.data, request.program.text);
-        if (!deps || deps->empty()) return std::nullopt;
-    } catch (const UsageError&) {
-        return std::nullopt;  // the script's own business: Python reads it as comments
-    }
-    return request.program.text +
-           " declares dependencies (PEP 723) that this run does not install: `pysandbox env "
-           "create --script " +
-           request.program.text + "` makes an environment, --with-env ID uses it";
-}
-
 }  // namespace
 
 int run(const RunInvocation& invocation, const std::vector<std::string>& host_env) {
     Profile profile = load_profile(invocation.profile, profile_search_dirs());
-    std::unique_ptr<const Plan> plan = make_plan(std::move(profile), invocation.request, host_env);
+    Request request = invocation.request;
+    if (const auto code = env::run_packages(invocation.packages, profile, request, host_env))
+        return *code;
+    std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);
     if (plan->verbose) describe_plan(*plan);
     Outcome outcome = execute(*plan);
-    if (auto note = undeclared_packages(invocation.request)) outcome.warnings.push_back(*note);
     if (plan->verbose)
         say("setup " + std::to_string(outcome.setup.count()) + " ms, script " +
             std::to_string(outcome.wall.count()) + " ms wall, " + std::to_string(outcome.cpu_ms) +

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <sstream>
 
 #include <toml++/toml.h>
 
@@ -89,43 +88,111 @@ std::string resolve_id(const fs::path& store, std::string_view id) {
                      std::to_string(matches.size()) + " match); give more of it");
 }
 
+namespace {
+
+// The text's lines without their ends ("\r\n" read as "\n", as Python's text mode reads a
+// script), each with whether a newline ended it.
+struct Line {
+    std::string_view text;
+    bool ended;
+};
+std::vector<Line> split_lines(std::string_view text) {
+    std::vector<Line> lines;
+    while (!text.empty()) {
+        const auto end = text.find('\n');
+        std::string_view line = text.substr(0, end);
+        if (end != std::string_view::npos && line.ends_with('\r')) line.remove_suffix(1);
+        lines.push_back({line, end != std::string_view::npos});
+        text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+    }
+    return lines;
+}
+
+// `# /// TYPE`: the TYPE, or empty when the line opens no block.
+std::string_view block_type(const Line& line) {
+    constexpr std::string_view kOpen = "# /// ";
+    if (!line.ended || !line.text.starts_with(kOpen)) return {};
+    const std::string_view type = line.text.substr(kOpen.size());
+    const bool valid = !type.empty() && std::ranges::all_of(type, [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '-';
+    });
+    return valid ? type : std::string_view{};
+}
+
+bool is_comment(std::string_view line) {
+    return line == "#" || line.starts_with("# ");
+}
+
+struct Block {
+    std::size_t open = 0;   // the index of its `# /// TYPE` line
+    std::size_t close = 0;  // of its `# ///` line
+};
+
+}  // namespace
+
 std::optional<std::vector<std::string>> inline_dependencies(std::string_view text,
                                                             const std::string& origin) {
-    std::istringstream lines{std::string(text)};
-    std::string line;
-    bool inside = false;
-    std::string toml;
-    while (std::getline(lines, line)) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (!inside) {
-            inside = line == "# /// script";
+    // PEP 723's regex, (?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$,
+    // applied as re.finditer applies it, line by line: a block opens at `# /// TYPE`, runs
+    // through the comment lines that follow, and closes at the last `# ///` among them (the
+    // regex is greedy). Where it differs, it is uv's reading: an empty block is one, and an
+    // opened `script` block that never closes is an error (the spec ignores it; a script whose
+    // author meant a block is better told).
+    const std::vector<Line> lines = split_lines(text);
+    std::vector<Block> scripts;
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        const std::string_view type = block_type(lines[i]);
+        if (type.empty()) continue;
+        std::optional<std::size_t> close;
+        for (std::size_t j = i + 1; j < lines.size() && is_comment(lines[j].text); ++j)
+            if (lines[j].text == "# ///") close = j;
+        if (!close) {
+            if (type == "script")
+                throw UsageError(origin + ":" + std::to_string(i + 1) +
+                                 ": the `# /// script` block (PEP 723) has no closing `# ///` "
+                                 "line; every line up to it must start with `#`");
             continue;
         }
-        if (line == "# ///") {
-            try {
-                const toml::table table = toml::parse(toml, origin);
-                std::vector<std::string> deps;
-                if (const toml::array* list = table["dependencies"].as_array())
-                    for (const auto& item : *list) {
-                        const auto spec = item.value<std::string>();
-                        if (!spec) throw UsageError(origin + ": dependencies: not a string");
-                        deps.push_back(*spec);
-                    }
-                return deps;
-            } catch (const toml::parse_error& e) {
-                throw UsageError(origin +
-                                 ": the `# /// script` block: " + std::string(e.description()));
-            }
-        }
-        if (line == "#")
-            toml += "\n";
-        else if (line.starts_with("# "))
-            toml += line.substr(2) + "\n";
-        else
-            throw UsageError(origin + ": the `# /// script` block ends without `# ///`");
+        if (type == "script") scripts.push_back({i, *close});
+        i = *close;
     }
-    if (inside) throw UsageError(origin + ": the `# /// script` block ends without `# ///`");
-    return std::nullopt;
+    if (scripts.empty()) return std::nullopt;
+    if (scripts.size() > 1)
+        throw UsageError(origin + ":" + std::to_string(scripts[1].open + 1) +
+                         ": a second `# /// script` block (PEP 723 allows one)");
+    const Block& block = scripts.front();
+    std::string toml_text;
+    for (std::size_t i = block.open + 1; i < block.close; ++i) {
+        toml_text += lines[i].text.substr(lines[i].text.size() > 1 ? 2 : 1);
+        toml_text += '\n';
+    }
+    const auto where = [&](std::size_t line) {
+        return origin + ":" + std::to_string(block.open + 1 + line) + ": the `# /// script` block";
+    };
+    toml::table table;
+    try {
+        table = toml::parse(toml_text, origin);
+    } catch (const toml::parse_error& e) {
+        throw UsageError(where(e.source().begin.line) + ": " + std::string(e.description()));
+    }
+    if (const toml::node* python = table.get("requires-python"); python && !python->is_string())
+        throw UsageError(where(python->source().begin.line) + ": requires-python must be a string");
+    std::vector<std::string> deps;
+    const toml::node* list = table.get("dependencies");
+    if (list == nullptr) return deps;
+    if (!list->is_array())
+        throw UsageError(where(list->source().begin.line) +
+                         ": dependencies must be an array of strings");
+    for (const toml::node& item : *list->as_array()) {
+        const auto spec = item.value<std::string>();
+        if (!spec || spec->empty() || spec->find_first_of("\r\n") != std::string::npos)
+            throw UsageError(where(item.source().begin.line) +
+                             ": each dependency must be a one-line string (a requirement as "
+                             "pip reads it)");
+        deps.push_back(*spec);
+    }
+    return deps;
 }
 
 }  // namespace pysandbox::env_store

@@ -114,13 +114,14 @@ void check_host_workdir(const Overrides& overrides, Plan& plan) {
     if (!fd || ::fstat(fd.get(), &st) != 0)
         throw UsageError("--workdir: " + given + ": " + std::strerror(errno));
     if (!S_ISDIR(st.st_mode)) throw UsageError("--workdir: " + given + ": not a directory");
-    if (!sandbox_can_write(plan.ids, st, dir) || ::access(dir.c_str(), W_OK | X_OK) != 0)
+    if ((!overrides.workdir_stays_callers && !sandbox_can_write(plan.ids, st, dir)) ||
+        ::access(dir.c_str(), W_OK | X_OK) != 0)
         throw UsageError("--workdir: " + given + ": not writable by uid " +
                          std::to_string(plan.ids.outer_uid) + ", which the script runs as" +
                          (plan.ids.privileged ? " (chown 65534 it, or chmod o+rwx)" : ""));
     const std::string inner = std::to_string(plan.ids.inner_uid);
     const std::string staging = std::string(mounts::kStagingRoot) + "/" + mounts::kWorkdirLayers;
-    HostWorkdir workdir{dir, std::move(fd), {}, {}};
+    HostWorkdir workdir{dir, std::move(fd), {}, {}, overrides.workdir_stays_callers};
     workdir.tmpfs_options = "size=" + std::to_string(plan.profile.limits.tmp_size) +
                             ",nr_inodes=65536,mode=0755,uid=" + inner +
                             ",gid=" + std::to_string(plan.ids.inner_gid);

@@ -159,6 +159,10 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
 // script runs as (a store under /root is not, for root's runs as 65534).
 void add_packages(const Overrides& overrides, const std::vector<std::string>& host_env,
                   Plan& plan) {
+    if (!overrides.packages && !plan.profile.requirements.empty())
+        throw UsageError("python.requirements: profile " + plan.profile.name +
+                         " names packages, which only `pysandbox run` installs; make the "
+                         "environment with `pysandbox env create` and name it with --with-env ID");
     if (!overrides.packages) return;
     const fs::path store = env_store::store_dir(overrides.cache_dir, host_env);
     plan.packages_id = env_store::resolve_id(store, *overrides.packages);

@@ -61,6 +61,7 @@ struct HostWorkdir {
     sys::UniqueFd fd;            // O_PATH | O_DIRECTORY, opened as the caller: where the changes go
     std::string tmpfs_options;   // the upper layer's tmpfs
     std::string overlay_layers;  // ",upperdir=...,workdir=...,userxattr", after the lowerdir
+    bool stays_callers = false;  // Overrides::workdir_stays_callers: the copies are the caller's
 };
 
 // A small file written into the read-only root (synthetic /etc files, the script).

@@ -352,6 +352,30 @@ void add_program_keys(std::vector<KeySpec>& keys) {
         at<&Profile::preload>, [](const std::string& name) {
             return policy::is_module_name(name) ? std::string() : std::string("not a module name");
         }));
+    keys.push_back(checked_list_key(
+        "python.requirements",
+        "Packages `run` installs for the script (requirements, as pip takes them), with run's "
+        "--with and the script's inline metadata, into a package environment made once and "
+        "reused. Other commands refuse a profile that names them unless --with-env names an "
+        "environment.",
+        at<&Profile::requirements>, [](const std::string& spec) {
+            return spec.empty() || spec.starts_with('-') ||
+                           spec.find_first_of("\r\n") != std::string::npos
+                       ? std::string("not a requirement (pip options are not taken here)")
+                       : std::string();
+        }));
+    keys.push_back(checked_list_key(
+        "python.find_links",
+        "Wheelhouse directories (absolute paths) python.requirements install from (run's "
+        "--find-links replaces them).",
+        at<&Profile::find_links>, [](const std::string& dir) {
+            return dir.starts_with('/') ? std::string() : std::string("not an absolute path");
+        }));
+    keys.push_back(string_key("python.index_url",
+                              "The package index python.requirements install from (run's "
+                              "--index-url replaces it); empty: none with find_links, else "
+                              "https://pypi.org/simple.",
+                              at<&Profile::index_url>));
     keys.push_back(env_set_key());
     keys.push_back(
         list_key("env.pass", "Host variables copied in when set.", at<&Profile::env_pass>));

@@ -73,6 +73,12 @@ struct Profile {
     // Modules the cell driver imports when a sandbox starts, before any code arrives (sessions,
     // the server, batch; `run` does not use the driver).
     std::vector<std::string> preload;
+    // Packages `run` installs into an environment (made once, reused) and mounts, with where pip
+    // finds them (fronts/env.hpp, run_packages); run's --with, --find-links, --index-url add to
+    // or replace them.
+    std::vector<std::string> requirements;
+    std::vector<std::string> find_links;
+    std::string index_url;
     std::map<std::string, std::string> env_set;  // set inside, whatever the host has
     std::vector<std::string> env_pass;           // copied from the host when present
     seccomp::Settings seccomp;

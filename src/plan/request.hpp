@@ -37,7 +37,13 @@ struct Overrides {
     std::vector<proxy::AllowRule> allow;  // added to network.allow; the mode becomes "proxy"
     std::vector<std::string> env;         // "NAME=VALUE" sets NAME, "NAME" passes the host's
     std::vector<InputSpec> inputs;
-    std::optional<std::string> workdir;     // host directory seen as /tmp/work
+    std::optional<std::string> workdir;  // host directory seen as /tmp/work
+    // The workdir stays the caller's: it need not be writable by the uid the script runs as, and
+    // what the run wrote comes back owned by the caller. The script then writes only new entries
+    // at the top of /tmp/work (the overlay's upper layer: a directory from the host below stays
+    // read-only to it). `env create` builds so, as root, without a host directory 65534 could
+    // write (fronts/env.cpp).
+    bool workdir_stays_callers = false;
     std::optional<std::string> output_dir;  // host directory the artifacts are copied to
     bool output_runs = false;  // --output-runs: output_dir is reused, each run in a new run-N
     std::optional<std::string> incident_log;                // replaces policy.incident_log

@@ -109,8 +109,8 @@ std::string hint_for(std::string_view type, std::string_view message) {
     if (type == "ModuleNotFoundError" || type == "ImportError")
         return "only the standard library, the modules installed on the host's read-only paths "
                "(`pysandbox profile show` lists them) and a package environment's "
-               "(`pysandbox env create`, then run --with-env ID; README.md, Packages) are "
-               "available";
+               "(run --with PKG, or the script's `# /// script` dependencies; README.md, "
+               "Packages) are available";
     if (type == "MemoryError")
         return "the script ran out of its memory limit; process the data in smaller pieces or "
                "raise --memory";

@@ -71,6 +71,14 @@ CELL_TIMEOUT = {
 BAD_REQUEST = {"schema": "pysandbox.result/v1", "version": "0.1.0", "status": "bad_request",
                "id": None, "message": "line 3: not JSON"}
 
+# A run whose packages pip could not install (and `env create --json`'s failure).
+INSTALL_ERROR = {"schema": "pysandbox.result/v1", "version": "0.1.0", "status": "install_error",
+                 "pysandbox_exit_code": 123,
+                 "message": "pip exited 1: No matching distribution found for nosuchpkg",
+                 "install": {"requested": ["nosuchpkg"],
+                             "output_tail": "ERROR: No matching distribution found for nosuchpkg\n",
+                             "denied_connections": []}}
+
 # A batch job's result and a batch line that was no job: each with its line in the input.
 BATCH_JOB = {**EXCEPTION, "id": "job-a", "line": 2}
 BATCH_BAD_LINE = {**BAD_REQUEST, "line": 3}
@@ -133,6 +141,11 @@ BAD = {
     "landlock true instead of an ABI": changed(OK, "enforcement.landlock", True),
     "a landlock right that does not exist": changed(OK, "enforcement.landlock_rights", ["udp"]),
     "no landlock_rights": changed(OK, "enforcement.landlock_rights", delete=True),
+    "an install_error without pip's output": changed(INSTALL_ERROR, "install.output_tail",
+                                                     delete=True),
+    "an install_error with another exit code": changed(INSTALL_ERROR, "pysandbox_exit_code", 125),
+    "an install_error with run fields": changed(INSTALL_ERROR, "stdout", ""),
+    "a run status without the run fields": changed(INSTALL_ERROR, "status", "error"),
     "sandbox_error without error": changed(EARLY_ERROR, "error", None),
     "an error on a run that went fine": changed(OK, "error", EARLY_ERROR["error"]),
     "an empty message": changed(EARLY_ERROR, "message", ""),
@@ -172,13 +185,13 @@ class ResultSchemaTest(unittest.TestCase):
         self.assertGreaterEqual(len(written), 10, "src/report/status.cpp's to_string(Status) not found")
         enum = result_schema.load_schema()["$defs"]["status"]["enum"]
         self.assertEqual(len(enum), len(set(enum)))
-        self.assertEqual(set(enum), written | {"bad_request"})
+        self.assertEqual(set(enum), written | {"bad_request", "install_error"})
 
     def test_what_pysandbox_and_the_front_doors_write_is_accepted(self):
         for name, obj in [("ok", OK), ("exception", EXCEPTION), ("early error", EARLY_ERROR),
                           ("session cell", CELL), ("cell timeout", CELL_TIMEOUT),
                           ("bad request", BAD_REQUEST), ("batch job", BATCH_JOB),
-                          ("batch bad line", BATCH_BAD_LINE)]:
+                          ("batch bad line", BATCH_BAD_LINE), ("install error", INSTALL_ERROR)]:
             with self.subTest(name):
                 self.assertEqual(result_schema.problems(obj), [])
 

@@ -13,14 +13,19 @@ import http.server
 import json
 import os
 import re
+import signal
+import stat
+import subprocess
 import sys
 import threading
 import unittest
 from pathlib import Path
 
-from harness import RUN_AS, NOBODY_UID, SandboxTestCase, run, temp_dir, write_file
+from harness import RUN_AS, NOBODY_UID, SandboxTestCase, profile, run, temp_dir, write_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the support package
+from support.env import PYSANDBOX, command_prefix  # noqa: E402
+from support.result_schema import parse_result  # noqa: E402
 from support.wheels import make_wheel, simple_index  # noqa: E402
 
 INSTALL_ERROR = 123
@@ -42,15 +47,26 @@ def wheelhouse() -> Path:
 
 
 class Index:
-    """A PEP 503 index of a wheelhouse on 127.0.0.1, logging the paths it served."""
+    """A PEP 503 index of a wheelhouse on 127.0.0.1, logging the paths it served. With
+    ``hold``, its first request waits until ``release()``: ``entered`` is set once pip is in the
+    middle of its install."""
 
-    def __init__(self, house: Path):
+    def __init__(self, house: Path, hold: bool = False):
         root = temp_dir()
         simple_index(house, root)
         self.paths: list[str] = []
+        self.entered = threading.Event()
+        self.released = threading.Event()
+        if not hold:
+            self.released.set()
         index = self
 
         class Handler(http.server.SimpleHTTPRequestHandler):
+            def do_GET(self):
+                index.entered.set()
+                index.released.wait(120)
+                super().do_GET()
+
             def log_message(self, *args):
                 index.paths.append(self.path)
 
@@ -59,7 +75,11 @@ class Index:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+    def release(self):
+        self.released.set()
+
     def close(self):
+        self.release()
         self.server.shutdown()
         self.server.server_close()
 
@@ -130,18 +150,6 @@ class CreateAndUseTest(EnvTestCase):
                          "the same distributions are one environment")
         self.assertEqual(len(os.listdir(self.store / "envs")), 1)
 
-    def test_run_says_what_inline_metadata_asks_for(self):
-        script = write_file(temp_dir() / "needs.py",
-                            "# /// script\n# dependencies = [\"tinypkg\"]\n# ///\nprint('ran')\n")
-        r = run(["run", "--json", str(script)])
-        obj = r.json()
-        self.assertEqual(obj["stdout"], "ran\n", r.describe())
-        self.assertTrue(any("env create --script" in w for w in obj["warnings"]), obj["warnings"])
-        env_id = self.create("--find-links", str(self.house), "--script", str(script))
-        r = run(["run", "--json", "--with-env", env_id, "--cache-dir", str(self.store),
-                 str(script)])
-        self.assertEqual(r.json()["warnings"], [], r.describe())
-
     def test_index_on_loopback_through_the_proxy(self):
         index = Index(self.house)
         try:
@@ -196,16 +204,117 @@ class CreateAndUseTest(EnvTestCase):
         self.assertFalse((self.store / "envs").exists() and os.listdir(self.store / "envs"))
 
 
+class RunWithPackagesTest(EnvTestCase):
+    """`run --with`, `--requirements` and PEP 723 inline metadata, as `uv run` takes them."""
+
+    def run_pkgs(self, *args, json_mode=True):
+        return run(["run", "--cache-dir", str(self.store), "--find-links", str(self.house),
+                    *(["--json"] if json_mode else []), *args], timeout=120)
+
+    def test_with_builds_once_says_so_then_reuses(self):
+        code = "import usespkg; print(usespkg.VALUE, usespkg.__file__)"
+        used = "43 /sandbox/.packages/usespkg/__init__.py\n"
+        first = self.run_pkgs("--with", "usespkg", "-c", code)
+        self.assertEqual(first.json()["stdout"], used, first.describe())
+        self.assertIn(b"installing usespkg", first.stderr)
+        again = self.run_pkgs("--with", "usespkg", "-c", code)
+        self.assertEqual(again.json()["stdout"], used, again.describe())
+        self.assertNotIn(b"installing", again.stderr, "the second run reuses the environment")
+        self.assertEqual(len(os.listdir(self.store / "envs")), 1)
+        requirements = write_file(temp_dir() / "requirements.txt", "usespkg\n")
+        by_file = self.run_pkgs("--requirements", str(requirements), "-c", code)
+        self.assertEqual(by_file.json()["stdout"], used, by_file.describe())
+        self.assertEqual(len(os.listdir(self.store / "envs")), 1, "the same packages, one "
+                         "environment")
+
+    def test_inline_metadata_is_honoured_and_joins_with(self):
+        script = write_file(temp_dir() / "needs.py",
+                            "# /// script\n# dependencies = [\"tinypkg\"]\n# ///\n"
+                            "import tinypkg\nprint(tinypkg.VALUE)\n")
+        first = self.run_pkgs(str(script), json_mode=False)
+        self.assertEqual((first.returncode, first.stdout), (0, b"42\n"), first.describe())
+        self.assertIn(b"installing tinypkg", first.stderr)
+        again = self.run_pkgs(str(script), json_mode=False)
+        self.assertEqual((again.returncode, again.stdout), (0, b"42\n"), again.describe())
+        self.assertNotIn(b"installing", again.stderr)
+        both = self.run_pkgs("--with", "usespkg", str(script), json_mode=False)
+        self.assertEqual(both.returncode, 0, both.describe())
+        self.assertIn(b"installing tinypkg, usespkg", both.stderr)
+        # --with-env names the environment: the metadata is not installed again.
+        env_id = self.create("--find-links", str(self.house), "usespkg")
+        named = self.run_pkgs("--with-env", env_id, str(script), json_mode=False)
+        self.assertEqual(named.stdout, b"42\n", named.describe())
+        self.assertNotIn(b"installing", named.stderr)
+
+    def test_a_profiles_requirements_are_installed_by_run_and_refused_elsewhere(self):
+        named = profile(f'extends = "default"\n[python]\nrequirements = ["tinypkg"]\n'
+                        f'find_links = ["{self.house}"]\n')
+        code = "import tinypkg; print(tinypkg.VALUE)"
+        first = run(["run", "-p", str(named), "--cache-dir", str(self.store), "-c", code],
+                    timeout=120)
+        self.assertEqual((first.returncode, first.stdout), (0, b"42\n"), first.describe())
+        self.assertIn(b"installing tinypkg", first.stderr)
+        # A front that does not install them says so rather than run without them.
+        refused = run(["check", "-p", str(named), str(write_file(temp_dir() / "s.py", "1\n"))])
+        self.assertEqual(refused.returncode, 125, refused.describe())
+        self.assertIn(b"python.requirements", refused.stderr)
+        bad = profile('extends = "default"\n[python]\nrequirements = ["--pre"]\n')
+        r = run(["run", "-p", str(bad), "-c", "1"])
+        self.assertEqual(r.returncode, 125, r.describe())
+        self.assertIn(b"python.requirements", r.stderr)
+
+    def test_bad_package_requests_are_usage_errors(self):
+        def script(text):
+            return str(write_file(temp_dir() / "s.py", text))
+
+        cases = [
+            (["--with", "x", "--with-env", "0" * 64, "-c", "1"], b"--with-env"),
+            ([script("# /// script\n# dependencies = [\nprint(1)\n")], b"s.py:1: the `# /// "
+             b"script` block (PEP 723) has no closing"),
+            ([script("# /// script\n# dependencies = \"x\"\n# ///\n")],
+             b"s.py:2: the `# /// script` block: dependencies must be an array"),
+            ([script("# /// script\n# ///\nimport os\n# /// script\n# ///\n")],
+             b"s.py:4: a second"),
+            (["--with=--index-url=http://evil/", "-c", "1"], b"not a requirement"),
+            (["--requirements", "/nonexistent/r.txt", "-c", "1"], b"--requirements"),
+        ]
+        for args, message in cases:
+            with self.subTest(args=args):
+                r = self.run_pkgs(*args, json_mode=False)
+                self.assertEqual(r.returncode, 125, r.describe())
+                self.assertIn(message, r.stderr)
+        # check reads the metadata as run does.
+        r = run(["check", script("# /// script\n# dependencies = [\nprint(1)\n")])
+        self.assertEqual(r.returncode, 125, r.describe())
+        self.assertIn(b"has no closing", r.stderr)
+        self.assertFalse((self.store / "envs").exists() and os.listdir(self.store / "envs"))
+
+
 class FailureTest(EnvTestCase):
-    def test_missing_package_is_an_install_error_naming_it(self):
-        r = self.env("create", "--find-links", str(self.house), "nosuchpkg", "--json")
+    def check_install_error(self, r, package):
+        """The documented install_error: exit 123, one pysandbox.result/v1 object (checked
+        against the schema) naming the package, with the tail of pip's output."""
         self.assertEqual(r.returncode, INSTALL_ERROR, r.describe())
-        obj = json.loads(r.stdout)
+        obj = parse_result(r.stdout)
         self.assertEqual(obj["status"], "install_error")
-        self.assertIn("nosuchpkg", obj["message"])
+        self.assertEqual(obj["pysandbox_exit_code"], INSTALL_ERROR)
+        self.assertIn(package, obj["message"])
+        self.assertIn(package, obj["install"]["output_tail"])
+        self.assertIn("ERROR", obj["install"]["output_tail"])
+        self.assertIn(package, obj["install"]["requested"])
         self.assertIn(b"install_error", r.stderr)
         self.assertEqual(os.listdir(self.store / "envs"), [])
         self.assertEqual(os.listdir(self.store / "staging"), [], "the staging is removed")
+
+    def test_missing_package_is_an_install_error_naming_it(self):
+        r = self.env("create", "--find-links", str(self.house), "nosuchpkg", "--json")
+        self.check_install_error(r, "nosuchpkg")
+
+    def test_a_run_whose_install_fails_gives_the_same_result(self):
+        r = run(["run", "--json", "--cache-dir", str(self.store), "--find-links",
+                 str(self.house), "--with", "nosuchpkg", "-c", "print('never')"], timeout=120)
+        self.check_install_error(r, "nosuchpkg")
+        self.assertNotIn(b"never", r.stdout)
 
     def test_no_network_without_an_index(self):
         # No --index-url: pip is told no index and the sandbox has no network at all, so a
@@ -218,6 +327,58 @@ class FailureTest(EnvTestCase):
             index.close()
         self.assertEqual(r.returncode, INSTALL_ERROR, r.describe())
         self.assertEqual(index.paths, [], "the index was reached without being allowed")
+
+
+class StagingTest(EnvTestCase):
+    """The build's staging directory, judged from the host while pip runs (held at the index's
+    first request) and after the build was killed there."""
+
+    def test_staging_is_the_callers_alone_and_a_killed_build_leaves_nothing_used(self):
+        index = Index(self.house, hold=True)
+        self.addCleanup(index.close)
+        create = ["env", "create", "--cache-dir", str(self.store), "-v", "--index-url",
+                  index.url, "usespkg"]
+        proc = subprocess.Popen(command_prefix() + [PYSANDBOX, *create],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(proc.kill)
+        self.assertTrue(index.entered.wait(60), "pip never reached the index")
+        staging = self.store / "staging"
+        builds = os.listdir(staging)
+        self.assertEqual(len(builds), 1, builds)
+        self.assertRegex(builds[0], r"^build-[0-9a-f]{32}$", "a name of 128 random bits")
+        caller = NOBODY_UID if RUN_AS == "nobody" else 0
+        entries = [staging] + [Path(d) / n for d, dirs, files in os.walk(staging)
+                               for n in dirs + files]
+        for path in entries:
+            st = os.lstat(path)
+            self.assertEqual(st.st_uid, caller, f"{path} is not the caller's while pip runs")
+            self.assertFalse(st.st_mode & (stat.S_IWGRP | stat.S_IWOTH), f"{path} is writable "
+                             "by others")
+            self.assertFalse(stat.S_ISLNK(st.st_mode), path)
+        if RUN_AS != "nobody":
+            # A host process of the sandbox's uid that knows every name plants nothing.
+            dirs = [str(p) for p in entries if p.is_dir()]
+            plant = subprocess.run(
+                ["setpriv", f"--reuid={NOBODY_UID}", f"--regid={NOBODY_UID}",
+                 "--clear-groups", "--", sys.executable, "-c",
+                 "import os, sys\nfor d in sys.argv[1:]:\n try:\n"
+                 "  os.close(os.open(d + '/planted', os.O_CREAT | os.O_WRONLY, 0o644))\n"
+                 "  print(d)\n except OSError:\n  pass\n", *dirs],
+                capture_output=True, timeout=30)
+            self.assertEqual(plant.stdout, b"", "uid 65534 could create files in the staging")
+        # Killed halfway: nothing of it is an environment, or the answer to a request.
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+        index.release()
+        self.assertEqual(os.listdir(staging), builds, "the killed build's staging is left")
+        self.assertEqual(os.listdir(self.store / "envs"), [])
+        self.assertEqual(os.listdir(self.store / "requests"), [])
+        r = self.env("create", "-v", "--index-url", index.url, "usespkg")
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertIn(b"pysandbox: created", r.stderr, "built again, not taken from the leftover")
+        self.assertEqual(os.listdir(staging), [], "the leftover is removed by the next create")
+        verified = self.env("show", r.stdout.decode().strip(), "--verify")
+        self.assertEqual(verified.returncode, 0, verified.describe())
 
 
 class ConcurrencyTest(EnvTestCase):

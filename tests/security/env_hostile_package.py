@@ -8,9 +8,10 @@ package code that runs whenever a script imports from the environment.
    destination allowed); the listener is another port there.
 2. A wheel with a .pth file and a module, installed from a wheelhouse; a script run --with-env
    that environment imports it and tries to rewrite the environment's files, add one, and write
-   a host file. (The .pth carries the same writes, but pysandbox puts the environment on
-   PYTHONPATH, not among the site directories, so Python does not run it today; should that
-   change, this file judges what it does.)
+   a host file. The .pth carries the same writes as code that runs at import. pysandbox puts the
+   environment on PYTHONPATH, not among the site directories, so Python does not run it by
+   itself; the script runs it as any code in the sandbox may (site.addsitedir), and the .pth
+   says that it ran (the control) and what each write got.
 
 Contained when, judged from the host: the host files never appear, the listener saw no
 connection, the store holds nothing the packages wrote, and `env show --verify` still finds
@@ -54,9 +55,11 @@ except Exception:
 setup(name="evilsdist", version="1.0", py_modules=["evilsdist"])
 '''
 
-PTH_CODE = ("import os\n"
-            "exec(\"for p in {targets!r}:\\n try:\\n  open(p, 'w').write('pwned')\\n"
-            " except OSError:\\n  pass\")\n")
+# One line: site runs the lines of a .pth that begin with "import".
+PTH_CODE = ("import os; "
+            "exec(\"print('pth ran')\\nfor p in {targets!r}:\\n try:\\n"
+            "  open(p, 'w').write('pwned')\\n  print('pth wrote', p)\\n"
+            " except OSError as e:\\n  print('pth refused', p, e.errno)\")\n")
 
 
 def sdist(directory: Path, targets, port) -> None:
@@ -146,13 +149,22 @@ def test():
         judge.misbehaved("the wheel did not install" + wheel.describe())
     wheel_id = wheel.stdout.decode().strip()
     script = A.shared_dir() / "use.py"
-    A.write_file(script, "import evil_wheel\nprint('value', evil_wheel.VALUE)\n"
+    A.write_file(script, "import site\nsite.addsitedir('/sandbox/.packages')\n"
+                 "import evil_wheel\nprint('value', evil_wheel.VALUE)\n"
                  "for p in " + repr(pth_targets) + ":\n"
                  "    try:\n        open(p, 'w').write('pwned')\n    except OSError:\n"
                  "        pass\n")
     used = run(["run", "--with-env", wheel_id, "--cache-dir", str(store), str(script)])
-    if b"value 7" not in used.stdout:
-        judge.misbehaved("the script did not import the environment's package" + used.describe())
+    if b"value 7" not in used.stdout or b"pth ran" not in used.stdout:
+        judge.misbehaved("the script did not import the environment's package, or its .pth did "
+                         "not run" + used.describe())
+    for name in ("evil_wheel.py", "added.py"):
+        # EROFS, the read-only mount; for root's store the files are root's, so EACCES may
+        # come first. Anything else (a write that worked) is judged below from the host.
+        refused = [f"pth refused /sandbox/.packages/{name} {errno}".encode() for errno in (30, 13)]
+        if not any(line in used.stdout for line in refused):
+            judge.misbehaved(f"the .pth's write of {name} was not refused with EROFS or EACCES"
+                             + used.describe())
 
     for path in targets:
         if os.path.exists(path):

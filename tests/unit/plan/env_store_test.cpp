@@ -45,6 +45,65 @@ TEST_CASE("inline metadata: none, empty, and malformed blocks") {
         pysandbox::UsageError);
 }
 
+// What the error says, for the checks on where it points.
+std::string error_of(const std::string& text) {
+    try {
+        env_store::inline_dependencies(text, "s.py");
+    } catch (const pysandbox::UsageError& e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+
+TEST_CASE("inline metadata: blocks as PEP 723's regex finds them") {
+    // Other types are not the script's; a `# /// script` line inside one is its content.
+    CHECK_FALSE(
+        env_store::inline_dependencies("# /// pyproject\n# dependencies = [\"x\"]\n# ///\n", "s.py")
+            .has_value());
+    CHECK_FALSE(env_store::inline_dependencies(
+                    "# /// other\n# /// script\n# dependencies = [\"x\"]\n# ///\n", "s.py")
+                    .has_value());
+    // The block closes at the last `# ///` of its comment lines (the regex is greedy).
+    const auto greedy = env_store::inline_dependencies(
+        "# /// script\n# dependencies = [\"a\"]\n# note = \"\"\"\n# ///\n# \"\"\"\n# "
+        "///\nprint(1)\n",
+        "s.py");
+    REQUIRE(greedy.has_value());
+    CHECK(*greedy == std::vector<std::string>{"a"});
+    // Windows line ends read as Python's text mode reads them; "#" alone is an empty line.
+    const auto crlf = env_store::inline_dependencies(
+        "# /// script\r\n#\r\n# dependencies = [\"b\"]\r\n# ///\r\n", "s.py");
+    REQUIRE(crlf.has_value());
+    CHECK(*crlf == std::vector<std::string>{"b"});
+    // Not an opening line: trailing space, another character than a space after `#`.
+    CHECK_FALSE(env_store::inline_dependencies("# /// script \n# ///\n", "s.py").has_value());
+    CHECK_FALSE(env_store::inline_dependencies("#/// script\n# ///\n", "s.py").has_value());
+    // A block without dependencies asks for none.
+    const auto none = env_store::inline_dependencies(
+        "# /// script\n# requires-python = \">=3.8\"\n# ///\n", "s.py");
+    REQUIRE(none.has_value());
+    CHECK(none->empty());
+}
+
+TEST_CASE("inline metadata: errors name the line and what is wrong") {
+    CHECK(error_of("# /// script\n# dependencies = []\n# ///\nprint(1)\n# /// script\n# ///\n")
+              .find("s.py:5: a second `# /// script` block") != std::string::npos);
+    // Without a line between, the first block's comment lines run on: it closes at the last
+    // `# ///`, and what it holds is no TOML.
+    CHECK(error_of("# /// script\n# ///\n# /// script\n# ///\n").find("s.py:") == 0);
+    CHECK(error_of("print(1)\n# /// script\n# dependencies = [\"x\"]\nprint(2)\n")
+              .find("s.py:2: the `# /// script` block (PEP 723) has no closing") !=
+          std::string::npos);
+    CHECK(error_of("# /// script\n# a = 1\n# dependencies = [\n# ///\n").starts_with("s.py:"));
+    CHECK(error_of("# /// script\n# a = 1\n# dependencies = \"x\"\n# ///\n")
+              .find("s.py:3: the `# /// script` block: dependencies must be an array") !=
+          std::string::npos);
+    CHECK(error_of("# /// script\n# requires-python = 3\n# ///\n").find("requires-python") !=
+          std::string::npos);
+    CHECK(error_of("# /// script\n# dependencies = [\"\"]\n# ///\n").find("one-line string") !=
+          std::string::npos);
+}
+
 TEST_CASE("IDs and the store's place") {
     CHECK(env_store::is_full_id(std::string(64, 'a')));
     CHECK_FALSE(env_store::is_full_id(std::string(63, 'a')));
