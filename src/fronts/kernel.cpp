@@ -178,17 +178,20 @@ class Kernel {
                 (void)parse(frames, "stdin");  // input() is not offered: stdin reads end of file
             });
             if (session_->idle() && !cell_) {
-                const bool took = take(shell_, [this](std::vector<std::string>& frames) {
-                    auto message = parse(frames, "shell");
-                    if (!message) return;
-                    if (aborting_ && jupyter::message_type(*message) == "execute_request")
-                        abort(*message);
+                if (!held_.empty()) {
+                    // stop_on_error: what was queued when a cell failed is aborted, no more.
+                    Message message = std::move(held_.front());
+                    held_.pop_front();
+                    if (jupyter::message_type(message) == "execute_request")
+                        abort(message);
                     else
-                        on_request(*message, shell_);
-                });
-                // stop_on_error: what was queued when a cell failed is aborted, no more.
-                if (!took) aborting_ = false;
-                more |= took;
+                        on_request(message, shell_);
+                    more = true;
+                } else {
+                    more |= take(shell_, [this](std::vector<std::string>& frames) {
+                        if (auto message = parse(frames, "shell")) on_request(*message, shell_);
+                    });
+                }
             }
         }
     }
@@ -441,9 +444,19 @@ class Kernel {
             content.update(error);
             content["status"] = "error";
         }
+        // stop_on_error: the requests that came while the cell ran are held (their execute
+        // requests to be aborted) before its reply goes out, so that one a client sends on
+        // seeing the reply is not taken for queued.
+        if (status != "ok" && cell.stop_on_error) hold_queued();
         reply(*cell.socket, cell.request, "execute_reply", content);
         publish("status", {{"execution_state", "idle"}}, parent);
-        if (status != "ok" && cell.stop_on_error) aborting_ = true;
+    }
+
+    void hold_queued() {
+        while (held_.size() < kMaxHeld && take(shell_, [this](std::vector<std::string>& frames) {
+                   if (auto message = parse(frames, "shell")) held_.push_back(std::move(*message));
+               })) {
+        }
     }
 
     // What the cell displayed (display(), plt.show()) in order, its value, then the figures it
@@ -546,7 +559,10 @@ class Kernel {
     OutputEvents output_;
     int execution_count_ = 0;
     bool closing_ = false;
-    bool aborting_ = false;  // a cell failed: execute requests still queued are aborted
+    // Shell requests that were queued when a cell failed: execute requests among them are
+    // aborted, the others answered. At most kMaxHeld; what is beyond waits in the socket.
+    static constexpr std::size_t kMaxHeld = 1024;
+    std::deque<Message> held_;
 };
 
 }  // namespace
