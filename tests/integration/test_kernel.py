@@ -14,7 +14,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from harness import PYSANDBOX, SandboxTestCase, command_prefix
+from harness import (PYSANDBOX, SandboxTestCase, command_prefix, marked_profile, preload_marker,
+                     wait_for_no_leftovers)
 
 CLIENT = Path(__file__).with_name("kernel_client.py")
 PYTHON = "/usr/bin/python3"
@@ -41,9 +42,17 @@ class KernelTest(SandboxTestCase):
             "interrupt_mode": "message"}))
         for path in (self.dir / "kernels", spec):
             os.chmod(path, 0o755)
+        self.spec = spec / "kernel.json"
         self.env = dict(os.environ, JUPYTER_PATH=str(self.dir), JUPYTER_RUNTIME_DIR=str(self.dir),
                         JUPYTER_DATA_DIR=str(self.dir), JUPYTER_CONFIG_DIR=str(self.dir),
                         HOME=str(self.dir), JUPYTER_PLATFORM_DIRS="1")
+
+    def use_profile(self, path: Path) -> None:
+        """The kernelspec's kernel runs with the profile at `path` (a marked one: its sandboxes
+        are found by the marker)."""
+        spec = json.loads(self.spec.read_text())
+        spec["argv"][spec["argv"].index("-p") + 1] = str(path)
+        self.spec.write_text(json.dumps(spec))
 
     def tearDown(self) -> None:
         subprocess.run(["rm", "-rf", str(self.dir)], check=False)
@@ -229,6 +238,37 @@ class KernelTest(SandboxTestCase):
         self.assertEqual(figure["output_type"], "display_data")
         self.assertEqual(list(figure["data"]), ["image/png"])
         self.assertTrue(figure["data"]["image/png"].startswith("iVBORw0KGgo"))
+
+    def test_flood_and_oversized_frames_leave_the_kernel_answering_and_bounded(self) -> None:
+        # Two rounds of the same flood (kernel_client.flood_round): oversized and near-limit
+        # frames, 900 unsigned, badly signed or malformed messages a channel on shell, control
+        # and stdin, 600 answered requests, 300 heartbeats. The second round must not grow
+        # the kernel: what the first one left (freed memory malloc keeps) is the most it holds.
+        seen = self.client("flood")
+        before, first, second = seen["before"], seen["first"], seen["second"]
+        self.assertLessEqual(first["rss_kib"] - before["rss_kib"], 96 << 10,
+                             "the first flood left more than 96 MiB resident")
+        self.assertLessEqual(second["rss_kib"] - first["rss_kib"], 8 << 10,
+                             "a second, same flood grew the kernel: %s" % seen)
+        self.assertLessEqual(first["fds"], before["fds"], "connections left open: %s" % seen)
+        self.assertLessEqual(second["fds"], before["fds"], "connections left open: %s" % seen)
+        self.assertEqual(of_type(seen["after"]["iopub"], "execute_result")[0]["data"],
+                         {"text/plain": "42"})
+
+    def test_500_executions_flat_and_a_killed_kernel_leaves_no_sandbox(self) -> None:
+        marker = preload_marker()
+        self.use_profile(marked_profile(marker))
+        seen = self.client("load", "500")
+        self.assertEqual(seen["statuses"], {"ok": 450, "error": 50})
+        self.assertEqual(of_type(seen["x"], "execute_result")[0]["data"], {"text/plain": "450"})
+        at_100, end = seen["at_100"], seen["end"]
+        # 400 more cells: at most 4 MiB more resident (10 bytes a cell would be a leak too
+        # small to see; a result's JSON kept a cell is ~1 KiB, 400 KiB: this catches worse).
+        self.assertLessEqual(end["rss_kib"] - at_100["rss_kib"], 4 << 10, seen)
+        self.assertEqual(end["fds"], at_100["fds"], seen)
+        # The kernel program was killed (SIGKILL, no chance to clean up): its sandbox goes too.
+        self.assertEqual(wait_for_no_leftovers(marker, 2.0), [],
+                         "a sandbox outlived its killed kernel")
 
     def test_install_writes_a_kernelspec_jupyter_finds(self) -> None:
         prefix = self.dir / "prefix"
