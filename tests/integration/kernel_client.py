@@ -391,12 +391,13 @@ def stop_on_error() -> dict:
         return seen
 
 
-def notebook(path: str) -> dict:
+def notebook(path: str, *kernel_args: str) -> dict:
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, kernel_name="pysandbox-test", allow_errors=True, timeout=ANSWER).execute()
+    NotebookClient(nb, kernel_name="pysandbox-test", allow_errors=True, timeout=ANSWER,
+                   extra_arguments=list(kernel_args)).execute()
     return {"cells": [cell.get("outputs", []) for cell in nb.cells]}
 
 

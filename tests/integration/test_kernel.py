@@ -270,6 +270,40 @@ class KernelTest(SandboxTestCase):
         self.assertEqual(wait_for_no_leftovers(marker, 2.0), [],
                          "a sandbox outlived its killed kernel")
 
+    def test_a_notebook_cell_past_the_timeout_through_nbclient_and_nbconvert(self) -> None:
+        import nbformat
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("z = 5"),
+                    nbformat.v4.new_code_cell("while True:\n    pass"),
+                    nbformat.v4.new_code_cell("z * 2")]
+        path = self.dir / "timeout.ipynb"
+        nbformat.write(nb, str(path))
+        os.chmod(path, 0o644)
+        # The kernel's own limit (--timeout 1, well under nbclient's 30 s): an error output that
+        # names it and says the state was kept, which the next cell shows it was.
+        cells = self.client("notebook", str(path), "--timeout", "1")["cells"]
+        error = cells[1][-1]  # after the KeyboardInterrupt's traceback on stderr
+        self.assertEqual(error["output_type"], "error")
+        self.assertEqual(error["ename"], "TimeoutError")
+        self.assertIn("timeout of 1s", error["evalue"])
+        self.assertIn("kept", error["evalue"])
+        self.assertEqual(cells[2][-1]["data"], {"text/plain": "10"})
+
+        # jupyter nbconvert --execute on the same notebook, with the kernelspec's own profile
+        # (no timeout but the profile's): the looping cell is left out, the rest as above.
+        nb.cells[1].source = "z += 1"
+        nbformat.write(nb, str(path))
+        out = self.dir / "out.ipynb"
+        run = subprocess.run(command_prefix() + [
+            "/usr/bin/jupyter", "nbconvert", "--to", "notebook", "--execute",
+            "--ExecutePreprocessor.kernel_name=pysandbox-test", "--output", str(out), str(path)],
+            env=self.env, capture_output=True, text=True, timeout=120, cwd=self.dir)
+        self.assertEqual(run.returncode, 0, run.stderr[-4000:])
+        executed = nbformat.read(str(out), as_version=4)
+        self.assertEqual([c.outputs for c in executed.cells][:2], [[], []])
+        self.assertEqual(executed.cells[2].outputs[0]["data"], {"text/plain": "12"})
+        self.assertEqual(executed.cells[2].execution_count, 3)
+
     def test_install_writes_a_kernelspec_jupyter_finds(self) -> None:
         prefix = self.dir / "prefix"
         run = subprocess.run(command_prefix() + [PYSANDBOX, "kernel", "install", "--prefix",
