@@ -65,6 +65,8 @@ class KernelTest(SandboxTestCase):
         return json.loads(run.stdout.splitlines()[-1])
 
     def test_execute_streams_results_errors_and_state(self) -> None:
+        marker = preload_marker()
+        self.use_profile(marked_profile(marker))
         seen = self.client("basics")
         info = seen["info"]
         self.assertEqual(info["protocol_version"], "5.3")
@@ -99,6 +101,8 @@ class KernelTest(SandboxTestCase):
                          ["complete", "incomplete", "incomplete"])
         self.assertEqual(seen["comm_info"], {"status": "ok", "comms": {}})
         self.assertEqual(seen["exit"], 0, "a shutdown_request ends the kernel with 0")
+        self.assertEqual(wait_for_no_leftovers(marker, 2.0), [],
+                         "a sandbox outlived its kernel's shutdown")
 
     def test_interrupt_keeps_state_and_restart_loses_it(self) -> None:
         seen = self.client("interrupt")
