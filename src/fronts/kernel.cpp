@@ -63,6 +63,7 @@ constexpr std::array kMimeTypes = {
     MimeType{"image/jpeg", Mime::image, "/9j/"}, MimeType{"application/json", Mime::json_text, ""},
 };
 constexpr JsonBounds kJsonOutputBounds{64, 65536};
+constexpr int kQueuedPerConnection = 8;  // messages libzmq holds for the kernel, a connection
 
 bool is_base64(std::string_view text) {
     return text.size() % 4 == 0 && std::ranges::all_of(text, [](unsigned char c) {
@@ -109,8 +110,14 @@ class Kernel {
           iopub_(context_, zmq::socket_type::pub),
           hb_(context_, zmq::socket_type::rep) {
         // An oversized message closes its sender's connection, not the kernel.
-        for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &hb_})
+        for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &hb_}) {
             socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxRequestLine));
+            // Shell is not read while a cell runs: libzmq's default of 1000 messages a
+            // connection would let any local process park 16 GiB in the kernel meanwhile. A
+            // few per connection; a client's further messages wait on its side (and so are not
+            // among those a failed cell's stop_on_error aborts).
+            socket->set(zmq::sockopt::rcvhwm, kQueuedPerConnection);
+        }
         for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &iopub_, &hb_})
             socket->set(zmq::sockopt::linger, 0);
         shell_.bind(connection.endpoint(connection.shell_port));

@@ -256,6 +256,8 @@ def flood_round(km) -> None:
 
 
 def flood() -> dict:
+    import zmq
+
     with running() as (km, kc):
         pid = km.provisioner.process.pid
         execute(kc, "x = 1")
@@ -264,6 +266,23 @@ def flood() -> dict:
         seen["first"] = settled_usage(pid, seen["before"]["fds"])
         flood_round(km)
         seen["second"] = settled_usage(pid, seen["before"]["fds"])
+        # While a cell runs the kernel reads no shell message: what one connection sends
+        # meanwhile (200 MiB here) must wait on the sender's side, not in the kernel.
+        msg_id = kc.execute("import time\nprint('sleeping', flush=True)\ntime.sleep(3)")
+        while True:
+            msg = kc.get_iopub_msg(timeout=ANSWER)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+                break
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.linger = 0
+        sock.sndhwm = 0
+        sock.connect("tcp://%s:%d" % (km.ip, km.shell_port))
+        for _ in range(200):
+            sock.send_multipart([b"<IDS|MSG>", b"0" * 64, b"{}", b"{}", b"{}", b"x" * (1 << 20)])
+        time.sleep(1)  # no event says "queued all it will": time enough to, were it to
+        seen["busy"] = usage(pid)
+        shell_reply(kc, msg_id)
+        sock.close()
         seen["after"] = execute(kc, "x + 41")
         return seen
 
