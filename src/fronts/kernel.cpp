@@ -63,6 +63,7 @@ constexpr std::array kMimeTypes = {
     MimeType{"image/jpeg", Mime::image, "/9j/"}, MimeType{"application/json", Mime::json_text, ""},
 };
 constexpr JsonBounds kJsonOutputBounds{64, 65536};
+constexpr int kQueuedPerConnection = 8;  // messages libzmq holds for the kernel, a connection
 
 bool is_base64(std::string_view text) {
     return text.size() % 4 == 0 && std::ranges::all_of(text, [](unsigned char c) {
@@ -109,8 +110,14 @@ class Kernel {
           iopub_(context_, zmq::socket_type::pub),
           hb_(context_, zmq::socket_type::rep) {
         // An oversized message closes its sender's connection, not the kernel.
-        for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &hb_})
+        for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &hb_}) {
             socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxRequestLine));
+            // Shell is not read while a cell runs: libzmq's default of 1000 messages a
+            // connection would let any local process park 16 GiB in the kernel meanwhile. A
+            // few per connection; a client's further messages wait on its side (and so are not
+            // among those a failed cell's stop_on_error aborts).
+            socket->set(zmq::sockopt::rcvhwm, kQueuedPerConnection);
+        }
         for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &iopub_, &hb_})
             socket->set(zmq::sockopt::linger, 0);
         shell_.bind(connection.endpoint(connection.shell_port));
@@ -178,17 +185,20 @@ class Kernel {
                 (void)parse(frames, "stdin");  // input() is not offered: stdin reads end of file
             });
             if (session_->idle() && !cell_) {
-                const bool took = take(shell_, [this](std::vector<std::string>& frames) {
-                    auto message = parse(frames, "shell");
-                    if (!message) return;
-                    if (aborting_ && jupyter::message_type(*message) == "execute_request")
-                        abort(*message);
+                if (!held_.empty()) {
+                    // stop_on_error: what was queued when a cell failed is aborted, no more.
+                    Message message = std::move(held_.front());
+                    held_.pop_front();
+                    if (jupyter::message_type(message) == "execute_request")
+                        abort(message);
                     else
-                        on_request(*message, shell_);
-                });
-                // stop_on_error: what was queued when a cell failed is aborted, no more.
-                if (!took) aborting_ = false;
-                more |= took;
+                        on_request(message, shell_);
+                    more = true;
+                } else {
+                    more |= take(shell_, [this](std::vector<std::string>& frames) {
+                        if (auto message = parse(frames, "shell")) on_request(*message, shell_);
+                    });
+                }
             }
         }
     }
@@ -441,9 +451,19 @@ class Kernel {
             content.update(error);
             content["status"] = "error";
         }
+        // stop_on_error: the requests that came while the cell ran are held (their execute
+        // requests to be aborted) before its reply goes out, so that one a client sends on
+        // seeing the reply is not taken for queued.
+        if (status != "ok" && cell.stop_on_error) hold_queued();
         reply(*cell.socket, cell.request, "execute_reply", content);
         publish("status", {{"execution_state", "idle"}}, parent);
-        if (status != "ok" && cell.stop_on_error) aborting_ = true;
+    }
+
+    void hold_queued() {
+        while (held_.size() < kMaxHeld && take(shell_, [this](std::vector<std::string>& frames) {
+                   if (auto message = parse(frames, "shell")) held_.push_back(std::move(*message));
+               })) {
+        }
     }
 
     // What the cell displayed (display(), plt.show()) in order, its value, then the figures it
@@ -546,7 +566,10 @@ class Kernel {
     OutputEvents output_;
     int execution_count_ = 0;
     bool closing_ = false;
-    bool aborting_ = false;  // a cell failed: execute requests still queued are aborted
+    // Shell requests that were queued when a cell failed: execute requests among them are
+    // aborted, the others answered. At most kMaxHeld; what is beyond waits in the socket.
+    static constexpr std::size_t kMaxHeld = 1024;
+    std::deque<Message> held_;
 };
 
 }  // namespace

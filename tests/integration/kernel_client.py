@@ -9,12 +9,15 @@ the client saw, for test_kernel.py to judge.
 
 import contextlib
 import json
+import os
+import signal
 import sys
 import time
 
 import jupyter_client
 
 ANSWER = 30  # seconds any one reply may take
+FLOOD = 300  # messages of each kind a channel, in flood_round
 
 
 def outputs(kc, msg_id: str) -> list:
@@ -171,6 +174,147 @@ def hostile() -> dict:
         return seen
 
 
+def usage(pid: int) -> dict:
+    """The kernel process's resident memory (KiB, VmRSS) and open descriptors, from /proc."""
+    with open("/proc/%d/status" % pid) as status:
+        rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return {"rss_kib": rss, "fds": len(os.listdir("/proc/%d/fd" % pid))}
+
+
+def settled_usage(pid: int, fds: int) -> dict:
+    """usage() once the kernel has closed the connections a test dropped (libzmq closes them
+    in its own thread, a moment later): up to 5 s for the descriptors to come down to `fds`."""
+    deadline = time.monotonic() + 5
+    while True:
+        now = usage(pid)
+        if now["fds"] <= fds or time.monotonic() > deadline:
+            return now
+        time.sleep(0.05)
+
+
+def flood_round(km) -> None:
+    """Oversized frames, then hundreds of unsigned, badly signed, malformed and good messages on
+    shell, control, stdin and heartbeat; returns once the kernel has dealt with every one (the
+    last message on each connection is a good kernel_info_request, read in order after the rest).
+    """
+    import zmq
+    from jupyter_client.session import Session
+
+    context = zmq.Context.instance()
+    wrong, unsigned = Session(key=b"wrong-key"), Session(key=b"")
+    good = Session(key=km.session.key)
+    sockets = []
+
+    def connect(kind, port):
+        sock = context.socket(kind)
+        sock.linger = 0
+        sock.sndhwm = 0  # queue the whole flood on our side; the kernel reads at its pace
+        sock.connect("tcp://%s:%d" % (km.ip, port))
+        sockets.append(sock)
+        return sock
+
+    # Past the kernel's 16 MiB a message: libzmq drops the connection before reading it.
+    for port in (km.shell_port, km.control_port, km.stdin_port, km.hb_port):
+        big = connect(zmq.REQ if port == km.hb_port else zmq.DEALER, port)
+        big.send_multipart([b"<IDS|MSG>", b"0" * 64, b"x" * (20 << 20), b"{}", b"{}", b"{}"])
+    # Just under it, badly signed: read, checked and dropped, one after the other.
+    near = connect(zmq.DEALER, km.shell_port)
+    for _ in range(4):
+        near.send_multipart([b"<IDS|MSG>", b"0" * 64, b"{}", b"{}", b"{}", b"x" * (15 << 20)])
+    finals = []
+    for port in (km.shell_port, km.control_port, km.stdin_port):
+        sock = connect(zmq.DEALER, port)
+        content = {"code": "print('FLOOD')", "silent": False}
+        for i in range(FLOOD):
+            wrong.send(sock, "execute_request", content=content)
+            unsigned.send(sock, "execute_request", content=content)
+            sock.send_multipart([b"<IDS|MSG>", b"", b"{", b"[", b"]", b"}"])
+            if port != km.stdin_port:  # answered: the replies pile up unread on our side
+                good.send(sock, "kernel_info_request", content={})
+        if port != km.stdin_port:
+            final = good.msg("kernel_info_request", content={})
+            sock.send_multipart(good.serialize(final))
+            finals.append((sock, final["header"]["msg_id"]))
+    near_final = good.msg("kernel_info_request", content={})
+    near.send_multipart(good.serialize(near_final))
+    finals.append((near, near_final["header"]["msg_id"]))
+    hb = connect(zmq.REQ, km.hb_port)
+    for i in range(FLOOD):
+        hb.send(b"ping %d" % i)
+        if not hb.poll(ANSWER * 1000):
+            raise AssertionError("the heartbeat stopped answering")
+        hb.recv()
+    for sock, msg_id in finals:
+        while True:
+            if not sock.poll(ANSWER * 1000):
+                raise AssertionError("no reply to the last message of a flood")
+            _, reply = good.feed_identities(sock.recv_multipart())
+            if good.deserialize(reply)["parent_header"].get("msg_id") == msg_id:
+                break
+    for sock in sockets:
+        sock.close()
+
+
+def flood() -> dict:
+    import zmq
+
+    with running() as (km, kc):
+        pid = km.provisioner.process.pid
+        execute(kc, "x = 1")
+        seen = {"before": usage(pid)}
+        flood_round(km)
+        seen["first"] = settled_usage(pid, seen["before"]["fds"])
+        flood_round(km)
+        seen["second"] = settled_usage(pid, seen["before"]["fds"])
+        # While a cell runs the kernel reads no shell message: what one connection sends
+        # meanwhile (200 MiB here) must wait on the sender's side, not in the kernel.
+        msg_id = kc.execute("import time\nprint('sleeping', flush=True)\ntime.sleep(3)")
+        while True:
+            msg = kc.get_iopub_msg(timeout=ANSWER)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+                break
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.linger = 0
+        sock.sndhwm = 0
+        sock.connect("tcp://%s:%d" % (km.ip, km.shell_port))
+        for _ in range(200):
+            sock.send_multipart([b"<IDS|MSG>", b"0" * 64, b"{}", b"{}", b"{}", b"x" * (1 << 20)])
+        time.sleep(1)  # no event says "queued all it will": time enough to, were it to
+        seen["busy"] = usage(pid)
+        shell_reply(kc, msg_id)
+        sock.close()
+        seen["after"] = execute(kc, "x + 41")
+        return seen
+
+
+def load(count: str) -> dict:
+    """`count` executions, one in ten failing, through one kernel; its usage after the first
+    hundred and at the end; then the kernel program killed with SIGKILL, as a front end can be.
+    """
+    km, kc = started()
+    try:
+        pid = km.provisioner.process.pid
+        execute(kc, "x = 0")
+        seen = {"statuses": {}}
+        began = time.monotonic()
+        for i in range(1, int(count) + 1):
+            code = "1/0" if i % 10 == 0 else "x += 1\nprint(x)" if i % 10 == 5 else "x += 1"
+            status = execute(kc, code)["reply"]["status"]
+            seen["statuses"][status] = seen["statuses"].get(status, 0) + 1
+            if i == 100:
+                seen["at_100"] = usage(pid)
+        seen["seconds"] = time.monotonic() - began
+        seen["end"] = usage(pid)
+        seen["x"] = execute(kc, "x")["iopub"]
+        os.kill(pid, signal.SIGKILL)
+        km.provisioner.process.wait(timeout=ANSWER)
+        return seen
+    finally:
+        kc.stop_channels()
+        if km.is_alive():
+            km.shutdown_kernel(now=True)
+
+
 RICH = """\
 class Rich:
     def __repr__(self):
@@ -266,12 +410,13 @@ def stop_on_error() -> dict:
         return seen
 
 
-def notebook(path: str) -> dict:
+def notebook(path: str, *kernel_args: str) -> dict:
     import nbformat
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, kernel_name="pysandbox-test", allow_errors=True, timeout=ANSWER).execute()
+    NotebookClient(nb, kernel_name="pysandbox-test", allow_errors=True, timeout=ANSWER,
+                   extra_arguments=list(kernel_args)).execute()
     return {"cells": [cell.get("outputs", []) for cell in nb.cells]}
 
 
@@ -281,5 +426,5 @@ if __name__ == "__main__":
     result = {"basics": basics, "interrupt": interrupt, "timeout": timeout,
               "host_write": host_write, "hostile": hostile,
               "notebook": notebook, "rich": rich, "complete": complete,
-              "stop_on_error": stop_on_error}[scenario](*args)
+              "stop_on_error": stop_on_error, "flood": flood, "load": load}[scenario](*args)
     print(json.dumps(result))

@@ -14,7 +14,8 @@ import tempfile
 import unittest
 from pathlib import Path
 
-from harness import PYSANDBOX, SandboxTestCase, command_prefix
+from harness import (PYSANDBOX, SandboxTestCase, command_prefix, marked_profile, preload_marker,
+                     wait_for_no_leftovers)
 
 CLIENT = Path(__file__).with_name("kernel_client.py")
 PYTHON = "/usr/bin/python3"
@@ -41,9 +42,17 @@ class KernelTest(SandboxTestCase):
             "interrupt_mode": "message"}))
         for path in (self.dir / "kernels", spec):
             os.chmod(path, 0o755)
+        self.spec = spec / "kernel.json"
         self.env = dict(os.environ, JUPYTER_PATH=str(self.dir), JUPYTER_RUNTIME_DIR=str(self.dir),
                         JUPYTER_DATA_DIR=str(self.dir), JUPYTER_CONFIG_DIR=str(self.dir),
                         HOME=str(self.dir), JUPYTER_PLATFORM_DIRS="1")
+
+    def use_profile(self, path: Path) -> None:
+        """The kernelspec's kernel runs with the profile at `path` (a marked one: its sandboxes
+        are found by the marker)."""
+        spec = json.loads(self.spec.read_text())
+        spec["argv"][spec["argv"].index("-p") + 1] = str(path)
+        self.spec.write_text(json.dumps(spec))
 
     def tearDown(self) -> None:
         subprocess.run(["rm", "-rf", str(self.dir)], check=False)
@@ -56,6 +65,8 @@ class KernelTest(SandboxTestCase):
         return json.loads(run.stdout.splitlines()[-1])
 
     def test_execute_streams_results_errors_and_state(self) -> None:
+        marker = preload_marker()
+        self.use_profile(marked_profile(marker))
         seen = self.client("basics")
         info = seen["info"]
         self.assertEqual(info["protocol_version"], "5.3")
@@ -90,6 +101,8 @@ class KernelTest(SandboxTestCase):
                          ["complete", "incomplete", "incomplete"])
         self.assertEqual(seen["comm_info"], {"status": "ok", "comms": {}})
         self.assertEqual(seen["exit"], 0, "a shutdown_request ends the kernel with 0")
+        self.assertEqual(wait_for_no_leftovers(marker, 2.0), [],
+                         "a sandbox outlived its kernel's shutdown")
 
     def test_interrupt_keeps_state_and_restart_loses_it(self) -> None:
         seen = self.client("interrupt")
@@ -229,6 +242,74 @@ class KernelTest(SandboxTestCase):
         self.assertEqual(figure["output_type"], "display_data")
         self.assertEqual(list(figure["data"]), ["image/png"])
         self.assertTrue(figure["data"]["image/png"].startswith("iVBORw0KGgo"))
+
+    def test_flood_and_oversized_frames_leave_the_kernel_answering_and_bounded(self) -> None:
+        # Two rounds of the same flood (kernel_client.flood_round): oversized and near-limit
+        # frames, 900 unsigned, badly signed or malformed messages a channel on shell, control
+        # and stdin, 600 answered requests, 300 heartbeats. The second round must not grow
+        # the kernel: what the first one left (freed memory malloc keeps) is the most it holds.
+        # Then 200 MiB on shell while a cell runs: at most 8 messages wait in the kernel.
+        seen = self.client("flood")
+        before, first, second = seen["before"], seen["first"], seen["second"]
+        self.assertLessEqual(first["rss_kib"] - before["rss_kib"], 32 << 10,
+                             "the first flood left more than 32 MiB resident: %s" % seen)
+        self.assertLessEqual(second["rss_kib"] - first["rss_kib"], 8 << 10,
+                             "a second, same flood grew the kernel: %s" % seen)
+        self.assertLessEqual(seen["busy"]["rss_kib"] - second["rss_kib"], 48 << 10,
+                             "messages sent during a cell piled up in the kernel: %s" % seen)
+        self.assertLessEqual(first["fds"], before["fds"], "connections left open: %s" % seen)
+        self.assertLessEqual(second["fds"], before["fds"], "connections left open: %s" % seen)
+        self.assertEqual(of_type(seen["after"]["iopub"], "execute_result")[0]["data"],
+                         {"text/plain": "42"})
+
+    def test_500_executions_flat_and_a_killed_kernel_leaves_no_sandbox(self) -> None:
+        marker = preload_marker()
+        self.use_profile(marked_profile(marker))
+        seen = self.client("load", "500")
+        self.assertEqual(seen["statuses"], {"ok": 450, "error": 50})
+        self.assertEqual(of_type(seen["x"], "execute_result")[0]["data"], {"text/plain": "450"})
+        at_100, end = seen["at_100"], seen["end"]
+        # 400 more cells: at most 4 MiB more resident (10 bytes a cell would be a leak too
+        # small to see; a result's JSON kept a cell is ~1 KiB, 400 KiB: this catches worse).
+        self.assertLessEqual(end["rss_kib"] - at_100["rss_kib"], 4 << 10, seen)
+        self.assertEqual(end["fds"], at_100["fds"], seen)
+        # The kernel program was killed (SIGKILL, no chance to clean up): its sandbox goes too.
+        self.assertEqual(wait_for_no_leftovers(marker, 2.0), [],
+                         "a sandbox outlived its killed kernel")
+
+    def test_a_notebook_cell_past_the_timeout_through_nbclient_and_nbconvert(self) -> None:
+        import nbformat
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("z = 5"),
+                    nbformat.v4.new_code_cell("while True:\n    pass"),
+                    nbformat.v4.new_code_cell("z * 2")]
+        path = self.dir / "timeout.ipynb"
+        nbformat.write(nb, str(path))
+        os.chmod(path, 0o644)
+        # The kernel's own limit (--timeout 1, well under nbclient's 30 s): an error output that
+        # names it and says the state was kept, which the next cell shows it was.
+        cells = self.client("notebook", str(path), "--timeout", "1")["cells"]
+        error = cells[1][-1]  # after the KeyboardInterrupt's traceback on stderr
+        self.assertEqual(error["output_type"], "error")
+        self.assertEqual(error["ename"], "TimeoutError")
+        self.assertIn("timeout of 1s", error["evalue"])
+        self.assertIn("kept", error["evalue"])
+        self.assertEqual(cells[2][-1]["data"], {"text/plain": "10"})
+
+        # jupyter nbconvert --execute on the same notebook, with the kernelspec's own profile
+        # (no timeout but the profile's): the looping cell is left out, the rest as above.
+        nb.cells[1].source = "z += 1"
+        nbformat.write(nb, str(path))
+        out = self.dir / "out.ipynb"
+        run = subprocess.run(command_prefix() + [
+            "/usr/bin/jupyter", "nbconvert", "--to", "notebook", "--execute",
+            "--ExecutePreprocessor.kernel_name=pysandbox-test", "--output", str(out), str(path)],
+            env=self.env, capture_output=True, text=True, timeout=120, cwd=self.dir)
+        self.assertEqual(run.returncode, 0, run.stderr[-4000:])
+        executed = nbformat.read(str(out), as_version=4)
+        self.assertEqual([c.outputs for c in executed.cells][:2], [[], []])
+        self.assertEqual(executed.cells[2].outputs[0]["data"], {"text/plain": "12"})
+        self.assertEqual(executed.cells[2].execution_count, 3)
 
     def test_install_writes_a_kernelspec_jupyter_finds(self) -> None:
         prefix = self.dir / "prefix"
