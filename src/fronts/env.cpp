@@ -751,12 +751,15 @@ std::optional<int> run_packages(const EnvInvocation& packages, const Profile& pr
     if (request.overrides.packages) return std::nullopt;  // --with-env names it
     std::vector<std::string> specs = profile.requirements;
     if (request.program.kind == Program::Kind::script_file) {
+        // A script that cannot be read is the plan's to refuse, in its words (plan/program.cpp),
+        // as `check` leaves it.
         const std::string& path = request.program.text;
-        if (auto deps = env_store::inline_dependencies(read_text(path, "SCRIPT"), path))
-            for (std::string& spec : *deps) {
-                check_requirement(spec, path);
-                specs.push_back(std::move(spec));
-            }
+        if (HostFile text = read_host_file(path, kTextCap); text.problem == HostFile::Problem::none)
+            if (auto deps = env_store::inline_dependencies(text.data, path))
+                for (std::string& spec : *deps) {
+                    check_requirement(spec, path);
+                    specs.push_back(std::move(spec));
+                }
     }
     for (const std::string& spec : packages.specs) {
         check_requirement(spec, "--with");
