@@ -428,6 +428,7 @@ CutOutput Sandbox::cut_output() {
     cut.stderr_bytes = err.total;
     cut.stdout_omitted = out.omitted;
     cut.stderr_omitted = err.omitted;
+    cut.stdout_reader_gone = out_->sink_gone();
     if (plan_.capture_output) {
         std::vector<Transcript::Segment> order = transcript_.order();
         const bool stdout_is_text = transcript_.is_text(Transcript::kStdout);
@@ -510,6 +511,7 @@ Supervised Sandbox::take(Ending ending) {
     outcome.stderr_bytes = output.stderr_bytes;
     outcome.stdout_omitted = output.stdout_omitted;
     outcome.stderr_omitted = output.stderr_omitted;
+    outcome.stdout_reader_gone = output.stdout_reader_gone;
     outcome.captured = std::move(output.captured);
     outcome.stderr_tail = std::move(output.stderr_tail);
     syscalls_.report(outcome);

@@ -60,6 +60,7 @@ struct CutOutput {
     std::uint64_t stderr_bytes = 0;
     std::uint64_t stdout_omitted = 0;
     std::uint64_t stderr_omitted = 0;
+    bool stdout_reader_gone = false;
 };
 
 class Sandbox {

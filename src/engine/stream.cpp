@@ -342,6 +342,7 @@ void Stream::on_writable() {
 }
 
 void Stream::on_sink_error() {
+    sink_gone_ = true;
     to_.reset();
     from_.reset();
     pending_.clear();

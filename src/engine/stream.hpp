@@ -151,6 +151,8 @@ class Stream {
     int to_fd() const { return to_.get(); }
     std::uint64_t total() const { return total_; }
     std::uint64_t omitted() const { return omitted_ + tail_.omitted(); }
+    // The sink refused more (EPIPE): for the script's stdout, the caller's reader went away.
+    bool sink_gone() const { return sink_gone_; }
 
     void on_readable();
     // Reads what the source holds now, without waiting for more (a bounded number of reads).
@@ -201,6 +203,7 @@ class Stream {
     // this process; sink_full_ waits for the sink to drain.
     bool splice_ = false;
     bool sink_full_ = false;
+    bool sink_gone_ = false;
     std::optional<LineRewrite> rewrite_;
     std::size_t keep_ = 0;  // keep_last's bound, or 0
     std::string kept_;      // up to twice keep_, trimmed to keep_ as it grows past that

@@ -54,6 +54,9 @@ struct Outcome {
     std::uint64_t stderr_bytes = 0;
     std::uint64_t stdout_omitted = 0;  // cut from the middle by the output limit
     std::uint64_t stderr_omitted = 0;
+    // The caller's reader of the passed-through stdout went away (EPIPE), as `| head` does: the
+    // script's failing status is the caller's doing, not news to report.
+    bool stdout_reader_gone = false;
     std::map<std::string, std::uint64_t> blocked_syscalls;  // name -> times denied
     std::string killing_syscall;                            // for policy_violation
     std::uint64_t oom_kills = 0;  // from the cgroup's memory.events, when one was used

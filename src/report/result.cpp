@@ -71,9 +71,10 @@ std::string output_summary(const Plan& plan, const Outcome& outcome) {
            " reached; " + std::to_string(omitted) + " bytes omitted from the middle";
 }
 
-// "exited with status 3", when the script chose a failing status and no traceback says why.
+// "exited with status 3", when the script chose a failing status and no traceback says why (nor
+// a reader of its stdout that went away: Python exits 120 when its last flush fails).
 std::string exit_summary(const Outcome& outcome, const std::optional<PythonException>& exception) {
-    if (outcome.exit_code == 0 || exception) return {};
+    if (outcome.exit_code == 0 || exception || outcome.stdout_reader_gone) return {};
     return "exited with status " + std::to_string(outcome.exit_code);
 }
 
