@@ -65,6 +65,21 @@ constexpr std::array kMimeTypes = {
 constexpr JsonBounds kJsonOutputBounds{64, 65536};
 constexpr int kQueuedPerConnection = 8;  // messages libzmq holds for the kernel, a connection
 
+// A member of a cell's result, or null. What the session hands back carries what the driver inside
+// wrote (the answer, the value, the rich output, the exception), which a cell can forge: no
+// lookup may assume a member is there, or of the type the driver writes.
+const json& member(const json& object, const char* name) {
+    static const json kNull;
+    if (!object.is_object()) return kNull;
+    const auto it = object.find(name);
+    return it != object.end() ? *it : kNull;
+}
+
+std::string string_member(const json& object, const char* name, const char* fallback) {
+    const json& value = member(object, name);
+    return value.is_string() ? value.get<std::string>() : std::string(fallback);
+}
+
 bool is_base64(std::string_view text) {
     return text.size() % 4 == 0 && std::ranges::all_of(text, [](unsigned char c) {
                return std::isalnum(c) || c == '+' || c == '/' || c == '=';
@@ -347,9 +362,9 @@ class Kernel {
     }
 
     void finish_query(const RunningCell& cell, const json& result) {
-        const json& answer = result["answer"];
+        const json& answer = member(result, "answer");
         const std::string type = cell.query + "_reply";
-        if (result.value("status", std::string()) != "ok" || !answer.is_object()) {
+        if (string_member(result, "status", "") != "ok" || !answer.is_object()) {
             json content = error_of(result);
             content["status"] = "error";
             reply(*cell.socket, cell.request, type, content);
@@ -374,7 +389,7 @@ class Kernel {
                    {"metadata", json::object()}});
         } else {
             const auto text = answer.find("text");
-            const bool found = answer.value("found", false) && text != answer.end() &&
+            const bool found = member(answer, "found") == true && text != answer.end() &&
                                text->is_string() &&
                                text->get_ref<const std::string&>().size() <= kMaxCellRich;
             reply(*cell.socket, cell.request, type,
@@ -429,17 +444,31 @@ class Kernel {
         }
     }
 
-    void finish_cell(json result) {
+    void finish_cell(const json& result) {
         send_output(true);
         if (!cell_) return;
         const RunningCell cell = std::move(*cell_);
         cell_.reset();
-        if (!cell.query.empty()) {
-            finish_query(cell, result);
-            return;
+        try {
+            if (cell.query.empty())
+                finish_execute(cell, result);
+            else
+                finish_query(cell, result);
+        } catch (const std::exception& e) {  // a cell's doing must never end the kernel either
+            say(std::string("a cell's result could not be shown: ") + e.what(), kWho);
+            reply(*cell.socket, cell.request,
+                  cell.query.empty() ? "execute_reply" : cell.query + "_reply",
+                  {{"status", "error"},
+                   {"ename", "SandboxError"},
+                   {"evalue", "the cell's result was malformed"},
+                   {"traceback", json::array()}});
+            publish("status", {{"execution_state", "idle"}}, cell.request.header);
         }
+    }
+
+    void finish_execute(const RunningCell& cell, const json& result) {
         const json& parent = cell.request.header;
-        const std::string status = result.value("status", std::string("error"));
+        const std::string status = string_member(result, "status", "error");
         if (!cell.silent) show_output(result, status == "ok", parent);
         json content = {{"status", "ok"}, {"execution_count", execution_count_}};
         if (status == "ok") {
@@ -470,8 +499,10 @@ class Kernel {
     // left open, as IPython shows them. Every bundle is checked (checked_bundle) and all of them
     // together are at most kMaxCellRich bytes; figures are the session's, PNG already checked.
     void show_output(const json& result, bool ok, const json& parent) {
-        const json& rich = result["rich"];
-        const json& figures = result["figures"];
+        static const json kNone = json::array();
+        const json& rich = member(result, "rich");
+        const json& figures =
+            member(result, "figures").is_array() ? member(result, "figures") : kNone;
         std::size_t budget = kMaxCellRich;
         std::vector<bool> shown(figures.size(), false);
         const auto display = [&](json data) {
@@ -483,11 +514,11 @@ class Kernel {
         };
         const auto figure = [&](std::size_t index) {
             shown[index] = true;
-            display({{"image/png", figures[index]["data"]}});
+            display({{"image/png", member(figures[index], "data")}});
         };
-        if (rich.is_object() && rich["displays"].is_array()) {
+        if (member(rich, "displays").is_array()) {
             std::size_t count = 0;
-            for (const json& item : rich["displays"]) {
+            for (const json& item : member(rich, "displays")) {
                 if (++count > kMaxCellFigures) break;
                 if (!item.is_object()) continue;
                 const json& index = item.value("figure", json());
@@ -498,8 +529,8 @@ class Kernel {
                 }
             }
         }
-        if (ok && result["value"].is_string()) {
-            json data = {{"text/plain", result["value"]}};
+        if (ok && member(result, "value").is_string()) {
+            json data = {{"text/plain", member(result, "value")}};
             if (rich.is_object())
                 if (auto bundle = checked_bundle(rich.value("value", json()), budget))
                     data = std::move(*bundle);
@@ -516,26 +547,24 @@ class Kernel {
     // ename, evalue and the traceback's lines: Python's exception as the cell raised it, or what
     // the sandbox did to the cell (a limit, with whether the state was kept).
     static json error_of(const json& result) {
-        const json& exception = result["exception"];
-        const std::string message = result["message"].is_string()
-                                        ? result["message"].get<std::string>()
-                                        : result.value("status", std::string("error"));
-        if (exception.is_object() && result["status"] == "exception") {
+        const json& exception = member(result, "exception");
+        const std::string message = member(result, "message").is_string()
+                                        ? member(result, "message").get<std::string>()
+                                        : string_member(result, "status", "error");
+        if (exception.is_object() && member(result, "status") == "exception") {
             json lines = json::array();
-            std::string text = exception["traceback"].is_string()
-                                   ? exception["traceback"].get<std::string>()
-                                   : std::string();
+            const std::string text = string_member(exception, "traceback", "");
             for (std::size_t start = 0; start < text.size();) {
                 const std::size_t end = text.find('\n', start);
                 lines.push_back(text.substr(start, end == std::string::npos ? end : end - start));
                 if (end == std::string::npos) break;
                 start = end + 1;
             }
-            return {{"ename", exception["type"]},
-                    {"evalue", exception["message"]},
+            return {{"ename", member(exception, "type")},
+                    {"evalue", member(exception, "message")},
                     {"traceback", lines}};
         }
-        const std::string status = result.value("status", std::string("error"));
+        const std::string status = string_member(result, "status", "error");
         const std::string ename = status == "timeout" ? "TimeoutError" : "SandboxError";
         return {{"ename", ename},
                 {"evalue", message},

@@ -367,6 +367,20 @@ def rich() -> dict:
         }
 
 
+FORGE_ANSWERS = """
+import gc
+for channel in [o for o in gc.get_objects() if type(o).__name__ == "_Channel"]:
+    def send(message, real=channel.send):
+        if isinstance(message, dict) and "answer" in message:
+            message = dict(message, answer={"found": "yes", "text": "x", "matches": {"a": 1},
+                                            "cursor_end": -1})
+        if isinstance(message, dict) and "rich" in message:
+            message = dict(message, rich={"value": 5}, value=[1], exception="no")
+        real(message)
+    channel.send = send
+"""
+
+
 def shell_reply(kc, msg_id: str) -> dict:
     reply = kc.get_shell_msg(timeout=ANSWER)
     assert reply["parent_header"]["msg_id"] == msg_id, reply
@@ -389,6 +403,12 @@ def complete() -> dict:
         seen["slow"] = shell_reply(kc, kc.complete("slow.inner.x", 12))
         seen["slow_seconds"] = time.monotonic() - began
         seen["after"] = execute(kc, "value_one + value_two")
+        # The answers and the rich output are the cell's to forge: the driver's channel, patched
+        # from a cell, sends members of the wrong types (and none where one is expected).
+        execute(kc, FORGE_ANSWERS)
+        seen["forged_inspect"] = shell_reply(kc, kc.inspect("len(", 4))
+        seen["forged_complete"] = shell_reply(kc, kc.complete("value_", 6))
+        seen["forged_execute"] = execute(kc, "1 + 1")
         return seen
 
 

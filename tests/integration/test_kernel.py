@@ -201,6 +201,11 @@ class KernelTest(SandboxTestCase):
         self.assertLess(seen["slow_seconds"], 10)
         self.assertEqual(of_type(seen["after"]["iopub"], "execute_result")[0]["data"],
                          {"text/plain": "3"})
+        # Forged answers of the wrong types are not found, and the kernel goes on answering.
+        self.assertFalse(seen["forged_inspect"].get("found", False), seen["forged_inspect"])
+        self.assertIn(seen["forged_complete"]["status"], ("ok", "error"))
+        self.assertIn(seen["forged_execute"]["reply"]["status"], ("ok", "error"),
+                      seen["forged_execute"])
 
     def test_stop_on_error_aborts_what_was_queued_and_input_says_why_not(self) -> None:
         seen = self.client("stop_on_error")
