@@ -140,13 +140,20 @@ std::optional<std::vector<std::string>> inline_dependencies(std::string_view tex
     // opened `script` block that never closes is an error (the spec ignores it; a script whose
     // author meant a block is better told).
     const std::vector<Line> lines = split_lines(text);
+    // last_close[j]: the last `# ///` line of the run of comment lines from line j on, found in
+    // one pass from the end, so that lines of openers that never close cost no rescans (a script
+    // of them must not take the host quadratic time before anything is sandboxed).
+    std::vector<std::optional<std::size_t>> last_close(lines.size() + 1);
+    for (std::size_t j = lines.size(); j-- > 0;) {
+        if (!is_comment(lines[j].text)) continue;
+        last_close[j] = last_close[j + 1];
+        if (!last_close[j] && lines[j].text == "# ///") last_close[j] = j;
+    }
     std::vector<Block> scripts;
     for (std::size_t i = 0; i < lines.size(); ++i) {
         const std::string_view type = block_type(lines[i]);
         if (type.empty()) continue;
-        std::optional<std::size_t> close;
-        for (std::size_t j = i + 1; j < lines.size() && is_comment(lines[j].text); ++j)
-            if (lines[j].text == "# ///") close = j;
+        const std::optional<std::size_t> close = last_close[i + 1];
         if (!close) {
             if (type == "script")
                 throw UsageError(origin + ":" + std::to_string(i + 1) +

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,6 +84,20 @@ TEST_CASE("inline metadata: blocks as PEP 723's regex finds them") {
         "# /// script\n# requires-python = \">=3.8\"\n# ///\n", "s.py");
     REQUIRE(none.has_value());
     CHECK(none->empty());
+}
+
+TEST_CASE("inline metadata: openers that never close cost one pass, not one each") {
+    // The script's to write, read on the host before any sandbox: 200,000 lines of `# /// a`
+    // took the former reader, which rescanned the rest of the comment run at each, minutes.
+    std::string script;
+    for (int i = 0; i < 200'000; ++i) script += "# /// a\n";
+    script += "print(1)\n# /// script\n# dependencies = [\"x\"]\n# ///\n";
+    const auto start = std::chrono::steady_clock::now();
+    const auto deps = env_store::inline_dependencies(script, "s.py");
+    const auto took = std::chrono::steady_clock::now() - start;
+    REQUIRE(deps.has_value());
+    CHECK(*deps == std::vector<std::string>{"x"});
+    CHECK(took < std::chrono::seconds(5));
 }
 
 TEST_CASE("inline metadata: errors name the line and what is wrong") {
