@@ -2,8 +2,8 @@
 
 Field by field as pysandbox(1), section JSON RESULT, documents it and
 ``schema/pysandbox.result.v1.json`` specifies it. Fields a result may lack (a ``bad_request``
-has only schema, version, status, id and message; the session, MCP, batch and Dask fields are
-optional) read as None, empty or zero.
+has only schema, version, status, id and message, an ``install_error`` those and what pip said;
+the session, MCP, batch and Dask fields are optional) read as None, empty or zero.
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ class Status(enum.StrEnum):
     """The sandbox could not be set up or the interpreter not started: the code did not run."""
     BAD_REQUEST = "bad_request"
     """The request itself could not be run (a bad batch line); ``message`` says why."""
+    INSTALL_ERROR = "install_error"
+    """The packages the run asked for (a profile's ``[python] requirements``, a script's
+    inline metadata) could not be installed; ``message`` names the package. The code did not
+    run."""
 
 
 @dataclass(frozen=True)
