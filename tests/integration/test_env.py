@@ -381,6 +381,76 @@ class StagingTest(EnvTestCase):
         self.assertEqual(verified.returncode, 0, verified.describe())
 
 
+class StoreTrustTest(EnvTestCase):
+    """A store another user could write, or a link in its place, is refused before pysandbox
+    makes, changes, removes or runs anything of it: judged by what is left in the directories a
+    link pointed to and by what was refused."""
+
+    OTHER_UID = 12345  # neither the caller nor root
+
+    def assert_refused(self, r, message):
+        self.assertEqual(r.returncode, 125, r.describe())
+        self.assertIn(message, r.stderr)
+        self.assertIn(b"use a directory only you can write", r.stderr)
+
+    def victim(self):
+        victim = caller_dir()
+        os.chmod(victim, 0o700)
+        write_file(victim / "keep", "x")
+        return victim
+
+    def assert_untouched(self, victim):
+        self.assertEqual(sorted(os.listdir(victim)), ["keep"])
+        self.assertEqual(stat.S_IMODE(os.lstat(victim).st_mode), 0o700)
+
+    def test_links_in_place_of_the_store_or_its_directories(self):
+        victim = self.victim()
+        with self.subTest(name="the store"):
+            link = self.store / "store"
+            os.symlink(victim, link)
+            r = run(["env", "create", "--cache-dir", str(link), "--find-links",
+                     str(self.house), "tinypkg"], timeout=60)
+            self.assert_refused(r, b"is a symbolic link")
+            self.assert_untouched(victim)
+        for name in ("staging", "envs", "requests", "locks"):
+            with self.subTest(name=name):
+                victim = self.victim()
+                store = caller_dir()
+                for sub in ("staging", "envs", "requests", "locks"):
+                    if sub != name:
+                        os.mkdir(store / sub, 0o755)
+                        os.chown(store / sub, os.stat(store).st_uid, -1)
+                os.symlink(victim, store / name)
+                r = run(["env", "create", "--cache-dir", str(store), "--find-links",
+                         str(self.house), "tinypkg"], timeout=60)
+                self.assert_untouched(victim)  # the harm, judged first
+                self.assert_refused(r, b"is a symbolic link")
+
+    def test_a_store_others_can_write_is_neither_built_in_nor_reused(self):
+        for mode, message in ((0o777, b"writable by every user"), (0o775, b"writable by its group")):
+            with self.subTest(mode=oct(mode)):
+                store = caller_dir()
+                os.chmod(store, mode)
+                r = run(["env", "create", "--cache-dir", str(store), "--find-links",
+                         str(self.house), "tinypkg"], timeout=60)
+                self.assert_refused(r, message)
+                self.assertEqual(os.listdir(store), [], "nothing made in it")
+        env_id = self.create("--find-links", str(self.house), "tinypkg")
+        os.chmod(self.store / "requests", 0o777)
+        r = self.env("create", "--find-links", str(self.house), "tinypkg")
+        self.assert_refused(r, b"requests is writable by every user")
+        os.chmod(self.store / "requests", 0o755)
+        # An environment another user owns (could have changed) runs nowhere.
+        env = self.store / "envs" / env_id
+        os.chown(env, self.OTHER_UID, -1)
+        r = self.env("create", "--find-links", str(self.house), "tinypkg")
+        self.assert_refused(r, f"belongs to uid {self.OTHER_UID}".encode())
+        r = run(["run", "--with-env", env_id, "--cache-dir", str(self.store), "-c", "print(1)"],
+                timeout=60)
+        self.assert_refused(r, f"belongs to uid {self.OTHER_UID}".encode())
+        self.assertNotIn(b"1\n", r.stdout)
+
+
 class ConcurrencyTest(EnvTestCase):
     def test_concurrent_creates_build_once(self):
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
