@@ -69,9 +69,21 @@ std::string read_text(const std::string& path, std::string_view flag) {
                      (file.error != 0 ? std::strerror(file.error) : "not a readable regular file"));
 }
 
+// Whether pip would read `spec` as an option: it strips a line (Python's str.strip: ASCII
+// whitespace, \x1c-\x1f and Unicode spaces) before it looks for a leading '-'. Any byte
+// outside ASCII is skipped as if a space (no requirement starts with one).
+bool is_option(std::string_view spec) {
+    const auto first = std::ranges::find_if(spec, [](char c) {
+        const auto byte = static_cast<unsigned char>(c);
+        return byte < 0x80 && byte != ' ' && (byte < '\t' || byte > '\r') &&
+               (byte < 0x1c || byte > 0x1f);
+    });
+    return first != spec.end() && *first == '-';
+}
+
 // One requirement as pip reads it from a requirements file: never an option, never two lines.
 void check_requirement(const std::string& spec, const std::string& origin) {
-    if (spec.empty() || spec.starts_with('-') || spec.find_first_of("\n\r") != std::string::npos)
+    if (spec.empty() || is_option(spec) || spec.find_first_of("\n\r") != std::string::npos)
         throw UsageError(origin + ": \"" + spec +
                          "\" is not a requirement (pip options go on the command line: "
                          "--index-url, --find-links, --allow-build)");

@@ -195,6 +195,17 @@ class CreateAndUseTest(EnvTestCase):
             (["--index-url", "ftp://x/simple", "tinypkg"], b"--index-url"),
             (["--script", str(write_file(temp_dir() / "plain.py", "print(1)\n"))],
              b"no inline metadata"),
+            # pip strips a requirement (str.strip) before it looks for an option.
+            (["--find-links", str(self.house), " -r /etc/passwd"], b"not a requirement"),
+            (["--find-links", str(self.house), "\t--no-index"], b"not a requirement"),
+            (["--find-links", str(self.house), "\u00a0--no-index"], b"not a requirement"),
+            (["--find-links", str(self.house), "-r",
+              str(write_file(temp_dir() / "r.txt", "\f--index-url http://evil/simple\n"))],
+             b"not a requirement"),
+            (["--find-links", str(self.house), "--script",
+              str(write_file(temp_dir() / "s.py",
+                             '# /// script\n# dependencies = [" --no-index"]\n# ///\n'))],
+             b"not a requirement"),
         ]
         for args, message in cases:
             with self.subTest(args=args):
