@@ -384,7 +384,10 @@ class TreeWalk {
     // verified (only directories and regular files, each file one link, all the caller's: what
     // the copy made, and nothing a host process slipped in) and made read-only for all but the
     // caller. Otherwise (`env show --verify`) it is only read.
-    explicit TreeWalk(bool build) : build_(build) {}
+    // `budget`: at most this many bytes are read (a build's --max-size). A file's apparent size
+    // is what reading it costs, and a sparse file's is free to make: it is checked first.
+    explicit TreeWalk(bool build, std::uint64_t budget = UINT64_MAX)
+        : build_(build), budget_(budget) {}
 
     Tree hash(const fs::path& site) {
         const sys::UniqueFd root(
@@ -436,6 +439,12 @@ class TreeWalk {
                 if (::fstat(file.get(), &now) != 0 || !S_ISREG(now.st_mode))
                     throw UsageError(rel + ": changed while it was read: refused");
                 check(file.get(), rel, false);
+                if (static_cast<std::uint64_t>(now.st_size) > budget_ - tree_.size)
+                    throw UsageError(
+                        rel + ": " + units::format_size(static_cast<std::uint64_t>(now.st_size)) +
+                        " to read (a sparse file counts whole) is more than "
+                        "--max-size " +
+                        units::format_size(budget_) + " leaves: refused, not published");
                 listing_ += std::string((now.st_mode & 0111) != 0 ? "x " : "f ") + rel + " " +
                             digest(file.get(), rel) + "\n";
                 ++tree_.files;
@@ -457,11 +466,15 @@ class TreeWalk {
             if (n == 0) break;
             hash.update(buffer.data(), static_cast<std::size_t>(n));
             tree_.size += static_cast<std::uint64_t>(n);
+            if (tree_.size > budget_)  // grown since it was checked
+                throw UsageError(where + ": more than --max-size " + units::format_size(budget_) +
+                                 ": refused, not published");
         }
         return hash.hex_digest();
     }
 
     bool build_;
+    std::uint64_t budget_;
     Tree tree_;
     std::string listing_;
 };
@@ -653,7 +666,7 @@ std::variant<std::string, int> build(const EnvInvocation& invocation, const Stor
         fs::rename(work / kSiteName, site);
     else
         make_dir(site, 0755);  // pip installed nothing new: an empty environment
-    const Tree tree = TreeWalk(true).hash(site);
+    const Tree tree = TreeWalk(true, invocation.max_size).hash(site);
     const std::string id = Sha256::of("pysandbox-env/1\n" +
                                       interpreter_identity(plan->interpreter) + tree.sha256 + "\n");
     const auto now = std::chrono::system_clock::now();

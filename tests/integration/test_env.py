@@ -10,6 +10,7 @@ files, what an index served.
 import concurrent.futures
 import functools
 import http.server
+import io
 import json
 import os
 import re
@@ -17,7 +18,9 @@ import signal
 import stat
 import subprocess
 import sys
+import tarfile
 import threading
+import time
 import unittest
 from pathlib import Path
 
@@ -460,6 +463,38 @@ class StoreTrustTest(EnvTestCase):
                 timeout=60)
         self.assert_refused(r, f"belongs to uid {self.OTHER_UID}".encode())
         self.assertNotIn(b"1\n", r.stdout)
+
+
+class SparseBuildTest(EnvTestCase):
+    SETUP_PY = ("import os\nfrom setuptools import setup\n"
+                "os.makedirs('/tmp/work/site', exist_ok=True)\n"
+                "for i in range(64):\n"
+                "    with open('/tmp/work/site/sparse-%02d.bin' % i, 'wb') as f:\n"
+                "        f.truncate(64 << 20)\n"
+                "setup(name='sparsepkg', version='1.0', py_modules=['sparsepkg'])\n")
+
+    def test_a_sparse_file_beyond_max_size_is_refused_before_it_is_read(self):
+        """An sdist's build makes 64 files of 64 MiB each (no file may be larger than --max-size)
+        that take no space (--max-size counts blocks): 4 GiB for the host to read and hash. The
+        file that would take the reading past --max-size is refused unread."""
+        house = temp_dir()
+        files = {"setup.py": self.SETUP_PY, "sparsepkg.py": "VALUE = 1\n",
+                 "PKG-INFO": "Metadata-Version: 2.1\nName: sparsepkg\nVersion: 1.0\n"}
+        with tarfile.open(house / "sparsepkg-1.0.tar.gz", "w:gz") as tar:
+            for name, text in files.items():
+                info = tarfile.TarInfo("sparsepkg-1.0/" + name)
+                info.size, info.mode = len(text.encode()), 0o644
+                tar.addfile(info, io.BytesIO(text.encode()))
+        os.chmod(house / "sparsepkg-1.0.tar.gz", 0o644)
+        start = time.monotonic()
+        r = self.env("create", "--find-links", str(house), "--allow-build", "--max-size", "64M",
+                     "sparsepkg", timeout=60)
+        elapsed = time.monotonic() - start
+        self.assertEqual(r.returncode, 125, r.describe())
+        self.assertIn(b"sparse-01.bin: 64MiB to read (a sparse file counts whole) is more than "
+                      b"--max-size 64MiB leaves", r.stderr)
+        self.assertEqual(os.listdir(self.store / "envs"), [], "nothing published")
+        self.assertLess(elapsed, 30, "the build's tree was read")
 
 
 class ConcurrencyTest(EnvTestCase):
