@@ -69,9 +69,21 @@ std::string read_text(const std::string& path, std::string_view flag) {
                      (file.error != 0 ? std::strerror(file.error) : "not a readable regular file"));
 }
 
+// Whether pip would read `spec` as an option: it strips a line (Python's str.strip: ASCII
+// whitespace, \x1c-\x1f and Unicode spaces) before it looks for a leading '-'. Any byte
+// outside ASCII is skipped as if a space (no requirement starts with one).
+bool is_option(std::string_view spec) {
+    const auto first = std::ranges::find_if(spec, [](char c) {
+        const auto byte = static_cast<unsigned char>(c);
+        return byte < 0x80 && byte != ' ' && (byte < '\t' || byte > '\r') &&
+               (byte < 0x1c || byte > 0x1f);
+    });
+    return first != spec.end() && *first == '-';
+}
+
 // One requirement as pip reads it from a requirements file: never an option, never two lines.
 void check_requirement(const std::string& spec, const std::string& origin) {
-    if (spec.empty() || spec.starts_with('-') || spec.find_first_of("\n\r") != std::string::npos)
+    if (spec.empty() || is_option(spec) || spec.find_first_of("\n\r") != std::string::npos)
         throw UsageError(origin + ": \"" + spec +
                          "\" is not a requirement (pip options go on the command line: "
                          "--index-url, --find-links, --allow-build)");
@@ -237,26 +249,56 @@ void make_dir(const fs::path& dir, mode_t mode) {
         throw SysError("mkdir(" + dir.string() + ")", errno);
 }
 
+// The store, opened once: its directory and staging/'s, each checked trusted (the caller's,
+// writable by nobody else; env_store::open_trusted) as it is opened without following a link.
+struct Store {
+    fs::path path;
+    sys::UniqueFd root;
+    sys::UniqueFd staging;
+};
+
+// The directory `name` of `at`, made (mode `mode`) when missing, then opened trusted. Only a
+// directory made here is chmod'ed (through its descriptor: the umask narrowed its mode).
+sys::UniqueFd trusted_dir(int at, const std::string& name, const fs::path& path, mode_t mode) {
+    const bool made = ::mkdirat(at, name.c_str(), 0700) == 0;
+    if (!made && errno != EEXIST) throw SysError("mkdir(" + path.string() + ")", errno);
+    sys::UniqueFd fd = env_store::open_trusted(at, name, path);
+    if (made && ::fchmod(fd.get(), mode) != 0)
+        throw SysError("chmod(" + path.string() + ")", errno);
+    return fd;
+}
+
 // The store's directories: readable by everyone (a root's run reads as 65534), writable by
 // the caller only. staging/ cannot be listed: a build's directory there is entered by the name
 // only the builder knows (the sandbox's uid opens its workdir by path); locks/ is private.
-void prepare_store(const fs::path& store) {
+// A store, or a directory of it, that another user could write is refused: they could plant an
+// environment, or a link that turns root's mkdir, chmod or removal onto a directory of theirs.
+Store prepare_store(const fs::path& store) {
     std::error_code ec;
-    fs::create_directories(store, ec);
-    if (ec) throw SysError("mkdir(" + store.string() + ")", ec.value());
-    ::chmod(store.c_str(), 0755);
-    make_dir(store / "envs", 0755);
-    make_dir(store / "requests", 0755);
-    make_dir(store / "staging", 0711);
-    ::chmod((store / "staging").c_str(), 0711);  // made 0700 by an older pysandbox, or changed
-    make_dir(store / "locks", 0700);
+    fs::create_directories(store.parent_path(), ec);  // the caller's own path to it
+    if (ec) throw SysError("mkdir(" + store.parent_path().string() + ")", ec.value());
+    Store opened{store, trusted_dir(AT_FDCWD, store.string(), store, 0755), {}};
+    const int root = opened.root.get();
+    trusted_dir(root, "envs", store / "envs", 0755);
+    trusted_dir(root, "requests", store / "requests", 0755);
+    trusted_dir(root, "locks", store / "locks", 0700);
+    opened.staging = trusted_dir(root, "staging", store / "staging", 0711);
+    // A staging/ made 0700 by an older pysandbox: the caller's own (checked just above), so
+    // widened through its descriptor, never a path.
+    struct stat st {};
+    if (::fstat(opened.staging.get(), &st) == 0 && st.st_uid == ::geteuid() &&
+        (st.st_mode & 0777) != 0711 && ::fchmod(opened.staging.get(), 0711) != 0)
+        throw SysError("chmod(" + (store / "staging").string() + ")", errno);
+    return opened;
 }
 
 // staging/ itself, flock'ed: shared while a directory is made and locked in it, exclusive while
 // clean_staging looks for unlocked ones (so it never takes one between its mkdir and its lock).
-sys::UniqueFd lock_staging(const fs::path& store, int how) {
-    const fs::path staging = store / "staging";
-    sys::UniqueFd fd(::open(staging.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+// A new open file description of the one the store opened (flock locks belong to one).
+sys::UniqueFd lock_staging(const Store& store, int how) {
+    const fs::path staging = store.path / "staging";
+    sys::UniqueFd fd(
+        ::openat(store.staging.get(), ".", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) throw SysError("open(" + staging.string() + ")", errno);
     while (::flock(fd.get(), how) != 0)
         if (errno != EINTR) throw SysError("flock(" + staging.string() + ")", errno);
@@ -269,32 +311,35 @@ sys::UniqueFd lock_staging(const fs::path& store, int how) {
 struct Staging {
     fs::path dir;
     sys::UniqueFd lock;
-    Staging(const fs::path& store, std::string_view kind) {
-        const sys::UniqueFd making = lock_staging(store, LOCK_SH);
-        dir = store / "staging" / (std::string(kind) + "-" + encoding::random_hex(16));
-        if (::mkdir(dir.c_str(), 0700) != 0) throw SysError("mkdir(" + dir.string() + ")", errno);
-        lock.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    sys::UniqueFd parent;  // staging/
+    std::string name;
+    Staging(const Store& store, std::string_view kind)
+        : parent(lock_staging(store, LOCK_SH)),
+          name(std::string(kind) + "-" + encoding::random_hex(16)) {
+        dir = store.path / "staging" / name;
+        if (::mkdirat(parent.get(), name.c_str(), 0700) != 0)
+            throw SysError("mkdir(" + dir.string() + ")", errno);
+        lock.reset(
+            ::openat(parent.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB) != 0)
             throw SysError("open/flock(" + dir.string() + ")", errno);
+        ::flock(parent.get(), LOCK_UN);  // made and locked: clean_staging may look again
     }
-    ~Staging() {
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-    }
+    ~Staging() { sys::remove_tree_at(parent.get(), name); }
     Staging(const Staging&) = delete;
     Staging& operator=(const Staging&) = delete;
 };
 
 // What builds and removals that were killed halfway left in staging/: each directory nobody
 // holds locked. Never read, only removed (a later request builds again).
-void clean_staging(const fs::path& store) {
+// Removed beneath staging/'s descriptor (sys::remove_tree_at), never by a path a link could turn.
+void clean_staging(const Store& store) {
     const sys::UniqueFd staging = lock_staging(store, LOCK_EX);
     for (const std::string& name : sys::sorted_names(staging.get())) {
         const sys::UniqueFd entry(
             ::openat(staging.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
         if (entry && ::flock(entry.get(), LOCK_EX | LOCK_NB) != 0) continue;  // in use
-        std::error_code ec;
-        fs::remove_all(store / "staging" / name, ec);
+        sys::remove_tree_at(staging.get(), name);
     }
 }
 
@@ -318,6 +363,7 @@ std::optional<std::string> cached(const fs::path& store, const std::string& key)
     if (!env_store::is_full_id(id) ||
         !fs::is_regular_file(env_store::env_dir(store, id) / "env.json", ec))
         return std::nullopt;
+    env_store::check_env_trusted(store, id);  // reused only when nobody else could change it
     return id;
 }
 
@@ -338,7 +384,10 @@ class TreeWalk {
     // verified (only directories and regular files, each file one link, all the caller's: what
     // the copy made, and nothing a host process slipped in) and made read-only for all but the
     // caller. Otherwise (`env show --verify`) it is only read.
-    explicit TreeWalk(bool build) : build_(build) {}
+    // `budget`: at most this many bytes are read (a build's --max-size). A file's apparent size
+    // is what reading it costs, and a sparse file's is free to make: it is checked first.
+    explicit TreeWalk(bool build, std::uint64_t budget = UINT64_MAX)
+        : build_(build), budget_(budget) {}
 
     Tree hash(const fs::path& site) {
         const sys::UniqueFd root(
@@ -390,6 +439,12 @@ class TreeWalk {
                 if (::fstat(file.get(), &now) != 0 || !S_ISREG(now.st_mode))
                     throw UsageError(rel + ": changed while it was read: refused");
                 check(file.get(), rel, false);
+                if (static_cast<std::uint64_t>(now.st_size) > budget_ - tree_.size)
+                    throw UsageError(
+                        rel + ": " + units::format_size(static_cast<std::uint64_t>(now.st_size)) +
+                        " to read (a sparse file counts whole) is more than "
+                        "--max-size " +
+                        units::format_size(budget_) + " leaves: refused, not published");
                 listing_ += std::string((now.st_mode & 0111) != 0 ? "x " : "f ") + rel + " " +
                             digest(file.get(), rel) + "\n";
                 ++tree_.files;
@@ -411,11 +466,15 @@ class TreeWalk {
             if (n == 0) break;
             hash.update(buffer.data(), static_cast<std::size_t>(n));
             tree_.size += static_cast<std::uint64_t>(n);
+            if (tree_.size > budget_)  // grown since it was checked
+                throw UsageError(where + ": more than --max-size " + units::format_size(budget_) +
+                                 ": refused, not published");
         }
         return hash.hex_digest();
     }
 
     bool build_;
+    std::uint64_t budget_;
     Tree tree_;
     std::string listing_;
 };
@@ -554,14 +613,15 @@ int install_error(const EnvInvocation& invocation, const std::vector<std::string
 
 // Stages the request, runs pip inside, and publishes what it made. Returns the ID, or the
 // exit code of an install_error.
-std::variant<std::string, int> build(const EnvInvocation& invocation, const fs::path& store,
+std::variant<std::string, int> build(const EnvInvocation& invocation, const Store& opened,
                                      const std::vector<std::string>& specs,
                                      const std::vector<std::vector<Link>>& houses,
                                      const std::string& index,
                                      const std::vector<std::string>& host_env) {
     // Nothing here is ever the sandbox's on the host: pip writes only into its overlay (the
     // workdir stays the caller's), and what it wrote comes back as the caller's plain files.
-    Staging staging(store, "build");
+    const fs::path& store = opened.path;
+    Staging staging(opened, "build");
     if (::geteuid() == 0 && ::chmod(staging.dir.c_str(), 0711) != 0)
         throw SysError("chmod(" + staging.dir.string() + ")", errno);  // 65534 opens work/ by path
     const fs::path work = staging.dir / "work";
@@ -606,7 +666,7 @@ std::variant<std::string, int> build(const EnvInvocation& invocation, const fs::
         fs::rename(work / kSiteName, site);
     else
         make_dir(site, 0755);  // pip installed nothing new: an empty environment
-    const Tree tree = TreeWalk(true).hash(site);
+    const Tree tree = TreeWalk(true, invocation.max_size).hash(site);
     const std::string id = Sha256::of("pysandbox-env/1\n" +
                                       interpreter_identity(plan->interpreter) + tree.sha256 + "\n");
     const auto now = std::chrono::system_clock::now();
@@ -676,9 +736,10 @@ std::string created_text(const nlohmann::ordered_json& meta) {
 }
 
 // Moves the environment out of envs/ first, so a run never finds it half removed.
-void remove_env(const fs::path& store, const std::string& id) {
+void remove_env(const Store& opened, const std::string& id) {
+    const fs::path& store = opened.path;
     const fs::path dir = env_store::env_dir(store, id);
-    const Staging trash(store, "rm");
+    const Staging trash(opened, "rm");
     if (::rename(dir.c_str(), (trash.dir / "env").c_str()) != 0)
         throw SysError("rename(" + dir.string() + ")", errno);
     std::error_code ec;
@@ -709,8 +770,8 @@ std::variant<Obtained, int> obtain(const EnvInvocation& invocation,
     const fs::path store = env_store::store_dir(invocation.cache_dir, host_env);
     const std::string interpreter = load_profile("default", profile_search_dirs()).interpreter;
     const std::string key = request_key(interpreter, specs, houses, index, invocation.allow_build);
-    prepare_store(store);
-    clean_staging(store);
+    const Store opened = prepare_store(store);
+    clean_staging(opened);
     BuildLock lock(store / "locks" / (key + ".lock"));
     if (std::optional<std::string> id = cached(store, key)) return Obtained{*id, true};
     if (announce) {
@@ -720,7 +781,7 @@ std::variant<Obtained, int> obtain(const EnvInvocation& invocation,
             (index.empty() ? "--find-links" : index) + ") into a new environment in " +
             store.string() + "; later runs reuse it");
     }
-    auto built = build(invocation, store, specs, houses, index, host_env);
+    auto built = build(invocation, opened, specs, houses, index, host_env);
     if (const int* code = std::get_if<int>(&built)) return *code;
     remember(store, key, std::get<std::string>(built));
     return Obtained{std::get<std::string>(built), false};
@@ -841,7 +902,8 @@ int remove(const EnvInvocation& invocation, const std::vector<std::string>& host
     std::vector<std::string> ids;
     for (const std::string& given : invocation.ids)
         ids.push_back(env_store::resolve_id(store, given));  // all checked before any is removed
-    for (const std::string& id : ids) remove_env(store, id);
+    const Store opened = prepare_store(store);
+    for (const std::string& id : ids) remove_env(opened, id);
     return 0;
 }
 
@@ -858,6 +920,8 @@ int prune(const EnvInvocation& invocation, const std::vector<std::string>& host_
         entries.push_back(
             {meta.value("created", std::int64_t{0}), meta.value("size", std::uint64_t{0}), id});
     }
+    if (entries.empty()) return 0;
+    const Store opened = prepare_store(store);
     std::ranges::sort(entries, {}, &Entry::created);  // oldest first
     const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
@@ -871,7 +935,7 @@ int prune(const EnvInvocation& invocation, const std::vector<std::string>& host_
                 std::chrono::duration_cast<std::chrono::seconds>(*invocation.older_than).count();
         const bool over = invocation.keep_size && total > *invocation.keep_size;
         if (!old && !over) continue;
-        remove_env(store, entry.id);
+        remove_env(opened, entry.id);
         total -= entry.size;
         std::cout << "removed " << entry.id.substr(0, 12) << "\n";
     }

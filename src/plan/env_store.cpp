@@ -1,8 +1,11 @@
 #include "plan/env_store.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include <toml++/toml.h>
 
@@ -45,6 +48,36 @@ fs::path store_dir(const std::optional<std::string>& flag,
         return fs::path(*home) / ".cache/pysandbox";
     throw UsageError("no place for the package store: set XDG_CACHE_HOME or " +
                      std::string(kCacheVariable) + ", or give --cache-dir DIR");
+}
+
+sys::UniqueFd open_trusted(int at, const std::string& name, const fs::path& path) {
+    const std::string fix =
+        "; use a directory only you can write (--cache-dir, " + std::string(kCacheVariable) + ")";
+    sys::UniqueFd fd(::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd && (errno == ELOOP || errno == ENOTDIR))
+        throw UsageError("the package store's " + path.string() +
+                         " is a symbolic link or not a directory" + fix);
+    if (!fd) throw SysError("open(" + path.string() + ", O_DIRECTORY|O_NOFOLLOW)", errno);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) throw SysError("fstat(" + path.string() + ")", errno);
+    if (st.st_uid != ::geteuid() && st.st_uid != 0)
+        throw UsageError("the package store's " + path.string() + " belongs to uid " +
+                         std::to_string(st.st_uid) + ", who could change what runs" + fix);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777U);
+        throw UsageError("the package store's " + path.string() + " is writable by " +
+                         ((st.st_mode & S_IWOTH) != 0 ? "every user" : "its group") + " (mode " +
+                         mode + "), who could change what runs" + fix);
+    }
+    return fd;
+}
+
+void check_env_trusted(const fs::path& store, const std::string& id) {
+    const sys::UniqueFd root = open_trusted(AT_FDCWD, store.string(), store);
+    const sys::UniqueFd envs = open_trusted(root.get(), "envs", store / "envs");
+    const sys::UniqueFd env = open_trusted(envs.get(), id, env_dir(store, id));
+    open_trusted(env.get(), "site", site_dir(store, id));
 }
 
 bool is_full_id(std::string_view id) {

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "sys/unique_fd.hpp"
+
 namespace pysandbox::env_store {
 
 // The variable that moves the store (the flag --cache-dir overrides it).
@@ -23,6 +25,15 @@ inline constexpr std::string_view kSystemStore = "/var/cache/pysandbox";
 // can be named.
 std::filesystem::path store_dir(const std::optional<std::string>& flag,
                                 const std::vector<std::string>& host_env);
+
+// A directory of the store (`name` beneath `at`; the store itself: AT_FDCWD and its path),
+// opened without following a link and trusted only when it is the caller's (or root's) and
+// nobody else can write in it: what another user could change is never built in nor run.
+// Throws UsageError saying why and what to do.
+sys::UniqueFd open_trusted(int at, const std::string& name, const std::filesystem::path& path);
+
+// The environment's directories, the store's to its site/, each open_trusted.
+void check_env_trusted(const std::filesystem::path& store, const std::string& id);
 
 // 64 lowercase hex digits.
 bool is_full_id(std::string_view id);

@@ -166,6 +166,7 @@ void add_packages(const Overrides& overrides, const std::vector<std::string>& ho
     if (!overrides.packages) return;
     const fs::path store = env_store::store_dir(overrides.cache_dir, host_env);
     plan.packages_id = env_store::resolve_id(store, *overrides.packages);
+    env_store::check_env_trusted(store, plan.packages_id);  // nothing another user could change
     const fs::path site = env_store::site_dir(store, plan.packages_id);
     struct stat st {};
     if (::lstat(site.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))

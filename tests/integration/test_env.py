@@ -10,6 +10,7 @@ files, what an index served.
 import concurrent.futures
 import functools
 import http.server
+import io
 import json
 import os
 import re
@@ -17,7 +18,9 @@ import signal
 import stat
 import subprocess
 import sys
+import tarfile
 import threading
+import time
 import unittest
 from pathlib import Path
 
@@ -195,6 +198,17 @@ class CreateAndUseTest(EnvTestCase):
             (["--index-url", "ftp://x/simple", "tinypkg"], b"--index-url"),
             (["--script", str(write_file(temp_dir() / "plain.py", "print(1)\n"))],
              b"no inline metadata"),
+            # pip strips a requirement (str.strip) before it looks for an option.
+            (["--find-links", str(self.house), " -r /etc/passwd"], b"not a requirement"),
+            (["--find-links", str(self.house), "\t--no-index"], b"not a requirement"),
+            (["--find-links", str(self.house), "\u00a0--no-index"], b"not a requirement"),
+            (["--find-links", str(self.house), "-r",
+              str(write_file(temp_dir() / "r.txt", "\f--index-url http://evil/simple\n"))],
+             b"not a requirement"),
+            (["--find-links", str(self.house), "--script",
+              str(write_file(temp_dir() / "s.py",
+                             '# /// script\n# dependencies = [" --no-index"]\n# ///\n'))],
+             b"not a requirement"),
         ]
         for args, message in cases:
             with self.subTest(args=args):
@@ -379,6 +393,108 @@ class StagingTest(EnvTestCase):
         self.assertEqual(os.listdir(staging), [], "the leftover is removed by the next create")
         verified = self.env("show", r.stdout.decode().strip(), "--verify")
         self.assertEqual(verified.returncode, 0, verified.describe())
+
+
+class StoreTrustTest(EnvTestCase):
+    """A store another user could write, or a link in its place, is refused before pysandbox
+    makes, changes, removes or runs anything of it: judged by what is left in the directories a
+    link pointed to and by what was refused."""
+
+    OTHER_UID = 12345  # neither the caller nor root
+
+    def assert_refused(self, r, message):
+        self.assertEqual(r.returncode, 125, r.describe())
+        self.assertIn(message, r.stderr)
+        self.assertIn(b"use a directory only you can write", r.stderr)
+
+    def victim(self):
+        victim = caller_dir()
+        os.chmod(victim, 0o700)
+        write_file(victim / "keep", "x")
+        return victim
+
+    def assert_untouched(self, victim):
+        self.assertEqual(sorted(os.listdir(victim)), ["keep"])
+        self.assertEqual(stat.S_IMODE(os.lstat(victim).st_mode), 0o700)
+
+    def test_links_in_place_of_the_store_or_its_directories(self):
+        victim = self.victim()
+        with self.subTest(name="the store"):
+            link = self.store / "store"
+            os.symlink(victim, link)
+            r = run(["env", "create", "--cache-dir", str(link), "--find-links",
+                     str(self.house), "tinypkg"], timeout=60)
+            self.assert_refused(r, b"is a symbolic link")
+            self.assert_untouched(victim)
+        for name in ("staging", "envs", "requests", "locks"):
+            with self.subTest(name=name):
+                victim = self.victim()
+                store = caller_dir()
+                for sub in ("staging", "envs", "requests", "locks"):
+                    if sub != name:
+                        os.mkdir(store / sub, 0o755)
+                        os.chown(store / sub, os.stat(store).st_uid, -1)
+                os.symlink(victim, store / name)
+                r = run(["env", "create", "--cache-dir", str(store), "--find-links",
+                         str(self.house), "tinypkg"], timeout=60)
+                self.assert_untouched(victim)  # the harm, judged first
+                self.assert_refused(r, b"is a symbolic link")
+
+    def test_a_store_others_can_write_is_neither_built_in_nor_reused(self):
+        for mode, message in ((0o777, b"writable by every user"), (0o775, b"writable by its group")):
+            with self.subTest(mode=oct(mode)):
+                store = caller_dir()
+                os.chmod(store, mode)
+                r = run(["env", "create", "--cache-dir", str(store), "--find-links",
+                         str(self.house), "tinypkg"], timeout=60)
+                self.assert_refused(r, message)
+                self.assertEqual(os.listdir(store), [], "nothing made in it")
+        env_id = self.create("--find-links", str(self.house), "tinypkg")
+        os.chmod(self.store / "requests", 0o777)
+        r = self.env("create", "--find-links", str(self.house), "tinypkg")
+        self.assert_refused(r, b"requests is writable by every user")
+        os.chmod(self.store / "requests", 0o755)
+        # An environment another user owns (could have changed) runs nowhere.
+        env = self.store / "envs" / env_id
+        os.chown(env, self.OTHER_UID, -1)
+        r = self.env("create", "--find-links", str(self.house), "tinypkg")
+        self.assert_refused(r, f"belongs to uid {self.OTHER_UID}".encode())
+        r = run(["run", "--with-env", env_id, "--cache-dir", str(self.store), "-c", "print(1)"],
+                timeout=60)
+        self.assert_refused(r, f"belongs to uid {self.OTHER_UID}".encode())
+        self.assertNotIn(b"1\n", r.stdout)
+
+
+class SparseBuildTest(EnvTestCase):
+    SETUP_PY = ("import os\nfrom setuptools import setup\n"
+                "os.makedirs('/tmp/work/site', exist_ok=True)\n"
+                "for i in range(64):\n"
+                "    with open('/tmp/work/site/sparse-%02d.bin' % i, 'wb') as f:\n"
+                "        f.truncate(64 << 20)\n"
+                "setup(name='sparsepkg', version='1.0', py_modules=['sparsepkg'])\n")
+
+    def test_a_sparse_file_beyond_max_size_is_refused_before_it_is_read(self):
+        """An sdist's build makes 64 files of 64 MiB each (no file may be larger than --max-size)
+        that take no space (--max-size counts blocks): 4 GiB for the host to read and hash. The
+        file that would take the reading past --max-size is refused unread."""
+        house = temp_dir()
+        files = {"setup.py": self.SETUP_PY, "sparsepkg.py": "VALUE = 1\n",
+                 "PKG-INFO": "Metadata-Version: 2.1\nName: sparsepkg\nVersion: 1.0\n"}
+        with tarfile.open(house / "sparsepkg-1.0.tar.gz", "w:gz") as tar:
+            for name, text in files.items():
+                info = tarfile.TarInfo("sparsepkg-1.0/" + name)
+                info.size, info.mode = len(text.encode()), 0o644
+                tar.addfile(info, io.BytesIO(text.encode()))
+        os.chmod(house / "sparsepkg-1.0.tar.gz", 0o644)
+        start = time.monotonic()
+        r = self.env("create", "--find-links", str(house), "--allow-build", "--max-size", "64M",
+                     "sparsepkg", timeout=60)
+        elapsed = time.monotonic() - start
+        self.assertEqual(r.returncode, 125, r.describe())
+        self.assertIn(b"sparse-01.bin: 64MiB to read (a sparse file counts whole) is more than "
+                      b"--max-size 64MiB leaves", r.stderr)
+        self.assertEqual(os.listdir(self.store / "envs"), [], "nothing published")
+        self.assertLess(elapsed, 30, "the build's tree was read")
 
 
 class ConcurrencyTest(EnvTestCase):
