@@ -20,11 +20,13 @@ import tempfile
 from pathlib import Path
 
 
-def prepare(output_dir: Path) -> bool:
-    """False when the interpreter has no matplotlib."""
+def prepare(output_dir: Path, scratch_parent: Path) -> bool:
+    """False when the interpreter has no matplotlib. Its scratch directory is made under
+    `scratch_parent` (the build tree), not /tmp: a build leaves nothing in shared places, even
+    for a moment, which the tests that watch /tmp would see."""
     for stale in output_dir.glob("fontlist-v*.json"):
         stale.unlink()
-    with tempfile.TemporaryDirectory(prefix="pysandbox-fontlist-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=".fontlist-", dir=scratch_parent) as scratch:
         # Before matplotlib is imported: it reads these once, at import time.
         os.environ.update(MPLCONFIGDIR=scratch, HOME=scratch, XDG_DATA_HOME=scratch, PATH=scratch)
         try:
@@ -47,7 +49,7 @@ def prepare(output_dir: Path) -> bool:
 def main() -> int:
     output_dir, stamp = Path(sys.argv[1]), Path(sys.argv[2])
     output_dir.mkdir(parents=True, exist_ok=True)
-    if prepare(output_dir):
+    if prepare(output_dir, stamp.parent):
         stamp.touch()
     return 0
 

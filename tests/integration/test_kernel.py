@@ -45,7 +45,10 @@ class KernelTest(SandboxTestCase):
         self.spec = spec / "kernel.json"
         self.env = dict(os.environ, JUPYTER_PATH=str(self.dir), JUPYTER_RUNTIME_DIR=str(self.dir),
                         JUPYTER_DATA_DIR=str(self.dir), JUPYTER_CONFIG_DIR=str(self.dir),
-                        HOME=str(self.dir), JUPYTER_PLATFORM_DIRS="1")
+                        HOME=str(self.dir), JUPYTER_PLATFORM_DIRS="1",
+                        # jupyter_client writes its connection file with mkstemp: here, not in
+                        # /tmp, where test_limits counts what a nobody-owned process left.
+                        TMPDIR=str(self.dir))
 
     def use_profile(self, path: Path) -> None:
         """The kernelspec's kernel runs with the profile at `path` (a marked one: its sandboxes
