@@ -28,12 +28,19 @@ def test_each_job_gets_its_result_with_its_id():
 
 def test_keep_order_follows_the_input_and_jobs_without_id_get_their_position():
     # The first job is the slowest: as they finish, it would come last.
-    jobs = [Job(code="import time\ntime.sleep(0.5)\nprint('slow')"),
-            *[Job(code=f"print({n})") for n in range(1, 6)]]
-    results = run_batch(jobs, jobs_at_once=2, keep_order=True)
+    def jobs(slow_seconds: float) -> list[Job]:
+        return [Job(code=f"import time\ntime.sleep({slow_seconds})\nprint('slow')"),
+                *[Job(code=f"print({n})") for n in range(1, 6)]]
+
+    start = time.monotonic()
+    results = run_batch(jobs(0.5), jobs_at_once=2, keep_order=True)
+    elapsed = time.monotonic() - start
     assert [r.id for r in results] == list(range(6))
     assert [r.stdout for r in results] == ["slow\n", *[f"{n}\n" for n in range(1, 6)]]
-    finished = run_batch(jobs, jobs_at_once=2)
+    # The five quick jobs ran on one worker within `elapsed`: given three times that, the slow
+    # job ends last on a loaded machine and under a sanitizer build too, where a fixed half
+    # second did not (the five took longer than it).
+    finished = run_batch(jobs(3 * elapsed), jobs_at_once=2)
     assert finished[-1].id == 0 and len(finished) == 6
 
 
