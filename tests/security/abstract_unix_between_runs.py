@@ -56,7 +56,9 @@ def test():
     judge = A.Judge("abstract unix socket between two concurrent runs")
     name = f"pysandbox-between-{A.new_marker()}"
     secret = A.new_secret()
-    with A.Sandbox(LISTENER, [name]) as a:
+    # A waits while B starts, runs and ends: its limit covers all of B on a loaded machine (it
+    # ends when told to go, so the long limit costs nothing).
+    with A.Sandbox(LISTENER, [name], timeout=A.HOLDING_TIMEOUT) as a:
         if not a.wait_ready("bound"):
             judge.misbehaved("run A never bound its sockets")
         b = A.Sandbox(SENDER, [name, secret[::-1]])

@@ -134,7 +134,8 @@ def test():
     before = A.file_state(host_file)
 
     args = [key, host_key, name, host_name]
-    with A.Sandbox(CREATOR, args + [secret[::-1]]) as a:
+    # A waits while B starts, runs and ends (HOLDING_TIMEOUT).
+    with A.Sandbox(CREATOR, args + [secret[::-1]], timeout=A.HOLDING_TIMEOUT) as a:
         if not a.wait_ready("created"):
             judge.misbehaved("run A never created its objects")
         if key in host_ipc_keys():

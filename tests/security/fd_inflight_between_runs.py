@@ -49,7 +49,8 @@ note("done", 0)
 
 def test():
     judge = A.Judge("descriptors kept in flight by one run stop another run's setup")
-    with A.Sandbox(FLOODER, []) as a:
+    # A waits while B starts, runs and ends (HOLDING_TIMEOUT).
+    with A.Sandbox(FLOODER, [], timeout=A.HOLDING_TIMEOUT) as a:
         if not a.wait_ready("flooded"):
             judge.misbehaved("run A never reported its descriptors in flight")
         b = A.Sandbox(STARTER, [])
