@@ -19,6 +19,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_KERNEL = (  # no kernel variant (attack.py, PYSANDBOX_VIA)
+    "--output-dir, and the time the --json result's artifact hashing takes: a kernel has no "
+    "--output-dir and lists no artifacts"
+)
+
 BOUND = 3.0 * A.TIME_SLACK_SCALE
 
 SCRIPT = r'''
