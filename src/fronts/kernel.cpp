@@ -550,11 +550,11 @@ class Kernel {
     // The sandbox's word on the cell, for the execute_reply's metadata: ename and evalue can be
     // the cell's own (it may raise a TimeoutError of its own, naming a limit), these members are
     // the session's, from the host: how the cell ended, pysandbox's exit code for it, whether the
-    // state was kept, what was refused.
+    // state was kept, what was refused, what it used.
     static json verdict_of(const json& result) {
         json verdict = json::object();
         for (const char* name : {"status", "state", "exit_code", "signal", "pysandbox_exit_code",
-                                 "message", "violations", "warnings", "truncated"})
+                                 "message", "violations", "warnings", "truncated", "usage"})
             verdict[name] = member(result, name);
         return verdict;
     }

@@ -386,8 +386,8 @@ RESULT_OPTIONS = [] if VIA == "kernel" else ["--json"]
 def check_verdict(judge: Judge, o: Outcome) -> dict:
     """How the run ended, in pysandbox's words: its --json result (check_result, the run made
     with RESULT_OPTIONS), or through a kernel the verdict of the execute_reply, which has only
-    status, state, exit_code, signal, pysandbox_exit_code, message, violations, warnings and
-    truncated (an empty dict, the run misbehaved, when there is none)."""
+    status, state, exit_code, signal, pysandbox_exit_code, message, violations, warnings,
+    truncated and usage (an empty dict, the run misbehaved, when there is none)."""
     if o.via != "kernel":
         return check_result(judge, o)
     if o.cell is None:
