@@ -247,9 +247,11 @@ class Kernel {
     }
 
     void send(zmq::socket_t& socket, const std::vector<std::string>& identities,
-              const std::string& type, const json& parent, const json& content) {
-        const std::vector<std::string> frames = jupyter::frames_of(
-            signer_, identities, jupyter::make_header(session_id_, type), parent, content);
+              const std::string& type, const json& parent, const json& content,
+              const json& metadata = json::object()) {
+        const std::vector<std::string> frames =
+            jupyter::frames_of(signer_, identities, jupyter::make_header(session_id_, type), parent,
+                               content, metadata);
         std::vector<zmq::const_buffer> parts;
         parts.reserve(frames.size());
         for (const std::string& frame : frames) parts.emplace_back(zmq::buffer(frame));
@@ -265,8 +267,8 @@ class Kernel {
     }
 
     void reply(zmq::socket_t& socket, const Message& request, const std::string& type,
-               const json& content) {
-        send(socket, request.identities, type, request.header, content);
+               const json& content, const json& metadata = json::object()) {
+        send(socket, request.identities, type, request.header, content, metadata);
     }
 
     void on_request(const Message& request, zmq::socket_t& socket) {
@@ -484,7 +486,8 @@ class Kernel {
         // requests to be aborted) before its reply goes out, so that one a client sends on
         // seeing the reply is not taken for queued.
         if (status != "ok" && cell.stop_on_error) hold_queued();
-        reply(*cell.socket, cell.request, "execute_reply", content);
+        reply(*cell.socket, cell.request, "execute_reply", content,
+              {{"pysandbox", verdict_of(result)}});
         publish("status", {{"execution_state", "idle"}}, parent);
     }
 
@@ -542,6 +545,18 @@ class Kernel {
         }
         for (std::size_t index = 0; index < figures.size(); ++index)
             if (!shown[index]) figure(index);
+    }
+
+    // The sandbox's word on the cell, for the execute_reply's metadata: ename and evalue can be
+    // the cell's own (it may raise a TimeoutError of its own, naming a limit), these members are
+    // the session's, from the host: how the cell ended, pysandbox's exit code for it, whether the
+    // state was kept, what was refused, what it used.
+    static json verdict_of(const json& result) {
+        json verdict = json::object();
+        for (const char* name : {"status", "state", "exit_code", "signal", "pysandbox_exit_code",
+                                 "message", "violations", "warnings", "truncated", "usage"})
+            verdict[name] = member(result, name);
+        return verdict;
     }
 
     // ename, evalue and the traceback's lines: Python's exception as the cell raised it, or what

@@ -144,9 +144,10 @@ std::optional<Message> Signer::parse(const std::vector<std::string>& frames, std
 }
 
 std::vector<std::string> frames_of(const Signer& signer, const std::vector<std::string>& identities,
-                                   const json& header, const json& parent, const json& content) {
+                                   const json& header, const json& parent, const json& content,
+                                   const json& metadata) {
     std::vector<std::string> frames = identities;
-    std::string parts[4] = {dump(header), dump(parent), "{}", dump(content)};
+    std::string parts[4] = {dump(header), dump(parent), dump(metadata), dump(content)};
     frames.emplace_back(kDelimiter);
     frames.push_back(signer.sign({parts[0], parts[1], parts[2], parts[3]}));
     for (std::string& part : parts) frames.push_back(std::move(part));

@@ -61,7 +61,8 @@ class Signer {
 // replaced, so that no output can make it fail.
 std::vector<std::string> frames_of(const Signer& signer, const std::vector<std::string>& identities,
                                    const nlohmann::json& header, const nlohmann::json& parent,
-                                   const nlohmann::json& content);
+                                   const nlohmann::json& content,
+                                   const nlohmann::json& metadata = nlohmann::json::object());
 
 // A new header: a random msg_id, this kernel's session, the time now.
 nlohmann::json make_header(const std::string& session, const std::string& msg_type);

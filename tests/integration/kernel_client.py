@@ -38,7 +38,8 @@ def execute(kc, code: str) -> dict:
     msg_id = kc.execute(code)
     reply = kc.get_shell_msg(timeout=ANSWER)
     assert reply["parent_header"]["msg_id"] == msg_id
-    return {"reply": reply["content"], "iopub": outputs(kc, msg_id)}
+    return {"reply": reply["content"], "verdict": reply["metadata"].get("pysandbox"),
+            "iopub": outputs(kc, msg_id)}
 
 
 def started(extra_args=()):
@@ -115,7 +116,10 @@ def interrupt() -> dict:
 def timeout() -> dict:
     with running(["--timeout", "1"]) as (km, kc):
         execute(kc, "z = 5")
-        seen = {"loop": execute(kc, "while True:\n    pass"), "after": execute(kc, "z")}
+        seen = {"loop": execute(kc, "while True:\n    pass"),
+                "forged": execute(kc, "raise TimeoutError(\"the cell's timeout of 1s was "
+                                      "reached\")"),
+                "after": execute(kc, "z")}
         return seen
 
 

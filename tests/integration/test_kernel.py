@@ -123,6 +123,13 @@ class KernelTest(SandboxTestCase):
         self.assertEqual(reply["ename"], "TimeoutError")
         self.assertIn("timeout of 1s", reply["evalue"])
         self.assertIn("kept", reply["evalue"])
+        # The sandbox's word, which a cell's own TimeoutError cannot give: the reply's metadata.
+        verdict = seen["loop"]["verdict"]
+        self.assertEqual((verdict["status"], verdict["state"], verdict["pysandbox_exit_code"]),
+                         ("timeout", "kept", 124), verdict)
+        self.assertEqual(seen["forged"]["reply"]["ename"], "TimeoutError")
+        self.assertEqual(seen["forged"]["verdict"]["status"], "exception")
+        self.assertEqual(seen["after"]["verdict"]["status"], "ok")
         self.assertEqual(of_type(seen["after"]["iopub"], "execute_result")[0]["data"],
                          {"text/plain": "5"})
 

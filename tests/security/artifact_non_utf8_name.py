@@ -18,6 +18,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_KERNEL = (  # no kernel variant (attack.py, PYSANDBOX_VIA)
+    "the artifacts of --output-dir and where the --json result says they went: a kernel has "
+    "neither"
+)
+
 SCRIPT = r'''
 import os
 def put(name, text):

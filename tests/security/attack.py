@@ -30,11 +30,14 @@ Environment:
                 through ``pysandbox batch --fork`` (the job's sandbox is forked by a zygote,
                 src/engine/zygote.hpp); ``mcp``: the one run_python
                 call to a ``pysandbox mcp`` server (see "Through a session" and "Through batch
-                and MCP" below). An attack that only makes sense for ``run`` says so with a
+                and MCP" below); ``kernel``: the one cell of a ``pysandbox kernel`` (see
+                "Through a kernel"). An attack that only makes sense for ``run`` says so with a
                 module-level ``RUN_ONLY = "why"``; it is then an error (exit 2) through the
                 others, and tests/CMakeLists.txt does not register it there. An attack on
                 sessions themselves (several cells, SessionSandbox) says ``SESSION_ONLY =
-                True``: registered only through a session, an error through the others.
+                True``: registered only through a session, an error through the others. An
+                attack that needs what a kernel does not have (a pysandbox result: --json;
+                --output-dir) says ``NO_KERNEL = "why"``: not registered through the kernel.
 
 Through a session. ``Sandbox`` starts ``pysandbox session`` with the same options (``-p`` and
 the marker go into a profile written for the run, see session_profile; ``--json`` is implied: a
@@ -63,6 +66,17 @@ runs the script: inspection during the run (Sandbox.procs and all that uses it; 
 peaks are per sandbox, the largest) is of the script's own sandbox, the one whose /tmp holds
 the prologue's hold file, while leftovers are looked for among the processes and namespaces of
 every sandbox of the run.
+
+Through a kernel. The test starts ``pysandbox kernel -f FILE`` with the same options, FILE a
+connection file it wrote (jupyter_client's write_connection_file: free ports, a fresh key), and
+drives it with Debian's jupyter_client (a BlockingKernelClient on that file, as a kernelspec's
+client would): kernel_info until iopub answers, the cell (the same prologue as a session's) as
+one execute_request, its iopub messages until idle and its execute_reply, then a
+shutdown_request. The Outcome is the cell's: ``rc`` and ``cell`` from the execute_reply's
+metadata (``pysandbox``: the sandbox's verdict, status, exit code, state, message), ``stdout``
+and ``stderr`` its stream messages (and the message, as for a session). The kernel's conduct is
+judged on every run: nothing on its own stdout, busy, one execute_input and idle around the
+cell, a reply whose status is the verdict's, exit 0 after the shutdown.
 
 The hostile script gets ``PRELUDE`` prepended. It defines MARKER (argv[1], a unique token the
 host uses to find every process of the run), ARGS (argv[2:]), ``syscall(nr, ...)`` (raw x86_64
@@ -116,20 +130,20 @@ from support.seccomp import (AUDIT_ARCH_I386, AUDIT_ARCH_X86_64, RET_ALLOW,  # n
 
 # What an attack reads as A.<name> (re-exported from tests/support) and what this file defines.
 __all__ = [
-    "AUDIT_ARCH_I386", "AUDIT_ARCH_X86_64", "FRONTS", "HOLDING_TIMEOUT", "Judge", "Listeners", "NOBODY", "Outcome",
-    "PRELUDE", "PROXY_CLIENT", "PYSANDBOX", "Proc", "RET_ALLOW", "RET_ERRNO", "RET_KILL_PROCESS",
-    "RET_TRAP", "RUN_AS", "SANDBOX_ERROR", "SANDBOX_UID", "Sandbox", "SessionSandbox", "TIMEOUT",
-    "TIME_SLACK_SCALE", "VIA", "Verdict", "X32_SYSCALL_BIT", "action_name", "all_pids",
-    "at_cleanup", "canary", "check_behaved", "check_bomb_went_off", "check_filter_denies",
-    "check_held_fds", "check_result", "check_same_namespaces", "check_secrets", "cmdline",
-    "denies", "exe", "fd_targets", "file_state", "host_addresses", "host_interface", "host_lock",
-    "hosts_file_prefix", "in_namespace", "kernel_only_profile", "kill_pids", "landlock_abi",
-    "listening_tcp_ports", "loopback_up_in", "main", "mount_table", "mount_tmpfs",
-    "mountinfo", "namespaces", "new_marker", "new_secret", "nobody_name", "private_dir",
-    "proxy_resolution_attack", "read_bytes", "readable_sockets", "readlink", "remove",
-    "script_file", "session_profile", "shared_dir", "signalled", "socket_families",
-    "spawn_victim", "status", "syscall_attack", "tree_state", "used_bytes", "usr_fixture_dir",
-    "verdict", "victim_in_pid_namespace", "write_file",
+    "AUDIT_ARCH_I386", "AUDIT_ARCH_X86_64", "FRONTS", "HOLDING_TIMEOUT", "Judge", "Listeners",
+    "NOBODY", "Outcome", "PRELUDE", "PROXY_CLIENT", "PYSANDBOX", "Proc", "RESULT_OPTIONS", "RET_ALLOW", "RET_ERRNO",
+    "RET_KILL_PROCESS", "RET_TRAP", "RUN_AS", "SANDBOX_ERROR", "SANDBOX_UID", "Sandbox",
+    "SessionSandbox", "TIMEOUT", "TIME_SLACK_SCALE", "VIA", "Verdict", "X32_SYSCALL_BIT",
+    "action_name", "all_pids", "at_cleanup", "canary", "check_behaved", "check_bomb_went_off",
+    "check_filter_denies", "check_held_fds", "check_result", "check_same_namespaces",
+    "check_secrets", "check_verdict", "cmdline", "denies", "exe", "fd_targets", "file_state",
+    "host_addresses", "host_interface", "host_lock", "hosts_file_prefix", "in_namespace",
+    "kernel_only_profile", "kill_pids", "landlock_abi", "listening_tcp_ports", "loopback_up_in",
+    "main", "mount_table", "mount_tmpfs", "mountinfo", "namespaces", "new_marker", "new_secret",
+    "nobody_name", "private_dir", "proxy_resolution_attack", "read_bytes", "readable_sockets",
+    "readlink", "remove", "script_file", "session_profile", "shared_dir", "signalled",
+    "socket_families", "spawn_victim", "status", "syscall_attack", "tree_state", "used_bytes",
+    "usr_fixture_dir", "verdict", "victim_in_pid_namespace", "write_file",
 ]
 
 RUN_AS = env.RUN_AS or "root"
@@ -208,6 +222,9 @@ def main(test) -> None:
         if VIA != "session" and getattr(sys.modules["__main__"], "SESSION_ONLY", False):
             raise Verdict("this attack is on sessions themselves: run it with "
                           "PYSANDBOX_VIA=session")
+        no_kernel = getattr(sys.modules["__main__"], "NO_KERNEL", None)
+        if VIA == "kernel" and no_kernel:
+            raise Verdict(f"this attack has no kernel variant ({no_kernel})")
         if missing := env.binary_missing():
             raise Verdict(missing)
         test()
@@ -365,6 +382,24 @@ def syscall_attack(what: str, script: str, *, filter_cases=(), fd_patterns=None,
     judge.done(o.describe())
 
 
+# --json, the options a run needs for check_verdict: none through a kernel, which prints no
+# pysandbox result (its execute_reply carries the verdict).
+RESULT_OPTIONS = [] if VIA == "kernel" else ["--json"]
+
+
+def check_verdict(judge: Judge, o: Outcome) -> dict:
+    """How the run ended, in pysandbox's words: its --json result (check_result, the run made
+    with RESULT_OPTIONS), or through a kernel the verdict of the execute_reply, which has only
+    status, state, exit_code, signal, pysandbox_exit_code, message, violations, warnings,
+    truncated and usage (an empty dict, the run misbehaved, when there is none)."""
+    if o.via != "kernel":
+        return check_result(judge, o)
+    if o.cell is None:
+        judge.misbehaved("the kernel's execute_reply carried no verdict")
+        return {}
+    return o.cell
+
+
 def check_result(judge: Judge, o: Outcome) -> dict:
     """The --json result of the run; a run that printed none misbehaved (an empty dict then)."""
     r = o.result()
@@ -492,11 +527,11 @@ def proxy_resolution_attack(what: str, *, interface, listen, denied, allowed_lit
         cases += [[label, m, address, port] for label, m in zip(labels, ("CONNECT", "GET"))]
         control += labels
     script = PROXY_CLIENT + "\n" + _RESOLUTION_SCRIPT
-    sb = Sandbox(script, [json.dumps(cases)], options=allow + ["--json"], timeout=timeout,
+    sb = Sandbox(script, [json.dumps(cases)], options=allow + RESULT_OPTIONS, timeout=timeout,
                  prefix=prefix)
     o = sb.run()
     check_behaved(judge, sb, allowed=(0,), expect_notes=["done"])
-    r = check_result(judge, o)
+    r = check_verdict(judge, o)
     network = [v for v in r.get("violations") or []
                if isinstance(v, dict) and v.get("kind") == "network"]
     for tag, address in denied:

@@ -6,7 +6,8 @@ retry, blame the code). "cpu_limit" means the CPU-time limit was reached; if it 
 signal alone, a script that sends itself SIGXCPU after next to no CPU gets its failure blamed
 on the limit. The script does os.kill(os.getpid(), SIGXCPU) at once.
 
-Contained when that run's --json status is "killed" (any other signal), not "cpu_limit".
+Contained when that run's --json status (through a kernel: its execute_reply's verdict) is
+"killed" (any other signal), not "cpu_limit".
 Control: a real busy loop under --cpu-time 1s --timeout 10s ends with status "cpu_limit".
 """
 import os
@@ -32,10 +33,10 @@ while True:
 
 
 def run(judge: A.Judge, body: str, options, expect: str, forged: bool) -> str:
-    sb = A.Sandbox(body, options=["--json", *options], timeout="10s")
+    sb = A.Sandbox(body, options=[*A.RESULT_OPTIONS, *options], timeout="10s")
     o = sb.run()
     A.check_behaved(judge, sb, allowed=(A.signalled(24), A.signalled(9)))
-    r = A.check_result(judge, o)
+    r = A.check_verdict(judge, o)
     status = r.get("status")
     if r and status != expect:
         if forged:

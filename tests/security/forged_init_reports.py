@@ -20,6 +20,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_KERNEL = (  # no kernel variant (attack.py, PYSANDBOX_VIA)
+    "--output-dir, the work_dir record's target: a kernel has no --output-dir"
+)
+
 SCRIPT = r'''
 import ctypes, os, socket, stat, struct
 

@@ -6,7 +6,8 @@ the exception's type alone, a script that raises MemoryError() itself, after all
 of a 256 MiB limit, gets its failure blamed on the limit (and a caller that retries with more
 memory, or reports the limit, is misled).
 
-Contained when that run's --json status is "exception", not "memory_limit". Control: a real
+Contained when that run's --json status (through a kernel: its execute_reply's verdict) is
+"exception", not "memory_limit". Control: a real
 exhaustion (a list of 1 MiB bytes objects grown without end under --memory 128MiB) ends with
 status "memory_limit".
 """
@@ -31,10 +32,10 @@ while True:
 
 
 def run(judge: A.Judge, body: str, options, expect: str, forged: bool) -> str:
-    sb = A.Sandbox(body, options=["--json", *options], timeout="20s")
+    sb = A.Sandbox(body, options=[*A.RESULT_OPTIONS, *options], timeout="20s")
     o = sb.run()
     A.check_behaved(judge, sb, allowed=(1, A.signalled(9)))
-    r = A.check_result(judge, o)
+    r = A.check_verdict(judge, o)
     status = r.get("status")
     if r and status != expect:
         if forged:

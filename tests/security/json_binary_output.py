@@ -20,6 +20,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_KERNEL = (  # no kernel variant (attack.py, PYSANDBOX_VIA)
+    "the size of the --json result's escaped output: a kernel prints no result (its streams are "
+    "Jupyter's text messages)"
+)
+
 MAX_RESULT = 40 << 20
 
 SCRIPT = r'''

@@ -10,8 +10,10 @@ named WORKDIR-<token> as --workdir in another. The script reads every /proc/*/mo
 fds and cwd, and walks / (not /proc or /sys) collecting every name, and prints it all.
 
 Contained when none of the tokens appears anywhere in what the runs printed (and the output
-was not cut, which could hide one). Through a session, batch or MCP (PYSANDBOX_VIA), which have
-no --workdir, only the --input run is made. Through MCP, whose answer shortens output over
+was not cut, which could hide one). Through a session, batch, MCP or a kernel (PYSANDBOX_VIA),
+which have no --workdir, only the --input run is made; through a kernel, which prints no --json
+result, what the client got is judged (the streams, the kernel's own stderr) and the verdict of
+its execute_reply says whether the output was cut. Through MCP, whose answer shortens output over
 2 MiB, the script prints the names it walked deflated (zlib, base64), and the host inflates them.
 """
 import base64
@@ -100,7 +102,7 @@ def test():
     indir.mkdir(mode=0o755)
     data = A.write_file(indir / f"{tokens['input file']}.csv", "a,b\n1,2\n")
     sb1 = A.Sandbox(SCRIPT, ["zlib"] if A.VIA == "mcp" else [],
-                    options=["--json", "--input", f"{data}=data.csv"], timeout="20s",
+                    options=[*A.RESULT_OPTIONS, "--input", f"{data}=data.csv"], timeout="20s",
                     keep=64 << 20)
     o1 = sb1.run()
     A.check_behaved(judge, sb1, allowed=(0,), expect_notes=["done"])
@@ -119,11 +121,13 @@ def test():
     for label, o in runs:
         # What the script saw is what it printed: the result's stdout and stderr (with --json,
         # so that pysandbox's own messages to the caller are not mistaken for it).
-        r = A.check_result(judge, o)
+        r = A.check_verdict(judge, o)
         if any((r.get("truncated") or {}).values()):
             judge.misbehaved(f"{label}: the output was cut by the output limit, so a leak "
                              "could hide in the omitted part")
-        seen = o.script_stdout() + b"\n" + str(r.get("stderr", "")).encode("utf-8", "replace")
+        stderr = o.stderr if A.VIA == "kernel" else \
+            str(r.get("stderr", "")).encode("utf-8", "replace")
+        seen = o.script_stdout() + b"\n" + stderr
         seen += b"\n" + inflated(seen)
         for what, token in tokens.items():
             if token.encode() in seen:

@@ -20,6 +20,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_KERNEL = (  # no kernel variant (attack.py, PYSANDBOX_VIA)
+    "--output-dir: a kernel has none"
+)
+
 PLANTS = [".venv/lib/python3.11/site-packages/evil.pth", ".git/hooks/pre-commit",
           "pkg/conftest.py"]
 

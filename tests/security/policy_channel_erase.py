@@ -8,7 +8,8 @@ and the incident log entry. The channel is the script's to write, too. The scrip
 both, then tries to make them vanish: lseek(4, 0) and 64 KiB of NULs over them, ftruncate(4, 0),
 then junk lines and a partial last line; it triggers nothing else and exits 0.
 
-Contained when the --json result's violations still hold both blocks (kind "call", os.system
+Contained when the --json result's violations (through a kernel: its execute_reply's verdict's)
+still hold both blocks (kind "call", os.system
 and subprocess.Popen) and the --incident-log entry of the run lists both. Control, first: the
 same blocks without the erasing must be reported that way, or the test proves nothing.
 """
@@ -38,11 +39,11 @@ BLOCKS = {("call", "os.system"), ("call", "subprocess.Popen")}
 
 def one_run(judge: A.Judge, mode: str, logdir) -> tuple[set, set, str]:
     log = logdir / f"incidents-{mode}.jsonl"
-    sb = A.Sandbox(SCRIPT, [mode], options=["-p", "default", "--json", "--incident-log",
-                                            str(log)], timeout="10s")
+    sb = A.Sandbox(SCRIPT, [mode], options=["-p", "default", *A.RESULT_OPTIONS,
+                                            "--incident-log", str(log)], timeout="10s")
     o = sb.run()
     A.check_behaved(judge, sb, allowed=(0, 1), expect_notes=["done"])
-    r = A.check_result(judge, o)
+    r = A.check_verdict(judge, o)
     reported = {(v.get("kind"), v.get("what")) for v in r.get("violations") or []
                 if isinstance(v, dict)}
     logged = set()

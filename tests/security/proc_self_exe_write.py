@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """Overwrite the executables behind /proc/self/exe and /proc/1/exe (CVE-2019-5736 style).
 
-/proc/1/exe is the pysandbox binary itself (init is forked from the supervisor), /proc/self/exe
-the interpreter. To make plain permissions no obstacle, the test runs a copy of pysandbox that
+/proc/1/exe is the pysandbox binary itself (init is forked from the supervisor; through a
+kernel, the kernel program pysandbox execs), /proc/self/exe the interpreter. To make plain permissions no obstacle, the test runs a copy of pysandbox that
 is owned by the sandbox's host uid (as when a user builds pysandbox themselves). The script
 opens both through /proc for writing (O_WRONLY, O_RDWR, O_APPEND, O_TRUNC), truncates,
 chmods, opens them O_PATH and re-opens through /proc/self/fd, and retries after the
-supervisor would have stopped executing. Contained when the host copy of pysandbox and the
-host interpreter are unchanged.
+supervisor would have stopped executing. Contained when the host copies of pysandbox (and of
+the kernel program) and the host interpreter are unchanged.
 """
 import os
 import shutil
@@ -48,13 +48,23 @@ def test():
     data = os.path.join(os.path.dirname(os.path.realpath(A.PYSANDBOX)), "..", "share", "pysandbox")
     if os.path.isdir(data):
         shutil.copytree(data, d / "share" / "pysandbox")
+    # And ../libexec/pysandbox-kernel, which `pysandbox kernel` execs: through a kernel it is the
+    # supervisor, so /proc/1/exe.
+    kernel = os.path.join(os.path.dirname(os.path.realpath(A.PYSANDBOX)), "..", "libexec",
+                          "pysandbox-kernel")
+    programs = [binary]
+    if os.path.exists(kernel):
+        (d / "libexec").mkdir()
+        programs.append(d / "libexec" / "pysandbox-kernel")
+        shutil.copy2(kernel, programs[-1])
     for root, dirs, files in os.walk(d):
         for name in dirs + files:
             os.chown(os.path.join(root, name), A.NOBODY, A.NOBODY)
     os.chown(binary, A.NOBODY, A.NOBODY)
     os.chmod(binary, 0o755)
     interpreter = os.path.realpath("/usr/bin/python3")
-    before = {str(binary): A.file_state(binary), interpreter: A.file_state(interpreter)}
+    before = {str(p): A.file_state(p) for p in programs}
+    before[interpreter] = A.file_state(interpreter)
     sb = A.Sandbox(SCRIPT, binary=str(binary))
     o = sb.run()
     A.check_behaved(judge, sb, allowed=(0,), expect_notes=["done"])

@@ -90,11 +90,11 @@ def test():
     upstream = A.Listeners(["127.0.0.1"])
     port = upstream.port
     authority = f"127.0.0.1:{port}".encode()
-    sb = A.Sandbox(SCRIPT, [port], options=["--allow", f"127.0.0.1:{port}", "--json"],
+    sb = A.Sandbox(SCRIPT, [port], options=["--allow", f"127.0.0.1:{port}", *A.RESULT_OPTIONS],
                    timeout="30s")
     o = sb.run()
     A.check_behaved(judge, sb, allowed=(0,), expect_notes=["done"])
-    A.check_result(judge, o)
+    A.check_verdict(judge, o)
     log = upstream.settle()
     seen: dict[str, int] = {}
     for c in log:

@@ -8,9 +8,9 @@ re-opens of /proc/self/fd/* and /proc/1/fd/*, also with the ioctl request's uppe
 (the kernel truncates the request to 32 bits, so a filter must compare only the low half), and
 TIOCLINUX paste. The payload is the reverse of an argument, so it is never printed by accident.
 Through a session (PYSANDBOX_VIA=session) pysandbox is the session's REPL on that terminal, and
-the script is typed in there as a cell. Through batch and MCP, which have no REPL, the terminal
-is pysandbox's controlling terminal and stderr, as for a batch or a server started at a shell,
-and its stdin and stdout carry the job or the messages. Judged from the host: the payload never
+the script is typed in there as a cell. Through batch, MCP and a kernel, which have no REPL,
+the terminal is pysandbox's controlling terminal and stderr, as for a batch or a server started
+at a shell, and its stdin and stdout (a kernel's sockets) carry the job or the messages. Judged from the host: the payload never
 shows up on the master (the line discipline echoes injected input) nor in the slave's pending
 input, and the seccomp filter denies ioctl(TIOCSTI) and ioctl(TIOCLINUX), with and without upper
 bits set in the request.
@@ -95,8 +95,9 @@ def test():
 
     arg = A.new_secret("echo INJECTED")
     payload = arg[::-1].encode()
-    # Batch and MCP: the job or the messages on pipes, the script's output in the result.
-    piped = A.VIA in ("batch", "batchfork", "mcp")
+    # Batch, MCP and a kernel: the job or the messages on pipes (a kernel's on sockets), the
+    # script's output in the result.
+    piped = A.VIA in ("batch", "batchfork", "mcp", "kernel")
     sb = A.Sandbox(SCRIPT, [arg], stdin=None if piped else slave,
                    stdout=None if piped else slave, stderr=slave, preexec_fn=controlling_tty,
                    terminal=None if piped else master)

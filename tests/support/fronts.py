@@ -2,8 +2,8 @@
 
 A ``Sandbox`` runs a script (PRELUDE prepended) through ``pysandbox run``, or as the one cell of
 a ``pysandbox session``, the one job of a ``pysandbox batch`` (cloned, or forked by a zygote:
-``batchfork``) or the one run_python call to a ``pysandbox mcp`` server, as PYSANDBOX_VIA (or
-``via``) says; tests/security/attack.py describes the protocol. The host sees the run's
+``batchfork``), the one run_python call to a ``pysandbox mcp`` server or the one cell of a
+``pysandbox kernel`` (driven by Debian's jupyter_client), as PYSANDBOX_VIA (or ``via``) says; tests/security/attack.py describes the protocol. The host sees the run's
 processes while it lasts (Sampler, Sandbox.procs), lets the script's hold() points go on, and
 collects an ``Outcome``: for a front other than run, the result object's, with the front's own
 framing judged. ``SessionSandbox`` drives a session cell by cell.
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from support import files, result_schema
-from support.env import AS_NOBODY, PYSANDBOX, RUN_AS, Verdict, parse_duration
+from support.env import AS_NOBODY, NOBODY, PYSANDBOX, RUN_AS, Verdict, parse_duration
 from support.files import at_cleanup, shared_dir, write_file
 from support.procfs import (Proc, cmdline, fd_targets, kill_pids, marker_pids, readlink,
                             run_processes, sandbox_depth, sandbox_ns_fd, sandbox_of, settle,
@@ -32,7 +32,7 @@ from support.running import clip_output
 from support.seccomp import Filters, seccomp_filters
 
 VIA = os.environ.get("PYSANDBOX_VIA", "run") or "run"
-FRONTS = ("run", "session", "batch", "mcp", "batchfork")
+FRONTS = ("run", "session", "batch", "mcp", "batchfork", "kernel")
 MCP_PROTOCOL = "2025-06-18"
 
 # Every --json result of the test's runs that does not match the result schema (see
@@ -405,6 +405,14 @@ class Sampler(threading.Thread):
 # RUN_ONLY.
 _RUN_ONLY_OPTIONS = ("--workdir", "-c", "-")
 
+# What a kernel does not have: no pysandbox result (its cell's outcome is Jupyter messages), no
+# --output-dir. An attack that needs one declares NO_KERNEL.
+_NO_KERNEL_OPTIONS = ("--json", "--output-dir")
+
+# How long the kernel client waits for iopub to show a kernel_info request's status before it
+# asks again: a SUB socket gets nothing published before its subscription reached the kernel.
+_KERNEL_NUDGE = 0.2
+
 # Where a cell (session, batch, MCP) signals hold() (PRELUDE): the slot, renamed to
 # /tmp/.hold-TAG.
 _HOLD_SLOT = "/tmp/.pysandbox-hold"
@@ -495,6 +503,11 @@ class Sandbox:
         self.json = False
         self.inputs: list[str] = []
         chosen, rest = _split_profile(options)
+        if self.via == "kernel":
+            for o in rest:
+                if o in _NO_KERNEL_OPTIONS or o.split("=", 1)[0] in _NO_KERNEL_OPTIONS:
+                    raise Verdict(f"a kernel has no {o.split('=', 1)[0]}: declare the attack "
+                                  "NO_KERNEL")
         if self.via != "run":
             self.json = "--json" in rest
             rest = [o for o in rest if o != "--json"]
@@ -508,7 +521,11 @@ class Sandbox:
             profile = session_profile(chosen or str(kernel_only_profile()), self.marker)
             limit = ["--timeout", timeout] if timeout else []
             # batch: one job at a time, so one sandbox runs it and one more is started ahead.
+            if self.via == "kernel":
+                self.connection_file = self._connection_file(nobody)
             command = {"session": ["session", "-p", str(profile), *rest, *limit],
+                       "kernel": ["kernel", "-f", str(getattr(self, "connection_file", "")),
+                                  "-p", str(profile), *rest, *limit],
                        "batch": ["batch", "-j", "1", *(["--fork"] if self.fork else []),
                                  "-p", str(profile), *rest, *limit, "-"],
                        "mcp": ["mcp", "-p", str(profile), *rest, *limit]}[self.via]
@@ -539,6 +556,10 @@ class Sandbox:
         self._releaser: threading.Thread | None = None
         self._sent = threading.Event()  # MCP: the call is written (stdin may close after it)
         self._own: str | None = None  # batch, MCP: the script's sandbox (sandbox_of), once seen
+        # kernel: what its client saw of the cell (_kernel_client), and when.
+        self._kernel: dict = {"reply": None, "iopub": [], "problems": []}
+        self._client: threading.Thread | None = None
+        self._replied = threading.Event()
 
     # -- through a session, batch or MCP
 
@@ -571,6 +592,11 @@ class Sandbox:
             return
         if self.via == "mcp":
             threading.Thread(target=self._mcp_client, args=(code,), daemon=True).start()
+            return
+        if self.via == "kernel":
+            self._client = threading.Thread(target=self._kernel_client, args=(code,),
+                                            daemon=True)
+            self._client.start()
             return
         if self.via == "batch":
             job = {"id": self.marker, "code": code, "args": [self.marker, *self.args]}
@@ -615,6 +641,145 @@ class Sandbox:
         self._wait_lines(2)
         self._close_stdin()
 
+    def _connection_file(self, nobody: bool) -> Path:
+        """A kernel's connection file (ports free now, a fresh key), in a directory of the
+        kernel's user alone: the key signs every message."""
+        import uuid
+        from jupyter_client.connect import write_connection_file
+        directory = shared_dir(mode=0o700, owner=NOBODY if nobody else None)
+        path, _ = write_connection_file(str(directory / "kernel.json"), ip="127.0.0.1",
+                                        key=uuid.uuid4().hex.encode())
+        if nobody:
+            os.chown(path, NOBODY, NOBODY)
+        return Path(path)
+
+    def _kernel_client(self, code: str) -> None:
+        """A Jupyter client's side of one cell, through jupyter_client's BlockingKernelClient on
+        the connection file (the kernel process is the test's, as a kernelspec would start it):
+        kernel_info until iopub shows its status (what was published before the subscription
+        reached the kernel is lost), the execute_request, its iopub messages until the kernel
+        is idle again and its execute_reply, then a shutdown_request on control."""
+        from jupyter_client.blocking.client import BlockingKernelClient
+        seen = self._kernel
+        deadline = self.start_time + self.host_timeout
+        kc = BlockingKernelClient(connection_file=str(self.connection_file))
+        kc.load_connection_file()
+        kc.start_channels(stdin=False, hb=False)
+
+        def wait(get, wanted, patience: float | None = None) -> dict | None:
+            """The next message from ``get`` that ``wanted`` accepts; None once the kernel is
+            gone, the run's time is up or ``patience`` seconds went by."""
+            import queue
+            until = deadline if patience is None else min(deadline,
+                                                          time.monotonic() + patience)
+            while True:
+                try:
+                    msg = get(timeout=max(0.0, min(until - time.monotonic(), 0.5)))
+                except queue.Empty:
+                    if self.proc.poll() is not None or time.monotonic() >= until:
+                        return None
+                    continue
+                if wanted(msg):
+                    return msg
+
+        def parent_in(ids):
+            return lambda msg: msg.get("parent_header", {}).get("msg_id") in ids
+
+        try:
+            asked = {kc.kernel_info()}
+            if wait(kc.get_shell_msg, parent_in(asked)) is None:
+                seen["problems"].append(("misbehaved", "no kernel_info_reply"))
+                return
+            while wait(kc.get_iopub_msg, parent_in(asked), _KERNEL_NUDGE) is None:
+                if self.proc.poll() is not None or time.monotonic() >= deadline:
+                    seen["problems"].append(("misbehaved", "iopub showed no kernel_info"))
+                    return
+                asked.add(kc.kernel_info())
+            msg_id = kc.execute(code, allow_stdin=False)
+
+            def collect(msg) -> bool:
+                if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                    return False
+                seen["iopub"].append(msg)
+                return msg["msg_type"] == "status" and \
+                    msg["content"].get("execution_state") == "idle"
+            if wait(kc.get_iopub_msg, collect) is None:
+                seen["problems"].append(("misbehaved", "the kernel never went idle after the "
+                                         "execute_request"))
+            seen["reply"] = wait(kc.get_shell_msg, parent_in({msg_id}))
+            self._replied.set()
+            if seen["reply"] is not None:
+                done = {kc.shutdown()}
+                if wait(kc.get_control_msg, parent_in(done)) is None:
+                    seen["problems"].append(("misbehaved", "no shutdown_reply"))
+        finally:
+            self._replied.set()
+            for channel in (kc.shell_channel, kc.iopub_channel, kc.control_channel):
+                channel.stop()
+
+    def _kernel_outcome(self, o: Outcome) -> None:
+        """The cell's outcome as the kernel's client saw it: ``rc`` and ``cell`` from the
+        execute_reply's metadata (the sandbox's verdict, which a cell cannot forge as it can
+        ename and evalue), ``stdout`` and ``stderr`` the stream messages' (and pysandbox's
+        message, as for a session). The kernel's conduct judged: nothing on its own stdout,
+        one reply, of the status the verdict says, busy and idle around the cell, exit 0 after
+        the shutdown_request."""
+        if self._client is not None:
+            self._client.join(timeout=5)
+        front_rc = o.rc
+        raw_out, raw_err = o.stdout, o.stderr
+        seen = self._kernel
+        reply = seen["reply"]
+        messages = seen["iopub"] + ([reply] if reply is not None else [])
+        o.front_output = raw_out + b"\n" + raw_err + b"\n" + "\n".join(
+            json.dumps([m.get("content"), m.get("metadata")], default=str, ensure_ascii=False)
+            for m in messages).encode("utf-8", "surrogatepass")
+        problems = o.front_problems
+        problems.extend(seen["problems"])
+        if raw_out.strip():
+            problems.append(("escape", f"the kernel wrote {len(raw_out)} bytes on its own stdout, "
+                             f"outside the protocol: {raw_out[:200]!r}"))
+        if reply is None:
+            if front_rc == 0:
+                problems.append(("misbehaved", "the kernel ended (exit 0) without an "
+                                 "execute_reply"))
+            return  # the kernel failed or died: its exit code stands, as for run
+        verdict = reply.get("metadata", {}).get("pysandbox")
+        if not isinstance(verdict, dict):
+            problems.append(("misbehaved", "the execute_reply's metadata has no pysandbox "
+                             f"verdict: {str(reply.get('metadata'))[:300]}"))
+            return
+        o.cell = verdict
+        if front_rc != 0:
+            problems.append(("misbehaved", f"the kernel exited {front_rc} after the "
+                             "shutdown_request"))
+        code = verdict.get("pysandbox_exit_code")
+        if not isinstance(code, int) or isinstance(code, bool):
+            problems.append(("misbehaved", f"the verdict's pysandbox_exit_code is {code!r}"))
+        else:
+            o.rc = code
+        content = reply.get("content", {})
+        if (content.get("status") == "ok") != (verdict.get("status") == "ok") or \
+                content.get("execution_count") != 1:
+            problems.append(("misbehaved", f"the execute_reply (status {content.get('status')!r}, "
+                             f"count {content.get('execution_count')!r}) is not the cell's "
+                             f"(status {verdict.get('status')!r}, the first)"))
+        states = [m["content"].get("execution_state") for m in seen["iopub"]
+                  if m["msg_type"] == "status"]
+        if states != ["busy", "idle"] or \
+                [m["msg_type"] for m in seen["iopub"]].count("execute_input") != 1:
+            problems.append(("misbehaved", "the cell's iopub messages are not one execute_input "
+                             f"between busy and idle: {[m['msg_type'] for m in seen['iopub']]}"))
+
+        def stream(name: str) -> bytes:
+            return "".join(str(m["content"].get("text", "")) for m in seen["iopub"]
+                           if m["msg_type"] == "stream" and m["content"].get("name") == name
+                           ).encode("utf-8", "surrogatepass")
+        message = verdict.get("message")
+        said = f"pysandbox: {message}\n".encode() if isinstance(message, str) and message else b""
+        o.stdout = stream("stdout")
+        o.stderr = stream("stderr") + said + raw_err
+
     def _close_stdin(self) -> None:
         with self._stdin_lock:
             if self.proc.stdin is not None and not self.proc.stdin.closed:
@@ -632,6 +797,8 @@ class Sandbox:
     def _result_seen(self) -> bool:
         """Through a session (NDJSON), batch or MCP: the result is there, so no hold() is to
         come (MCP: the second line, after initialize's answer)."""
+        if self.via == "kernel":
+            return self._replied.is_set()
         return (self.via != "run" and self.terminal is None and bool(self._readers)
                 and self._readers[0].lines >= (2 if self.via == "mcp" else 1))
 
@@ -669,6 +836,9 @@ class Sandbox:
     def _front_outcome(self, o: Outcome) -> None:
         """The result object (a cell's, a job's, a call's) as the run's outcome; the front's
         framing and exit judged."""
+        if self.via == "kernel":
+            self._kernel_outcome(o)
+            return
         front_rc = o.rc
         raw_out, raw_err = o.stdout, o.stderr
         o.front_output = raw_out + b"\n" + raw_err
@@ -870,9 +1040,12 @@ class Sandbox:
 
     def supervisor(self) -> Proc | None:
         """pysandbox itself, on the host side (not in the sandbox's PID namespace)."""
-        binary = os.path.realpath(self.binary)
+        binaries = {os.path.realpath(self.binary)}
+        if self.via == "kernel":  # `pysandbox kernel` execs the kernel program, in libexec
+            binaries.add(os.path.realpath(Path(self.binary).parent.parent / "libexec"
+                                          / "pysandbox-kernel"))
         for p in self.procs():
-            if not p.inside and os.path.realpath(p.exe) == binary:
+            if not p.inside and os.path.realpath(p.exe) in binaries:
                 return p
         return None
 
