@@ -12,6 +12,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "fronts/requests.hpp"
+#include "report/json_text.hpp"
 #include "sys/errors.hpp"
 
 namespace pysandbox::jupyter {
@@ -123,15 +125,24 @@ std::optional<Message> Signer::parse(const std::vector<std::string>& frames, std
         why = "replayed (a signature seen before)";
         return std::nullopt;
     }
+    // Within a request's bounds, as every front reads what a client sends: a signed frame nested
+    // a million deep would otherwise parse, then overflow the stack when the header comes back
+    // as a reply's parent.
     Message message;
-    message.header = json::parse(frames[delimiter + 2], nullptr, false);
-    message.parent = json::parse(frames[delimiter + 3], nullptr, false);
-    message.metadata = json::parse(frames[delimiter + 4], nullptr, false);
-    message.content = json::parse(frames[delimiter + 5], nullptr, false);
-    if (!message.header.is_object() || !message.parent.is_object() ||
-        !message.metadata.is_object() || !message.content.is_object()) {
-        why = "malformed (a frame that is not a JSON object)";
-        return std::nullopt;
+    const std::array<json*, 4> parts = {&message.header, &message.parent, &message.metadata,
+                                        &message.content};
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+        BoundedJson parsed = parse_bounded(frames[delimiter + 2 + i], kRequestBounds);
+        if (parsed.problem == BoundedJson::Problem::too_deep ||
+            parsed.problem == BoundedJson::Problem::too_many) {
+            why = "malformed (a frame that " + parsed.message + ")";
+            return std::nullopt;
+        }
+        if (!parsed.value.is_object()) {
+            why = "malformed (a frame that is not a JSON object)";
+            return std::nullopt;
+        }
+        *parts[i] = std::move(parsed.value);
     }
     seen_.insert(signature);
     recent_.push_back(signature);

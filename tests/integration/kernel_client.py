@@ -135,6 +135,9 @@ def hostile() -> dict:
     """Forged, unsigned, replayed and malformed messages on one connection, then a good one on
     the same connection: the kernel reads a connection's messages in order, so by the good one's
     reply every earlier one was dealt with."""
+    import hashlib
+    import hmac
+
     import zmq
     from jupyter_client.session import Session
 
@@ -153,6 +156,14 @@ def hostile() -> dict:
         sock.send_multipart([b"<IDS|MSG>", b"x", b"{", b"}"])
         sock.send_multipart([b"no delimiter"])
         sock.send_multipart([b"<IDS|MSG>", frames[2], b"[]", b"[]", b"[]", b"[]"])
+        # Rightly signed, but nested 200,000 deep: refused by its bounds (once it was parsed,
+        # and the reply's parent header, dumped, overflowed the kernel's stack).
+        deep = (b'{"msg_id":"deep","msg_type":"kernel_info_request","session":"s","username":'
+                b'"u","version":"5.3","date":"2026-12-07T00:00:00Z","nest":'
+                + b"[" * 200000 + b"]" * 200000 + b"}")
+        parts = [deep, b"{}", b"{}", b"{}"]
+        signature = hmac.new(km.session.key, b"".join(parts), hashlib.sha256).hexdigest()
+        sock.send_multipart([b"<IDS|MSG>", signature.encode(), *parts])
         last = good.msg("execute_request", content={"code": "print('LAST')", "silent": False})
         sock.send_multipart(good.serialize(last))
         replies = []
