@@ -409,6 +409,13 @@ class FrontsTest(EnvTestCase):
         self.assertIn(b"nosuchpkg", r.stderr)
         self.assertNotIn(b"never", r.stdout)
         self.assertEqual(os.listdir(self.store / "envs"), [])
+        # The MCP server says it to the model at every call, and ends as session does.
+        answer = mcp_answer({"code": "print('never')"},
+                            ["-p", str(named), "--cache-dir", str(self.store)], INSTALL_ERROR)
+        self.assertTrue(answer.get("isError"), answer)
+        self.assertIn("install_error", answer["content"][0]["text"])
+        self.assertIn("nosuchpkg", answer["content"][0]["text"])
+        self.assertEqual(os.listdir(self.store / "envs"), [])
 
     def test_requirements_per_request_are_refused_saying_where_they_go(self):
         request = {"id": 1, "code": "print('never')", "requirements": ["tinypkg"]}
@@ -423,16 +430,18 @@ class FrontsTest(EnvTestCase):
         self.assertIn("python.requirements", answer["content"][0]["text"])
 
 
-def mcp_answer(arguments: dict) -> dict:
-    """The result of one run_python call with `arguments` to a fresh `pysandbox mcp`, under the
-    protocol version whose argument errors are tool errors the model reads (2025-11-25)."""
+def mcp_answer(arguments: dict, options=(), exit_code=0) -> dict:
+    """The result of one run_python call with `arguments` to a fresh `pysandbox mcp OPTIONS`,
+    under the protocol version whose argument errors are tool errors the model reads
+    (2025-11-25); the server must end with `exit_code` when its input does."""
     messages = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
                  "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                             "clientInfo": {"name": "test", "version": "1"}}},
                 {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                  "params": {"name": "run_python", "arguments": arguments}}]
-    r = run(["mcp", "--pool", "0"],
-            input="".join(json.dumps(m) + "\n" for m in messages).encode(), timeout=60)
+    r = run(["mcp", "--pool", "0", *options],
+            input="".join(json.dumps(m) + "\n" for m in messages).encode(), timeout=120)
+    assert r.returncode == exit_code, r.describe()
     answers = {a.get("id"): a for a in map(json.loads, r.stdout.splitlines())}
     return answers[1]["result"]
 
