@@ -516,8 +516,9 @@ void add_batch_command(CLI::App& app, Invocation& out) {
     });
     batch->footer(
         "Exit status: 0 when every job ran (whatever its status; with --fail-on-error, 1 when "
-        "a job's status is not ok), 125 when a sandbox could not be set up, 128+N after signal "
-        "N. See BATCH in pysandbox(1).");
+        "a job's status is not ok), 123 when the profile's python.requirements could not be "
+        "installed, 125 when a sandbox could not be set up, 128+N after signal N. See BATCH in "
+        "pysandbox(1).");
 }
 
 void add_profile_command(CLI::App& app, Invocation& out) {
