@@ -305,7 +305,8 @@ int run_batch(const BatchInvocation& invocation, const std::vector<std::string>&
             throw UsageError("batch: " + options.jobs_file + ": " + std::strerror(errno));
         jobs_fd = jobs_file.get();
     }
-    // Installed before the first job is read: every sandbox (and zygote) of a profile mounts its.
+    // Installed before the first job is read: every sandbox (and zygote) of a profile mounts
+    // the environment of its python.requirements.
     auto environments =
         env::profile_environments(options.profiles, options.overrides, options.verbose, host_env);
     if (const auto* failed = std::get_if<env::InstallFailure>(&environments))
