@@ -141,6 +141,8 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'batch|--net' \
             'batch|--allow' \
             'batch|--env' \
+            'batch|--with-env' \
+            'batch|--cache-dir' \
             'batch|--output-dir' \
             'batch|--incident-log' \
             'batch|--junit' \
@@ -210,7 +212,7 @@ complete -c pysandbox -n '__pysandbox_at run' -l net -x -a 'none loopback proxy'
 complete -c pysandbox -n '__pysandbox_at run' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
 complete -c pysandbox -n '__pysandbox_at run' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at run' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
-complete -c pysandbox -n '__pysandbox_at run' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s'
+complete -c pysandbox -n '__pysandbox_at run' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s; in place of the profile'\''s python.requirements'
 complete -c pysandbox -n '__pysandbox_at run' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
 complete -c pysandbox -n '__pysandbox_at run' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy the run'\''s artifacts (new or modified files under /tmp/work) into host DIR, which must be empty or absent (it is then made)'
 complete -c pysandbox -n '__pysandbox_at run' -l output-runs -x -a '(__fish_complete_directories)' -d 'Reuse host DIR across runs: each run'\''s artifacts go into a new DIR/run-N (N one more than the highest there), never into anything that exists'
@@ -246,7 +248,7 @@ complete -c pysandbox -n '__pysandbox_at session' -l net -x -a 'none loopback pr
 complete -c pysandbox -n '__pysandbox_at session' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
 complete -c pysandbox -n '__pysandbox_at session' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at session' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
-complete -c pysandbox -n '__pysandbox_at session' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s'
+complete -c pysandbox -n '__pysandbox_at session' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s; in place of the profile'\''s python.requirements'
 complete -c pysandbox -n '__pysandbox_at session' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
 complete -c pysandbox -n '__pysandbox_at session' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy what each cell changed under /tmp/work into host DIR/cell-N; DIR must be empty or absent (it is then made)'
 complete -c pysandbox -n '__pysandbox_at session' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
@@ -277,7 +279,7 @@ complete -c pysandbox -n '__pysandbox_at mcp' -l net -x -a 'none loopback proxy'
 complete -c pysandbox -n '__pysandbox_at mcp' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
 complete -c pysandbox -n '__pysandbox_at mcp' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at mcp' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
-complete -c pysandbox -n '__pysandbox_at mcp' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s'
+complete -c pysandbox -n '__pysandbox_at mcp' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s; in place of the profile'\''s python.requirements'
 complete -c pysandbox -n '__pysandbox_at mcp' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
 complete -c pysandbox -n '__pysandbox_at mcp' -l output-dir -x -a '(__fish_complete_directories)' -d 'Keep the files each call made in host DIR (linked from results); DIR must be empty or absent. Default: a private directory removed at exit'
 complete -c pysandbox -n '__pysandbox_at mcp' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
@@ -298,6 +300,8 @@ complete -c pysandbox -n '__pysandbox_at batch' -l output-limit -x -d 'Bytes of 
 complete -c pysandbox -n '__pysandbox_at batch' -l net -x -a 'none loopback proxy' -d 'Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to the allowed HOST:PORTs only)'
 complete -c pysandbox -n '__pysandbox_at batch' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
 complete -c pysandbox -n '__pysandbox_at batch' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
+complete -c pysandbox -n '__pysandbox_at batch' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s; in place of the profile'\''s python.requirements'
+complete -c pysandbox -n '__pysandbox_at batch' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
 complete -c pysandbox -n '__pysandbox_at batch' -l output-dir -x -a '(__fish_complete_directories)' -d 'Copy the files each job made into host DIR/job-N (N: the job'\''s line); DIR must be empty or absent'
 complete -c pysandbox -n '__pysandbox_at batch' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
 complete -c pysandbox -n '__pysandbox_at batch' -l fail-on-error -d 'Exit 1 when any job'\''s status is not ok (default: 0 when every job ran)'
@@ -319,7 +323,7 @@ complete -c pysandbox -n '__pysandbox_at kernel' -l net -x -a 'none loopback pro
 complete -c pysandbox -n '__pysandbox_at kernel' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
 complete -c pysandbox -n '__pysandbox_at kernel' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at kernel' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
-complete -c pysandbox -n '__pysandbox_at kernel' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s'
+complete -c pysandbox -n '__pysandbox_at kernel' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s; in place of the profile'\''s python.requirements'
 complete -c pysandbox -n '__pysandbox_at kernel' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'
 complete -c pysandbox -n '__pysandbox_at kernel' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
 complete -c pysandbox -n '__pysandbox_at kernel' -s v -l verbose -d 'Say what the kernel and the sandbox do'

@@ -98,7 +98,8 @@ void Pool::refill() {
 }
 
 std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
-                               int verbose, const std::vector<std::string>& host_env, bool forked) {
+                               const std::map<std::string, std::string>& environments, int verbose,
+                               const std::vector<std::string>& host_env, bool forked) {
     if (overrides.output_dir && !artifacts::make_host_dir(AT_FDCWD, *overrides.output_dir) &&
         errno != EEXIST)
         throw UsageError("--output-dir: cannot create " + *overrides.output_dir + ": " +
@@ -109,13 +110,15 @@ std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Over
         Request request;
         request.program.kind = Program::Kind::driver;
         request.overrides = overrides;
+        if (const auto environment = environments.find(name); environment != environments.end())
+            request.overrides.packages = environment->second;
         request.capture_output = true;
         request.verbose = verbose > 1 ? verbose - 1 : 0;
         request.forked = forked;
         Offer offer;
         offer.name = name;
         offer.plan = make_plan(load_profile(name, profile_search_dirs()), request, host_env);
-        if (forked) offer.zygote_plan = plan_zygote(*offer.plan, name, overrides, host_env);
+        if (forked) offer.zygote_plan = plan_zygote(*offer.plan, name, request.overrides, host_env);
         offers.push_back(std::move(offer));
     }
     return offers;

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <deque>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,10 +82,13 @@ struct Offer {
 // served (the first is the default; a name given twice is offered once). An --output-dir that
 // does not exist is made now: the sessions share it. Throws what make_plan throws.
 //
+// `environments`: the package environment (its ID) each profile's sandboxes mount, by profile
+// name, where the front made one for its python.requirements (fronts/env.hpp); the zygote's
+// too, so that its interpreter has the packages on sys.path before it forks a job.
 // `forked`: the sandboxes are to be forked by a zygote each (zygote.hpp), whose plan is made too.
 std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
-                               int verbose, const std::vector<std::string>& host_env,
-                               bool forked = false);
+                               const std::map<std::string, std::string>& environments, int verbose,
+                               const std::vector<std::string>& host_env, bool forked = false);
 
 // The CPUs online: the default of how many calls or jobs run at once.
 std::size_t online_cpus();

@@ -229,7 +229,7 @@ void Sandbox::open_streams(Pipes& pipes) {
         child_stdin.reset();  // end of file at once: its jobs have their own
     else if (plan_.stdin_program)
         input_.emplace(Stream::preloaded(*plan_.stdin_program, std::move(child_stdin)));
-    else if (may_read_stdin())
+    else if (plan_.pass_stdin && may_read_stdin())
         input_.emplace(dup_fd(STDIN_FILENO), std::move(child_stdin), PIPE_BUF);
     // else: the script's stdin is closed at once and reads EOF.
     if (plan_.capture_output) {

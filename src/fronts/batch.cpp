@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "engine/pool.hpp"
+#include "fronts/env.hpp"
 #include "fronts/front_loop.hpp"
 #include "fronts/junit.hpp"
 #include "plan/plan.hpp"
@@ -304,8 +305,15 @@ int run_batch(const BatchInvocation& invocation, const std::vector<std::string>&
             throw UsageError("batch: " + options.jobs_file + ": " + std::strerror(errno));
         jobs_fd = jobs_file.get();
     }
-    std::vector<Offer> offers =
-        plan_offers(options.profiles, options.overrides, options.verbose, host_env, options.fork);
+    // Installed before the first job is read: every sandbox (and zygote) of a profile mounts
+    // the environment of its python.requirements.
+    auto environments =
+        env::profile_environments(options.profiles, options.overrides, options.verbose, host_env);
+    if (const auto* failed = std::get_if<env::InstallFailure>(&environments))
+        return failed->exit_code;
+    std::vector<Offer> offers = plan_offers(options.profiles, options.overrides,
+                                            std::get<env::ProfileEnvironments>(environments),
+                                            options.verbose, host_env, options.fork);
     // Made before any job runs: a report that cannot be written stops the batch at the start.
     std::optional<JunitReport> junit;
     if (!options.junit.empty())

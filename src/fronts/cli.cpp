@@ -65,6 +65,17 @@ void add_cache_dir_option(CLI::App& command, std::optional<std::string>& dir) {
         ->type_name("DIR");
 }
 
+// --with-env, and the store it and the profile's python.requirements are found in.
+void add_packages_option(CLI::App& command, Overrides& o) {
+    command
+        .add_option("--with-env", o.packages,
+                    "Mount package environment ID (`pysandbox env create` made it; a unique "
+                    "prefix will do) read-only, its packages importable ahead of the host's; "
+                    "in place of the profile's python.requirements")
+        ->type_name("ID");
+    add_cache_dir_option(command, o.cache_dir);
+}
+
 // --net, checked against the one table of network modes.
 CLI::Validator net_mode_validator() {
     std::string names;
@@ -165,11 +176,7 @@ void add_input_options(CLI::App& run, Overrides& o) {
         "Make host FILE readable as /tmp/work/NAME (default: its basename); "
         "repeatable")
         ->type_name("FILE[=NAME]");
-    run.add_option("--with-env", o.packages,
-                   "Mount package environment ID (`pysandbox env create` made it; a unique "
-                   "prefix will do) read-only, its packages importable ahead of the host's")
-        ->type_name("ID");
-    add_cache_dir_option(run, o.cache_dir);
+    add_packages_option(run, o);
 }
 
 void add_file_options(CLI::App& run, Overrides& o) {
@@ -482,6 +489,7 @@ void add_batch_command(CLI::App& app, Invocation& out) {
         },
         "Set NAME=VALUE inside, or pass NAME from the host")
         ->type_name("NAME[=VALUE]");
+    add_packages_option(*batch, b.overrides);
     batch
         ->add_option("--output-dir", b.overrides.output_dir,
                      "Copy the files each job made into host DIR/job-N (N: the job's line); DIR "
@@ -508,8 +516,9 @@ void add_batch_command(CLI::App& app, Invocation& out) {
     });
     batch->footer(
         "Exit status: 0 when every job ran (whatever its status; with --fail-on-error, 1 when "
-        "a job's status is not ok), 125 when a sandbox could not be set up, 128+N after signal "
-        "N. See BATCH in pysandbox(1).");
+        "a job's status is not ok), 123 when the profile's python.requirements could not be "
+        "installed, 125 when a sandbox could not be set up, 128+N after signal N. See BATCH in "
+        "pysandbox(1).");
 }
 
 void add_profile_command(CLI::App& app, Invocation& out) {

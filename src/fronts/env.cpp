@@ -106,30 +106,6 @@ std::vector<std::string> requirements_file(const std::string& path, std::string_
     return specs;
 }
 
-// Everything asked for, in the order given.
-std::vector<std::string> requested(const EnvInvocation& invocation) {
-    std::vector<std::string> specs;
-    for (const std::string& spec : invocation.specs) {
-        check_requirement(spec, "PKG");
-        specs.push_back(spec);
-    }
-    for (const std::string& file : invocation.requirement_files)
-        for (std::string& spec : requirements_file(file, "-r")) specs.push_back(std::move(spec));
-    if (!invocation.script.empty()) {
-        auto deps = env_store::inline_dependencies(read_text(invocation.script, "--script"),
-                                                   invocation.script);
-        if (!deps)
-            throw UsageError("--script: " + invocation.script +
-                             " has no inline metadata (a `# /// script` block, PEP 723)");
-        for (std::string& spec : *deps) {
-            check_requirement(spec, invocation.script);
-            specs.push_back(std::move(spec));
-        }
-    }
-    if (specs.empty()) throw UsageError("env create: nothing to install");
-    return specs;
-}
-
 // A wheelhouse's files, read now as the caller (a directory only pysandbox's caller can read
 // still works, and nothing of it is bound into the sandbox).
 struct Link {
@@ -582,8 +558,8 @@ std::string describe_end(const Outcome& outcome) {
 
 // The result of an install that failed: with --json a pysandbox.result/v1 object of status
 // install_error (pysandbox(1), JSON RESULT), and on stderr the message and pip's last lines.
-int install_error(const EnvInvocation& invocation, const std::vector<std::string>& specs,
-                  const Outcome& outcome) {
+InstallFailure install_error(const EnvInvocation& invocation, const std::vector<std::string>& specs,
+                             const Outcome& outcome) {
     std::string output;
     if (outcome.captured) output = outcome.captured->stdout_text + outcome.captured->stderr_text;
     std::string message = describe_end(outcome);
@@ -608,16 +584,17 @@ int install_error(const EnvInvocation& invocation, const std::vector<std::string
     for (const std::string& destination : denied)
         std::cerr << "pysandbox: the install tried to reach " << destination
                   << ", which is not the index (--index-url)\n";
-    return exit_codes::kInstallError;
+    return {exit_codes::kInstallError, message + "\n" + output_tail};
 }
 
 // Stages the request, runs pip inside, and publishes what it made. Returns the ID, or the
-// exit code of an install_error.
-std::variant<std::string, int> build(const EnvInvocation& invocation, const Store& opened,
-                                     const std::vector<std::string>& specs,
-                                     const std::vector<std::vector<Link>>& houses,
-                                     const std::string& index,
-                                     const std::vector<std::string>& host_env) {
+// install_error.
+std::variant<std::string, InstallFailure> build(const EnvInvocation& invocation,
+                                                const Store& opened,
+                                                const std::vector<std::string>& specs,
+                                                const std::vector<std::vector<Link>>& houses,
+                                                const std::string& index,
+                                                const std::vector<std::string>& host_env) {
     // Nothing here is ever the sandbox's on the host: pip writes only into its overlay (the
     // workdir stays the caller's), and what it wrote comes back as the caller's plain files.
     const fs::path& store = opened.path;
@@ -643,6 +620,7 @@ std::variant<std::string, int> build(const EnvInvocation& invocation, const Stor
     request.overrides.workdir = work.string();
     request.overrides.workdir_stays_callers = true;
     request.capture_output = true;
+    request.pass_stdin = false;  // the caller's stdin is the script's (run) or the cells' (session)
     request.verbose = invocation.verbose;
     Profile profile = install_profile(invocation, index);
     std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);
@@ -753,6 +731,82 @@ void remove_env(const Store& opened, const std::string& id) {
 
 namespace {
 
+// PEP 723's requires-python, judged by the sandbox's interpreter itself, inside a sandbox of the
+// run's profile: packaging's SpecifierSet (pip's copy when python3-packaging is absent) against
+// platform.python_version(). Exit 1: not allowed; 3: not a specifier.
+constexpr std::string_view kRequiresPythonCheck =
+    "import platform, sys\n"
+    "try:\n"
+    "    from packaging.specifiers import InvalidSpecifier, SpecifierSet\n"
+    "except ImportError:\n"
+    "    from pip._vendor.packaging.specifiers import InvalidSpecifier, SpecifierSet\n"
+    "version = platform.python_version()\n"
+    "print(version)\n"
+    "try:\n"
+    "    allowed = SpecifierSet(sys.argv[1]).contains(version, prereleases=True)\n"
+    "except InvalidSpecifier:\n"
+    "    sys.exit(3)\n"
+    "sys.exit(0 if allowed else 1)\n";
+
+// A script whose metadata names a requires-python its interpreter does not satisfy is refused
+// (UsageError, exit 125) before anything is installed or run, as uv refuses it.
+void check_requires_python(Profile profile, const env_store::InlineMetadata& metadata,
+                           const std::vector<std::string>& host_env) {
+    if (metadata.requires_python.empty()) return;
+    Request request;
+    request.program = {
+        Program::Kind::code, std::string(kRequiresPythonCheck), {metadata.requires_python}};
+    request.capture_output = true;
+    request.pass_stdin = false;
+    profile.requirements.clear();  // the check needs no packages: the interpreter alone
+    profile.policy.deny_calls.clear();
+    profile.policy.deny_imports.clear();
+    profile.network = {};
+    const std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);
+    const Outcome outcome = execute(*plan);
+    const std::string version =
+        outcome.captured ? trim(outcome.captured->stdout_text) : std::string();
+    const std::string wanted =
+        metadata.requires_python_at + ": requires-python \"" + metadata.requires_python + "\"";
+    if (outcome.kind == Outcome::Kind::exited && outcome.exit_code == 0) return;
+    if (outcome.kind == Outcome::Kind::exited && outcome.exit_code == 1)
+        throw UsageError(wanted + " is not satisfied by the sandbox's interpreter, " +
+                         plan->interpreter + " (Python " + version +
+                         "); nothing was installed or run. Use a profile whose [python] "
+                         "interpreter it allows");
+    if (outcome.kind == Outcome::Kind::exited && outcome.exit_code == 3)
+        throw UsageError(wanted + " is not a version specifier (PEP 440), such as \">=3.10\"");
+    std::string detail = describe_end(outcome);
+    if (outcome.captured) detail += "\n" + tail(outcome.captured->stderr_text, kTailLines);
+    throw UsageError(wanted + ": the sandbox's interpreter could not check it (" + detail + ")");
+}
+
+// Everything asked for, in the order given.
+std::vector<std::string> requested(const EnvInvocation& invocation,
+                                   const std::vector<std::string>& host_env) {
+    std::vector<std::string> specs;
+    for (const std::string& spec : invocation.specs) {
+        check_requirement(spec, "PKG");
+        specs.push_back(spec);
+    }
+    for (const std::string& file : invocation.requirement_files)
+        for (std::string& spec : requirements_file(file, "-r")) specs.push_back(std::move(spec));
+    if (!invocation.script.empty()) {
+        auto metadata =
+            env_store::inline_metadata(read_text(invocation.script, "--script"), invocation.script);
+        if (!metadata)
+            throw UsageError("--script: " + invocation.script +
+                             " has no inline metadata (a `# /// script` block, PEP 723)");
+        check_requires_python(load_profile("default", profile_search_dirs()), *metadata, host_env);
+        for (std::string& spec : metadata->dependencies) {
+            check_requirement(spec, invocation.script);
+            specs.push_back(std::move(spec));
+        }
+    }
+    if (specs.empty()) throw UsageError("env create: nothing to install");
+    return specs;
+}
+
 struct Obtained {
     std::string id;
     bool reused = false;
@@ -760,10 +814,11 @@ struct Obtained {
 
 // The environment of `specs`: the one the same request made before (pip not run), or a new one
 // (`announce`: said on stderr first, as `uv run` says what it installs). An install that failed
-// is reported, and its exit code returned.
-std::variant<Obtained, int> obtain(const EnvInvocation& invocation,
-                                   const std::vector<std::string>& specs,
-                                   const std::vector<std::string>& host_env, bool announce) {
+// is reported, and returned.
+std::variant<Obtained, InstallFailure> obtain(const EnvInvocation& invocation,
+                                              const std::vector<std::string>& specs,
+                                              const std::vector<std::string>& host_env,
+                                              bool announce) {
     const std::vector<std::vector<Link>> houses = read_wheelhouses(invocation);
     const std::string index = index_of(invocation);
     if (!index.empty()) index_rule(index);  // a bad URL is a usage error before anything else
@@ -782,7 +837,7 @@ std::variant<Obtained, int> obtain(const EnvInvocation& invocation,
             store.string() + "; later runs reuse it");
     }
     auto built = build(invocation, opened, specs, houses, index, host_env);
-    if (const int* code = std::get_if<int>(&built)) return *code;
+    if (auto* failed = std::get_if<InstallFailure>(&built)) return std::move(*failed);
     remember(store, key, std::get<std::string>(built));
     return Obtained{std::get<std::string>(built), false};
 }
@@ -790,8 +845,8 @@ std::variant<Obtained, int> obtain(const EnvInvocation& invocation,
 }  // namespace
 
 int create(const EnvInvocation& invocation, const std::vector<std::string>& host_env) {
-    auto obtained = obtain(invocation, requested(invocation), host_env, false);
-    if (const int* code = std::get_if<int>(&obtained)) return *code;
+    auto obtained = obtain(invocation, requested(invocation, host_env), host_env, false);
+    if (const auto* failed = std::get_if<InstallFailure>(&obtained)) return failed->exit_code;
     const auto& [id, reused] = std::get<Obtained>(obtained);
     if (invocation.json) {
         const fs::path store = env_store::store_dir(invocation.cache_dir, host_env);
@@ -809,19 +864,21 @@ int create(const EnvInvocation& invocation, const std::vector<std::string>& host
 
 std::optional<int> run_packages(const EnvInvocation& packages, const Profile& profile,
                                 Request& request, const std::vector<std::string>& host_env) {
-    if (request.overrides.packages) return std::nullopt;  // --with-env names it
     std::vector<std::string> specs = profile.requirements;
     if (request.program.kind == Program::Kind::script_file) {
         // A script that cannot be read is the plan's to refuse, in its words (plan/program.cpp),
         // as `check` leaves it.
         const std::string& path = request.program.text;
         if (HostFile text = read_host_file(path, kTextCap); text.problem == HostFile::Problem::none)
-            if (auto deps = env_store::inline_dependencies(text.data, path))
-                for (std::string& spec : *deps) {
+            if (auto metadata = env_store::inline_metadata(text.data, path)) {
+                check_requires_python(profile, *metadata, host_env);  // --with-env or not
+                for (std::string& spec : metadata->dependencies) {
                     check_requirement(spec, path);
                     specs.push_back(std::move(spec));
                 }
+            }
     }
+    if (request.overrides.packages) return std::nullopt;  // --with-env names it
     for (const std::string& spec : packages.specs) {
         check_requirement(spec, "--with");
         specs.push_back(spec);
@@ -839,8 +896,38 @@ std::optional<int> run_packages(const EnvInvocation& packages, const Profile& pr
     install.json = request.capture_output;
     install.verbose = request.verbose;
     auto obtained = obtain(install, specs, host_env, true);
-    if (const int* code = std::get_if<int>(&obtained)) return *code;
+    if (const auto* failed = std::get_if<InstallFailure>(&obtained)) return failed->exit_code;
     request.overrides.packages = std::get<Obtained>(obtained).id;
+    return std::nullopt;
+}
+
+std::variant<ProfileEnvironments, InstallFailure> profile_environments(
+    std::span<const std::string> profiles, const Overrides& overrides, int verbose,
+    const std::vector<std::string>& host_env) {
+    ProfileEnvironments environments;
+    if (overrides.packages) return environments;  // --with-env: one for every profile
+    for (const std::string& name : profiles) {
+        if (environments.contains(name)) continue;
+        const Profile profile = load_profile(name, profile_search_dirs());
+        if (profile.requirements.empty()) continue;
+        EnvInvocation install;
+        install.find_links = profile.find_links;
+        install.index_url = profile.index_url;
+        install.cache_dir = overrides.cache_dir;
+        install.verbose = verbose;
+        auto obtained = obtain(install, profile.requirements, host_env, true);
+        if (auto* failed = std::get_if<InstallFailure>(&obtained)) return std::move(*failed);
+        environments.emplace(name, std::get<Obtained>(obtained).id);
+    }
+    return environments;
+}
+
+std::optional<int> profile_packages(const std::string& profile, Overrides& overrides, int verbose,
+                                    const std::vector<std::string>& host_env) {
+    auto environments = profile_environments(std::span(&profile, 1), overrides, verbose, host_env);
+    if (const auto* failed = std::get_if<InstallFailure>(&environments)) return failed->exit_code;
+    for (const auto& [name, id] : std::get<ProfileEnvironments>(environments))
+        overrides.packages = id;
     return std::nullopt;
 }
 

@@ -6,8 +6,11 @@
 // (engine/workdir.hpp), is made read-only and hashed, and is published under its hash by one
 // rename (plan/env_store.hpp). No package code runs on the host.
 
+#include <map>
 #include <optional>
+#include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "fronts/cli.hpp"
@@ -32,5 +35,28 @@ int prune(const EnvInvocation& invocation, const std::vector<std::string>& host_
 // nullopt. Throws UsageError for bad input, including a malformed `# /// script` block.
 std::optional<int> run_packages(const EnvInvocation& packages, const Profile& profile,
                                 Request& request, const std::vector<std::string>& host_env);
+
+// An install that failed: already said on stderr (the message and pip's last lines).
+struct InstallFailure {
+    int exit_code;        // exit_codes::kInstallError, the documented install_error
+    std::string message;  // names the package, with pip's last lines
+};
+
+// What a front that starts many sandboxes (session, batch, mcp, kernel) mounts in them: for each
+// profile named whose python.requirements list packages, the environment `run` would install for
+// them from the profile's find_links/index_url into the store of overrides.cache_dir (found
+// there, or made now, once, in a sandbox, and said on stderr), by profile name. None when
+// --with-env (overrides.packages) names one for every profile, as it does for run. Called before
+// anything is served, so no sandbox of the front ever starts without the packages its profile
+// names. Throws ProfileError and UsageError as load_profile and the install's plan do.
+using ProfileEnvironments = std::map<std::string, std::string>;
+std::variant<ProfileEnvironments, InstallFailure> profile_environments(
+    std::span<const std::string> profiles, const Overrides& overrides, int verbose,
+    const std::vector<std::string>& host_env);
+
+// The same for a front of one profile (session, kernel): its environment, if any, goes into
+// overrides.packages. Returns the install_error's exit code, or nullopt.
+std::optional<int> profile_packages(const std::string& profile, Overrides& overrides, int verbose,
+                                    const std::vector<std::string>& host_env);
 
 }  // namespace pysandbox::env

@@ -17,6 +17,7 @@
 
 #include "embed/version.hpp"
 #include "engine/session.hpp"
+#include "fronts/env.hpp"
 #include "fronts/front_loop.hpp"
 #include "fronts/kernel_wire.hpp"
 #include "fronts/output_events.hpp"
@@ -625,6 +626,10 @@ int run_kernel(const KernelInvocation& invocation, const std::vector<std::string
     Request request;
     request.program.kind = Program::Kind::driver;
     request.overrides = invocation.overrides;
+    // Installed before the kernel answers: every sandbox of it mounts them.
+    if (const auto failed = env::profile_packages(invocation.profile, request.overrides,
+                                                  invocation.verbose, host_env))
+        return *failed;
     request.capture_output = true;
     request.verbose = invocation.verbose;
     std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);

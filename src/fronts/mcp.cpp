@@ -24,6 +24,7 @@
 #include "embed/version.hpp"
 #include "engine/pool.hpp"
 #include "engine/session.hpp"
+#include "fronts/env.hpp"
 #include "fronts/front_loop.hpp"
 #include "fronts/mcp_http.hpp"
 #include "fronts/mcp_protocol.hpp"
@@ -134,12 +135,19 @@ struct FileResource {
     std::chrono::steady_clock::time_point made;
 };
 
+// Why a server cannot run code (its profiles could not be planned, or their packages installed),
+// and the exit code it ends with; an empty message: it can.
+struct Unavailable {
+    std::string message;
+    int exit_code = exit_codes::kSandboxError;
+};
+
 class Server {
   public:
     // `unavailable`: why the profiles could not be planned (then `offers` is empty); the server
     // still answers initialize and tools/list, and every tools/call with it.
     // `http`: the options of the HTTP transport the messages come from instead of stdin.
-    Server(std::vector<Offer> offers, const McpInvocation& invocation, std::string unavailable,
+    Server(std::vector<Offer> offers, const McpInvocation& invocation, Unavailable unavailable,
            const std::optional<mcp::HttpOptions>& http)
         : loop_(!offers.empty() && offers.front().plan->ids.privileged, STDIN_FILENO, kMaxMessage),
           offers_(std::move(offers)),
@@ -151,7 +159,7 @@ class Server {
           max_batch_(invocation.http_max_client_requests),
           unavailable_(std::move(unavailable)) {
         for (const Offer& offer : offers_) offered_.push_back(offer.name);
-        if (!unavailable_.empty())
+        if (!unavailable_.message.empty())
             for (const std::string& name : invocation.profiles)
                 if (std::ranges::find(offered_, name) == offered_.end()) offered_.push_back(name);
         loop_.watch_signals([this](int sig) { on_signal(sig); });
@@ -211,7 +219,7 @@ class Server {
 
   private:
     // How a server that served to the end exits: 0, or as `pysandbox mcp` exits on a bad profile.
-    int served_code() const { return unavailable_.empty() ? 0 : exit_codes::kSandboxError; }
+    int served_code() const { return unavailable_.message.empty() ? 0 : unavailable_.exit_code; }
 
     void say(const std::string& line) const {
         if (verbose_ > 0) pysandbox::say(line, "pysandbox mcp");
@@ -565,8 +573,8 @@ class Server {
     }
 
     void call_tool(const json& id, const json& params) {
-        if (!unavailable_.empty()) {
-            respond(id, mcp::tool_error(unavailable_));
+        if (!unavailable_.message.empty()) {
+            respond(id, mcp::tool_error(unavailable_.message));
             return;
         }
         const auto name = params.find("name");
@@ -1002,7 +1010,7 @@ class Server {
     const ordered_json schema_;
     const std::size_t max_client_sessions_;
     const std::size_t max_batch_;  // messages in one batch
-    const std::string unavailable_;
+    const Unavailable unavailable_;
     std::unique_ptr<mcp::HttpTransport> http_;  // over HTTP; none on stdio
     // The version each client negotiated (stdio's: client ""); the latest until it does.
     std::map<std::string, const mcp::Protocol*> clients_;
@@ -1107,19 +1115,32 @@ int run_mcp(const McpInvocation& invocation, const std::vector<std::string>& hos
     // An MCP client shows its user what comes over the protocol, and seldom the server's stderr:
     // a server whose profiles cannot be planned says why on stderr, as main() would, and serves
     // it to the client as the answer to each call.
-    std::string unavailable;
+    Unavailable unavailable;
     try {
         if (!options.overrides.output_dir) {
             scratch.emplace("mcp");
             options.overrides.output_dir = scratch->files();
         }
-        offers = plan_offers(options.profiles, options.overrides, options.verbose, host_env);
+        // Installed before anything is served: every sandbox of a profile mounts its packages.
+        auto environments = env::profile_environments(options.profiles, options.overrides,
+                                                      options.verbose, host_env);
+        if (auto* failed = std::get_if<env::InstallFailure>(&environments))
+            unavailable = {
+                "pysandbox mcp cannot run code: install_error: the server's packages "
+                "(python.requirements) could not be installed: " +
+                    failed->message +
+                    "\nFix the profile or its package sources and restart the server.",
+                failed->exit_code};
+        else
+            offers = plan_offers(options.profiles, options.overrides,
+                                 std::get<env::ProfileEnvironments>(environments), options.verbose,
+                                 host_env);
     } catch (const ProfileError& e) {
-        unavailable = start_up_error("profile error", e.what());
+        unavailable.message = start_up_error("profile error", e.what());
     } catch (const UsageError& e) {
-        unavailable = start_up_error("error", e.what());
+        unavailable.message = start_up_error("error", e.what());
     } catch (const SysError& e) {
-        unavailable = start_up_error("error", e.what());
+        unavailable.message = start_up_error("error", e.what());
     }
     // Over HTTP, options that cannot be served securely stop it here (exit 125), before a
     // sandbox starts: a server nobody can reach safely is no server.

@@ -33,6 +33,16 @@ std::string type_of(const json& value) {
     return value.type_name();
 }
 
+// A request that asks for packages: they are installed once, before the front serves (its
+// profile's python.requirements, or --with-env), never per request. `front` says whose they are.
+void refuse_requirements(const json& request, std::string_view front) {
+    if (request.is_object() && request.contains("requirements"))
+        throw std::invalid_argument(
+            "\"requirements\" cannot be given per request: " + std::string(front) +
+            "'s packages are installed once, before it starts, from its profile's "
+            "python.requirements or the environment --with-env names (pysandbox env create)");
+}
+
 std::string offered_list(std::span<const std::string> profiles) {
     std::string list;
     for (const std::string& name : profiles) list += (list.empty() ? "" : ", ") + name;
@@ -96,6 +106,7 @@ Job parse_job_fields(const json& request, std::span<const std::string> profiles,
                      std::span<const Limits* const> limits) {
     static constexpr std::string_view kKnown[] = {"id",    "code",    "script",  "args",
                                                   "stdin", "timeout", "profile", "inputs"};
+    refuse_requirements(request, "a batch");
     for (const auto& [key, _] : request.items())
         if (std::ranges::find(kKnown, key) == std::end(kKnown))
             throw std::invalid_argument("unknown field \"" + key +
@@ -286,6 +297,7 @@ std::variant<CellRequest, BadRequest> parse_cell_request(std::string_view line,
         return BadRequest{nullptr, "the request must be a JSON object, not " + type_of(request)};
     json id = request.contains("id") ? request["id"] : json(nullptr);
     try {
+        refuse_requirements(request, "a session");
         for (const auto& [key, _] : request.items())
             if (key != "id" && key != "code" && key != "timeout" && key != "files" &&
                 key != "stream")
@@ -337,6 +349,7 @@ std::variant<Job, BadRequest> parse_job(std::string_view line,
 namespace mcp {
 
 RunArguments parse_run_arguments(const json& arguments, std::span<const std::string> profiles) {
+    refuse_requirements(arguments, "this server");
     check_fields(arguments, {"code", "session_id", "timeout", "profile", "files"});
     if (const auto timeout = arguments.find("timeout");
         timeout != arguments.end() && !timeout->is_number())
@@ -352,6 +365,7 @@ RunArguments parse_run_arguments(const json& arguments, std::span<const std::str
 
 std::optional<std::string> parse_start_arguments(const json& arguments,
                                                  std::span<const std::string> profiles) {
+    refuse_requirements(arguments, "this server");
     check_fields(arguments, {"profile"});
     return profile_argument(arguments, profiles);
 }

@@ -10,6 +10,7 @@
 
 #include "engine/pool.hpp"
 #include "engine/session.hpp"
+#include "fronts/env.hpp"
 #include "fronts/front_loop.hpp"
 #include "fronts/output_events.hpp"
 #include "fronts/requests.hpp"
@@ -307,6 +308,10 @@ int run_session(const SessionInvocation& invocation, const std::vector<std::stri
     Request request;
     request.program.kind = Program::Kind::driver;
     request.overrides = invocation.overrides;
+    // Installed before the first cell is read: every sandbox of the session mounts them.
+    if (const auto failed = env::profile_packages(invocation.profile, request.overrides,
+                                                  invocation.verbose, host_env))
+        return *failed;
     request.capture_output = !repl;
     request.verbose = invocation.verbose;
     std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);

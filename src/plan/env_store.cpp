@@ -164,8 +164,7 @@ struct Block {
 
 }  // namespace
 
-std::optional<std::vector<std::string>> inline_dependencies(std::string_view text,
-                                                            const std::string& origin) {
+std::optional<InlineMetadata> inline_metadata(std::string_view text, const std::string& origin) {
     // PEP 723's regex, (?m)^# /// (?P<type>[a-zA-Z0-9-]+)$\s(?P<content>(^#(| .*)$\s)+)^# ///$,
     // applied as re.finditer applies it, line by line: a block opens at `# /// TYPE`, runs
     // through the comment lines that follow, and closes at the last `# ///` among them (the
@@ -216,11 +215,17 @@ std::optional<std::vector<std::string>> inline_dependencies(std::string_view tex
     } catch (const toml::parse_error& e) {
         throw UsageError(where(e.source().begin.line) + ": " + std::string(e.description()));
     }
-    if (const toml::node* python = table.get("requires-python"); python && !python->is_string())
-        throw UsageError(where(python->source().begin.line) + ": requires-python must be a string");
-    std::vector<std::string> deps;
+    InlineMetadata metadata;
+    if (const toml::node* python = table.get("requires-python")) {
+        if (!python->is_string())
+            throw UsageError(where(python->source().begin.line) +
+                             ": requires-python must be a string");
+        metadata.requires_python = python->as_string()->get();
+        metadata.requires_python_at = where(python->source().begin.line);
+    }
+    std::vector<std::string>& deps = metadata.dependencies;
     const toml::node* list = table.get("dependencies");
-    if (list == nullptr) return deps;
+    if (list == nullptr) return metadata;
     if (!list->is_array())
         throw UsageError(where(list->source().begin.line) +
                          ": dependencies must be an array of strings");
@@ -232,7 +237,14 @@ std::optional<std::vector<std::string>> inline_dependencies(std::string_view tex
                              "pip reads it)");
         deps.push_back(*spec);
     }
-    return deps;
+    return metadata;
+}
+
+std::optional<std::vector<std::string>> inline_dependencies(std::string_view text,
+                                                            const std::string& origin) {
+    std::optional<InlineMetadata> metadata = inline_metadata(text, origin);
+    if (!metadata) return std::nullopt;
+    return std::move(metadata->dependencies);
 }
 
 }  // namespace pysandbox::env_store

@@ -49,8 +49,16 @@ std::filesystem::path site_dir(const std::filesystem::path& store, const std::st
 // The environments present (complete ones: env.json in place), by ID.
 std::vector<std::string> list_ids(const std::filesystem::path& store);
 
-// PEP 723: the `dependencies` of the `# /// script` block of a script's text; nullopt when it
-// has none. Throws UsageError (naming `origin`) when the block is malformed.
+// PEP 723: what the `# /// script` block of a script's text says; nullopt when it has none.
+// Throws UsageError (naming `origin`) when the block is malformed.
+struct InlineMetadata {
+    std::vector<std::string> dependencies;
+    std::string requires_python;     // "" when not given
+    std::string requires_python_at;  // "ORIGIN:LINE: the `# /// script` block", for messages
+};
+std::optional<InlineMetadata> inline_metadata(std::string_view text, const std::string& origin);
+
+// inline_metadata's dependencies alone.
 std::optional<std::vector<std::string>> inline_dependencies(std::string_view text,
                                                             const std::string& origin);
 

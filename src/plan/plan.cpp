@@ -161,8 +161,8 @@ void add_packages(const Overrides& overrides, const std::vector<std::string>& ho
                   Plan& plan) {
     if (!overrides.packages && !plan.profile.requirements.empty())
         throw UsageError("python.requirements: profile " + plan.profile.name +
-                         " names packages, which only `pysandbox run` installs; make the "
-                         "environment with `pysandbox env create` and name it with --with-env ID");
+                         " names packages, which this command does not install (run, session, "
+                         "batch, mcp and kernel do): use a profile without them");
     if (!overrides.packages) return;
     const fs::path store = env_store::store_dir(overrides.cache_dir, host_env);
     plan.packages_id = env_store::resolve_id(store, *overrides.packages);
@@ -483,6 +483,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
     plan->trace_syscalls = request.trace_syscalls;
     plan->program_kind = program.kind;
     plan->capture_output = request.capture_output || program.kind == Program::Kind::check;
+    plan->pass_stdin = request.pass_stdin;
     plan->interpreter = plan->profile.interpreter;
     check_interpreter(*plan);
     choose_ids(plan->ids);

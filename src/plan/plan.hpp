@@ -141,6 +141,7 @@ struct Plan {
     std::size_t script_args = 0;  // where sys.argv[1:] begins in argv
     std::vector<std::string> envp;
     std::optional<std::string> stdin_program;  // `-`: fed to the interpreter's stdin, then EOF
+    bool pass_stdin = true;                    // Request::pass_stdin
     std::string script_label;                  // for messages: the path, "-c" or "-"
     std::string script_file;  // as tracebacks name it: examples/risky.py, <string>, <cell>
     // A script file's place inside (/sandbox/x.py), which Python's tracebacks name: the engine

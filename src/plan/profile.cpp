@@ -354,10 +354,11 @@ void add_program_keys(std::vector<KeySpec>& keys) {
         }));
     keys.push_back(checked_list_key(
         "python.requirements",
-        "Packages `run` installs for the script (requirements, as pip takes them), with run's "
-        "--with and the script's inline metadata, into a package environment made once and "
-        "reused. Other commands refuse a profile that names them unless --with-env names an "
-        "environment.",
+        "Packages the script gets (requirements, as pip takes them), installed by pip inside a "
+        "sandbox into a package environment made once and reused, and mounted read-only: by "
+        "`run` with its --with and the script's inline metadata; by `session`, `batch`, `mcp` "
+        "and `kernel` before they serve, into every sandbox they start. --with-env names an "
+        "environment in their place; `check` refuses a profile that names them.",
         at<&Profile::requirements>, [](const std::string& spec) {
             return spec.empty() || spec.starts_with('-') ||
                            spec.find_first_of("\r\n") != std::string::npos

@@ -78,6 +78,10 @@ struct Request {
     Program program;
     Overrides overrides;
     bool capture_output = false;  // the output goes into the result instead of through
+    // The caller's stdin reaches the script (code, script_file). False: it reads end of file at
+    // once, and pysandbox reads nothing of the caller's: an install's pip, whose caller's stdin
+    // is owed to the script or the cells that come after it.
+    bool pass_stdin = true;
     bool trace_syscalls = false;  // record every system call and what the profile does with it
     // The sandboxes are forked by a zygote (zygote.hpp), not cloned: they have no cgroup of
     // their own yet, so the rlimits bound them.

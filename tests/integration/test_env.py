@@ -29,7 +29,8 @@ from harness import RUN_AS, NOBODY_UID, SandboxTestCase, profile, run, temp_dir,
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the support package
 from support.env import PYSANDBOX, command_prefix  # noqa: E402
 from support.result_schema import parse_result  # noqa: E402
-from support.wheels import make_wheel, simple_index  # noqa: E402
+from support.wheels import make_extension_wheel, make_wheel, simple_index  # noqa: E402
+from test_front_options import mcp, ndjson  # noqa: E402
 
 INSTALL_ERROR = 123
 ID = re.compile(rb"^[0-9a-f]{64}\n$")
@@ -221,15 +222,18 @@ class CreateAndUseTest(EnvTestCase):
 class RunWithPackagesTest(EnvTestCase):
     """`run --with`, `--requirements` and PEP 723 inline metadata, as `uv run` takes them."""
 
-    def run_pkgs(self, *args, json_mode=True):
+    def run_pkgs(self, *args, json_mode=True, input=None):
         return run(["run", "--cache-dir", str(self.store), "--find-links", str(self.house),
-                    *(["--json"] if json_mode else []), *args], timeout=120)
+                    *(["--json"] if json_mode else []), *args], timeout=120, input=input)
 
     def test_with_builds_once_says_so_then_reuses(self):
         code = "import usespkg; print(usespkg.VALUE, usespkg.__file__)"
         used = "43 /sandbox/.packages/usespkg/__init__.py\n"
-        first = self.run_pkgs("--with", "usespkg", "-c", code)
-        self.assertEqual(first.json()["stdout"], used, first.describe())
+        # The caller's stdin is the script's: the install's sandbox before it takes none of it.
+        first = self.run_pkgs("--with", "usespkg", "-c",
+                              code + "; import sys; print(sys.stdin.read(), end='')",
+                              input=b"owed to the script\n")
+        self.assertEqual(first.json()["stdout"], used + "owed to the script\n", first.describe())
         self.assertIn(b"installing usespkg", first.stderr)
         again = self.run_pkgs("--with", "usespkg", "-c", code)
         self.assertEqual(again.json()["stdout"], used, again.describe())
@@ -277,6 +281,31 @@ class RunWithPackagesTest(EnvTestCase):
         self.assertEqual(r.returncode, 125, r.describe())
         self.assertIn(b"python.requirements", r.stderr)
 
+    def test_requires_python_is_checked_by_the_sandboxs_interpreter_before_any_install(self):
+        def script(requires):
+            return str(write_file(temp_dir() / "s.py",
+                                  f'# /// script\n# requires-python = "{requires}"\n'
+                                  '# dependencies = ["tinypkg"]\n# ///\nprint("ran")\n'))
+
+        for requires, message in ((">=3.99", b'requires-python ">=3.99" is not satisfied by '
+                                             b"the sandbox's interpreter"),
+                                  ("banana", b'requires-python "banana" is not a version '
+                                             b"specifier")):
+            with self.subTest(requires=requires):
+                r = self.run_pkgs(script(requires), json_mode=False)
+                self.assertEqual(r.returncode, 125, r.describe())
+                self.assertIn(b"s.py:2: the `# /// script` block: " + message, r.stderr)
+                self.assertNotIn(b"ran", r.stdout)
+                self.assertNotIn(b"installing", r.stderr)
+                r = self.env("create", "--find-links", str(self.house), "--script",
+                             script(requires))
+                self.assertEqual(r.returncode, 125, r.describe())
+                self.assertIn(message, r.stderr)
+        self.assertFalse((self.store / "envs").exists() and os.listdir(self.store / "envs"),
+                         "nothing was installed")
+        r = self.run_pkgs(script(">=3"), json_mode=False)
+        self.assertEqual((r.returncode, r.stdout), (0, b"ran\n"), r.describe())
+
     def test_bad_package_requests_are_usage_errors(self):
         def script(text):
             return str(write_file(temp_dir() / "s.py", text))
@@ -302,6 +331,153 @@ class RunWithPackagesTest(EnvTestCase):
         self.assertEqual(r.returncode, 125, r.describe())
         self.assertIn(b"has no closing", r.stderr)
         self.assertFalse((self.store / "envs").exists() and os.listdir(self.store / "envs"))
+
+
+class FrontsTest(EnvTestCase):
+    """session, batch (cloned and --fork) and mcp install a profile's python.requirements once,
+    before they serve, and mount the environment read-only into every sandbox they start; a
+    zygote has it on sys.path before it forks (the profile preloads the package). --with-env
+    names one instead. Judged from the host: the results, the store's directories, a verify."""
+
+    PROBE = ("import os, sys\n"
+             "print('preloaded' if 'usespkg' in sys.modules else 'not preloaded')\n"
+             "import usespkg\n"
+             "print(usespkg.VALUE, usespkg.__file__)\n"
+             "for path in (usespkg.__file__, os.path.dirname(usespkg.__file__) + '/new.py'):\n"
+             "    try:\n"
+             "        open(path, 'a').write('changed')\n"
+             "        print('wrote', path)\n"
+             "    except OSError as e:\n"
+             "        print('refused', e.errno)\n")
+
+    def named(self, requirements='["usespkg"]') -> Path:
+        return profile(f'extends = "default"\n[python]\nrequirements = {requirements}\n'
+                       f'find_links = ["{self.house}"]\npreload = ["usespkg"]\n')
+
+    def assert_probe(self, result: dict, front: str):
+        self.assertEqual(result["status"], "ok", (front, result))
+        lines = result["stdout"].splitlines()
+        self.assertEqual(lines[:2], ["preloaded", "43 /sandbox/.packages/usespkg/__init__.py"],
+                         (front, result))
+        # EROFS (the mount); for root's runs the files are root's, so EACCES may come first.
+        self.assertEqual(len(lines), 4, (front, result))
+        for line in lines[2:]:
+            self.assertIn(line, ("refused 30", "refused 13"), (front, result))
+
+    def assert_store_intact(self):
+        envs = os.listdir(self.store / "envs")
+        self.assertEqual(len(envs), 1, "one environment, made once for every front")
+        r = self.env("show", envs[0], "--verify")
+        self.assertEqual(r.returncode, 0, r.describe())
+        self.assertFalse((self.store / "envs" / envs[0] / "site" / "usespkg" / "new.py").exists())
+        return envs[0]
+
+    def test_a_profiles_requirements_reach_every_front_read_only(self):
+        named = self.named()
+        cache = ["--cache-dir", str(self.store)]
+        request = {"id": 1, "code": self.PROBE}
+        self.assert_probe(ndjson(["session", "--ndjson", "-p", str(named), *cache], [request])[0],
+                          "session")
+        self.assertEqual(len(os.listdir(self.store / "envs")), 1)
+        for fork in ([], ["--fork"]):
+            result = ndjson(["batch", *fork, "-p", str(named), *cache, "-"], [request])[0]
+            self.assert_probe(result, f"batch {fork}")
+        self.assert_probe(mcp(["-p", str(named), *cache], [("run_python", {"code": self.PROBE})])[0],
+                          "mcp")
+        self.assert_store_intact()
+
+    def test_with_env_reaches_batch_and_sessions_in_place_of_the_profile(self):
+        env_id = self.create("--find-links", str(self.house), "usespkg")
+        # The profile names a package that does not exist: --with-env replaces it, so no
+        # install runs (it would fail).
+        named = self.named('["nosuchpkg"]')
+        cache = ["--with-env", env_id[:12], "--cache-dir", str(self.store)]
+        request = {"id": 1, "code": self.PROBE}
+        self.assert_probe(ndjson(["batch", "--fork", "-p", str(named), *cache, "-"],
+                                 [request])[0], "batch --fork")
+        self.assert_probe(mcp(["-p", str(named), *cache],
+                              [("start_session", {}), ("run_python", {"code": self.PROBE})])[0],
+                          "mcp session")
+        self.assertEqual(self.assert_store_intact(), env_id)
+
+    def test_an_install_that_fails_stops_the_front_before_it_serves(self):
+        named = self.named('["nosuchpkg"]')
+        r = run(["session", "--ndjson", "-p", str(named), "--cache-dir", str(self.store)],
+                input=b'{"id": 1, "code": "print(\'never\')"}\n', timeout=120)
+        self.assertEqual(r.returncode, INSTALL_ERROR, r.describe())
+        self.assertIn(b"install_error", r.stderr)
+        self.assertIn(b"nosuchpkg", r.stderr)
+        self.assertNotIn(b"never", r.stdout)
+        self.assertEqual(os.listdir(self.store / "envs"), [])
+        # The MCP server says it to the model at every call, and ends as session does.
+        answer = mcp_answer({"code": "print('never')"},
+                            ["-p", str(named), "--cache-dir", str(self.store)], INSTALL_ERROR)
+        self.assertTrue(answer.get("isError"), answer)
+        self.assertIn("install_error", answer["content"][0]["text"])
+        self.assertIn("nosuchpkg", answer["content"][0]["text"])
+        self.assertEqual(os.listdir(self.store / "envs"), [])
+
+    def test_requirements_per_request_are_refused_saying_where_they_go(self):
+        request = {"id": 1, "code": "print('never')", "requirements": ["tinypkg"]}
+        for front in (["session", "--ndjson"], ["batch", "-"]):
+            with self.subTest(front=front[0]):
+                result = ndjson(front, [request])[0]
+                self.assertEqual(result["status"], "bad_request", result)
+                self.assertIn("python.requirements", result["message"])
+                self.assertIn("--with-env", result["message"])
+        answer = mcp_answer({"code": "print('never')", "requirements": ["tinypkg"]})
+        self.assertTrue(answer.get("isError"), answer)
+        self.assertIn("python.requirements", answer["content"][0]["text"])
+
+
+def mcp_answer(arguments: dict, options=(), exit_code=0) -> dict:
+    """The result of one run_python call with `arguments` to a fresh `pysandbox mcp OPTIONS`,
+    under the protocol version whose argument errors are tool errors the model reads
+    (2025-11-25); the server must end with `exit_code` when its input does."""
+    messages = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                 "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                            "clientInfo": {"name": "test", "version": "1"}}},
+                {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                 "params": {"name": "run_python", "arguments": arguments}}]
+    r = run(["mcp", "--pool", "0", *options],
+            input="".join(json.dumps(m) + "\n" for m in messages).encode(), timeout=120)
+    assert r.returncode == exit_code, r.describe()
+    answers = {a.get("id"): a for a in map(json.loads, r.stdout.splitlines())}
+    return answers[1]["result"]
+
+
+CADD_C = r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+static PyObject *add(PyObject *self, PyObject *args) {
+    long a, b;
+    if (!PyArg_ParseTuple(args, "ll", &a, &b)) return NULL;
+    return PyLong_FromLong(a + b);
+}
+static PyMethodDef methods[] = {{"add", add, METH_VARARGS, "a + b"}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cadd", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_cadd(void) { return PyModule_Create(&module); }
+"""
+
+
+class CompiledExtensionTest(EnvTestCase):
+    def test_a_c_extension_from_the_store_loads_inside(self):
+        """A wheel with a compiled module (built here from the tests' own C) installed into an
+        environment: its .so is mapped executable from the read-only store under the sandbox's
+        seccomp filter, Landlock and mounts, and runs."""
+        wheel = make_extension_wheel(self.house, "cadd", "1.0", CADD_C)
+        self.assertRegex(wheel.name, r"^cadd-1\.0-cp3\d+-cp3\d+-linux_\w+\.whl$")
+        r = run(["run", "--json", "--cache-dir", str(self.store), "--find-links",
+                 str(self.house), "--with", "cadd", "-c",
+                 "import cadd; print(cadd.add(2, 3), cadd.__file__)"], timeout=120)
+        obj = r.json()
+        self.assertEqual(obj["status"], "ok", r.describe())
+        value, path = obj["stdout"].split()
+        self.assertEqual(value, "5")
+        self.assertRegex(path, r"^/sandbox/\.packages/cadd\.cpython-3\d+-[\w-]+\.so$")
+        env_id = os.listdir(self.store / "envs")[0]
+        r = self.env("show", env_id, "--verify")
+        self.assertEqual(r.returncode, 0, r.describe())
 
 
 class FailureTest(EnvTestCase):

@@ -51,3 +51,28 @@ def simple_index(wheelhouse: Path, root: Path) -> None:
         (page / "index.html").write_text(
             f'<!DOCTYPE html><html><body><a href="{wheel.name}#sha256={digest}">'
             f"{wheel.name}</a></body></html>\n")
+
+
+def make_extension_wheel(directory: Path, name: str, version: str, c_source: str) -> Path:
+    """Builds, on the host and offline (Debian's setuptools, wheel and pip; the C compiler), a
+    wheel of one compiled extension module NAME from ``c_source`` into DIRECTORY; returns its
+    path. Only the tests' own C is compiled here: no package code from elsewhere runs."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "src"
+        source.mkdir()
+        (source / f"{name}.c").write_text(c_source)
+        (source / "setup.py").write_text(
+            "from setuptools import Extension, setup\n"
+            f"setup(name={name!r}, version={version!r}, "
+            f"ext_modules=[Extension({name!r}, [{name + '.c'!r}])])\n")
+        subprocess.run(["/usr/bin/python3", "-m", "pip", "wheel", "--no-deps", "--no-index",
+                        "--no-build-isolation", "--disable-pip-version-check", "-q", "-w",
+                        str(directory), str(source)],
+                       check=True, capture_output=True, timeout=120)
+    built = sorted(Path(directory).glob(f"{name}-{version}-*.whl"))
+    assert len(built) == 1, built
+    built[0].chmod(0o644)
+    return built[0]

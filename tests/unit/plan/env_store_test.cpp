@@ -29,6 +29,18 @@ TEST_CASE("inline metadata: the dependencies of the script block") {
     CHECK(*deps == std::vector<std::string>{"requests<3", "rich"});
 }
 
+TEST_CASE("inline metadata: requires-python, and the line that gives it") {
+    const auto metadata = env_store::inline_metadata(
+        "# /// script\n# dependencies = []\n# requires-python = \">=3.8\"\n# ///\n", "s.py");
+    REQUIRE(metadata.has_value());
+    CHECK(metadata->requires_python == ">=3.8");
+    CHECK(metadata->requires_python_at == "s.py:3: the `# /// script` block");
+    CHECK(metadata->dependencies.empty());
+    const auto none = env_store::inline_metadata("# /// script\n# ///\n", "s.py");
+    REQUIRE(none.has_value());
+    CHECK(none->requires_python.empty());
+}
+
 TEST_CASE("inline metadata: none, empty, and malformed blocks") {
     CHECK_FALSE(env_store::inline_dependencies("print(1)\n# ///\n", "s.py").has_value());
     const auto empty = env_store::inline_dependencies("# /// script\n# ///\n", "s.py");
