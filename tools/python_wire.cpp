@@ -60,6 +60,7 @@ Generated at build time by tools/python_wire.cpp from the constants pysandbox is
     constant("MAX_CELL_VALUE", kMaxCellValue);
     constant("MAX_CELL_RICH", kMaxCellRich);
     constant("MAX_CELL_MATCHES", kMaxCellMatches);
+    constant("MAX_INPUT_PROMPT", kMaxInputPrompt);
     out << "\n# wire/sandbox_paths.hpp\n";
     constant("SANDBOX_PYTHON_DIR", quoted(kSandboxPythonDir));
     constant("ZYGOTE_HELPER_FILE", quoted(kZygoteHelperFile));

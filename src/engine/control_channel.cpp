@@ -92,10 +92,18 @@ ControlChannel::ControlChannel(ControlBudget budget) : budget_(budget) {
 }
 
 void ControlChannel::expect(std::string_view kind, std::string_view token) {
+    expect({kind}, token);
+}
+
+void ControlChannel::expect(std::initializer_list<std::string_view> kinds, std::string_view token) {
     filter_ = Filter::head;
-    head_ = R"({"kind":")";
-    head_.append(kind).append("\"");
-    if (!token.empty()) head_.append(R"(,"token":")").append(token).append("\"");
+    heads_.clear();
+    for (std::string_view kind : kinds) {
+        std::string head = R"({"kind":")";
+        head.append(kind).append("\"");
+        if (!token.empty()) head.append(R"(,"token":")").append(token).append("\"");
+        heads_.push_back(std::move(head));
+    }
     bytes_ = 0;
     cpu_ = {};
     message_cpu_ = {};
@@ -239,8 +247,10 @@ bool ControlChannel::wanted(std::string_view text) const {
         case Filter::none: return false;
         case Filter::head: break;
     }
-    return text.size() > head_.size() && text.starts_with(head_) &&
-           (text[head_.size()] == ',' || text[head_.size()] == '}');
+    return std::ranges::any_of(heads_, [text](const std::string& head) {
+        return text.size() > head.size() && text.starts_with(head) &&
+               (text[head.size()] == ',' || text[head.size()] == '}');
+    });
 }
 
 // The message is whole: parsed, and taken if it is an object (just_taken_: what it cost is not

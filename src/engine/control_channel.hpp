@@ -13,12 +13,13 @@
 // believe of it (engine/session.cpp checks each cell's token).
 //
 // One supervisor serves many sandboxes, so no channel may take its time from the others. The
-// driver writes its messages head first: `{"kind":"ready"` and `{"kind":"done","token":"T"`. Once
-// the reader says what it waits for (expect), a message whose first record does not begin with
-// that head is skipped record by record, never kept or parsed. And each expect() opens a budget:
-// the bytes read, and the supervisor thread's CPU spent on the channel beyond parsing the message
-// it takes. Past either the channel is muted (nothing more is read until the next expect()) and
-// counted (mutes): the script's doing, which the cell's result reports.
+// driver writes its messages head first: `{"kind":"ready"`, `{"kind":"done","token":"T"` and
+// `{"kind":"input","token":"T"`. Once the reader says what it waits for (expect), a message whose
+// first record does not begin with such a head is skipped record by record, never kept or parsed.
+// And each expect() opens a budget: the bytes read, and the supervisor thread's CPU spent on the
+// channel beyond parsing the message it takes. Past either the channel is muted (nothing more is
+// read until the next expect()) and counted (mutes): the script's doing, which the cell's result
+// reports.
 
 #include <time.h>
 
@@ -26,9 +27,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -74,6 +77,8 @@ class ControlChannel {
     // Takes only messages of `kind` (with `token`, when given), and starts a new budget; until the
     // first call every message is taken. expect_nothing: none, in the same budget.
     void expect(std::string_view kind, std::string_view token = {});
+    // Messages of any of `kinds` (a kernel's cell: "done", or the driver asking for input()).
+    void expect(std::initializer_list<std::string_view> kinds, std::string_view token);
     void expect_nothing();
 
     // Reads the records that are waiting (a bounded number per call); called while muted (for
@@ -112,7 +117,7 @@ class ControlChannel {
     std::uint64_t dropped_ = 0;
 
     Filter filter_ = Filter::any;
-    std::string head_;  // Filter::head: what a wanted message's text begins with
+    std::vector<std::string> heads_;  // Filter::head: what a wanted message's text begins with
     const ControlBudget budget_;
     std::uint64_t bytes_ = 0;                 // read since expect()
     std::chrono::nanoseconds cpu_{};          // spent since expect(), but on messages taken

@@ -18,6 +18,7 @@
 #include "report/result.hpp"
 #include "sys/errors.hpp"
 #include "sys/sha256.hpp"
+#include "wire/fds.hpp"
 
 namespace pysandbox {
 namespace {
@@ -32,6 +33,8 @@ using std::chrono::milliseconds;
 // dropped with a warning.
 constexpr std::size_t kMaxValue = 256 * 1024;
 constexpr std::size_t kMaxFigures = 32;
+// Input requests a cell may make while none is answered (each one a message to the client).
+constexpr int kMaxInputsUnanswered = 8;
 constexpr std::string_view kPngBase64 = "iVBORw0KGgo";  // the PNG signature, base64
 
 bool is_base64_png(const std::string& text) {
@@ -125,9 +128,12 @@ void Session::dispatch() {
     if (cell_->stdin_data) message["stdin"] = encoding::base64(*cell_->stdin_data);
     if (cell_->figures_as_files) message["figure_files"] = true;
     if (cell_->rich) message["rich"] = true;
+    if (cell_->on_input) message["input"] = true;
     if (!cell_->query.is_null()) message["query"] = cell_->query;
     sandbox_->control()->send(message);
-    sandbox_->control()->expect("done", token_);
+    input_asked_.reset();
+    inputs_unanswered_ = 0;
+    expect_driver();
     deadline_ = std::chrono::system_clock::now() + timeout_;
     const Clock::time_point now = Clock::now();
     cell_setup_ = duration_cast<milliseconds>(now - cell_start_);
@@ -137,6 +143,15 @@ void Session::dispatch() {
     timed_out_ = false;
     timer_.arm(timeout_);
     phase_ = Phase::running;
+}
+
+// The running cell's end, and its input() requests when its owner answers them; each call opens
+// the channel's budget anew (one a cell, and one an answered input()).
+void Session::expect_driver() {
+    if (cell_->on_input)
+        sandbox_->control()->expect({"done", "input"}, token_);
+    else
+        sandbox_->control()->expect("done", token_);
 }
 
 // The cell's timeout, then the grace after the interrupt. What the driver sent is read first: a
@@ -220,7 +235,52 @@ void Session::on_message(const ControlMessage& received) {
         // Timed out by the cell's own clock: the kernel's stamp of when the driver answered.
         if (received.sent) timed_out_ = *received.sent > deadline_;
         finish(&message);
+    } else if (*kind == "input" && in_cell && token != nullptr && *token == token_ &&
+               cell_->on_input) {
+        on_input_request(message);
     }
+}
+
+// The driver's input(): {"kind": "input", "token", "n" (its number), "prompt", "password"}. The
+// script's word: a prompt over the bound is refused (the cell's input() raises).
+void Session::on_input_request(const json& message) {
+    const auto number = message.find("n");
+    if (number == message.end() || !number->is_number_integer()) return;
+    input_asked_ = number->get<std::int64_t>();
+    const std::string* prompt = string_field(message, "prompt");
+    if (prompt == nullptr || prompt->size() > kMaxInputPrompt) {
+        refuse_input("the prompt must be a string of at most " + std::to_string(kMaxInputPrompt) +
+                     " bytes");
+        return;
+    }
+    // A request while one waits: the earlier input() was interrupted. A script that asks again
+    // and again without waiting would have the owner send request after request.
+    if (++inputs_unanswered_ > kMaxInputsUnanswered) {
+        refuse_input("more than " + std::to_string(kMaxInputsUnanswered) +
+                     " input requests went unanswered");
+        return;
+    }
+    const auto password = message.find("password");
+    cell_->on_input(*prompt, password != message.end() && *password == true);
+}
+
+void Session::answer_input(const std::string& value) {
+    reply_input({{"value", value}});
+}
+
+void Session::refuse_input(const std::string& why) {
+    reply_input({{"error", why}});
+}
+
+void Session::reply_input(json answer) {
+    if (!input_asked_ || !cell_ || (phase_ != Phase::running && phase_ != Phase::interrupting))
+        return;
+    json message = {{"kind", "input"}, {"token", token_}, {"n", *input_asked_}};
+    message.update(answer);
+    input_asked_.reset();
+    if (answer.contains("value")) inputs_unanswered_ = 0;
+    sandbox_->control()->send(message);
+    expect_driver();
 }
 
 // The cell ended and its sandbox lives on.

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -67,6 +68,13 @@ struct Cell {
     // what reaches it, in order, is what the result's stdout and stderr hold. Called until the
     // result is there, or the session drops the cell (close()); never after.
     OutputObserver on_output;
+    // A kernel's cell whose client answers input requests (allow_stdin): the driver's input()
+    // and getpass.getpass() ask the session, which passes the prompt (at most kMaxInputPrompt
+    // bytes, else the cell's input() raises ValueError) and whether it is a password to on_input;
+    // the owner answers with answer_input() or refuse_input(), or never (the cell's timeout or an
+    // interrupt ends the wait). Without it, input() in a kernel's cell raises
+    // StdinNotImplementedError. Called only while the cell runs.
+    std::function<void(const std::string& prompt, bool password)> on_input;
 };
 
 // A cell's result as the result of a sandbox that ran that one cell only (an MCP call, a batch
@@ -104,6 +112,12 @@ class Session {
     // Interrupts the running cell as its timeout would, without being one: SIGINT, and the kill
     // if the cell has not answered after kInterruptGrace (or at once, or when asked again).
     void interrupt(bool kill_now = false);
+
+    // The answer to the input() the running cell's on_input announced: it returns `value`, or
+    // raises ValueError saying `why`. Nothing when no input() waits (it was interrupted, the cell
+    // ended).
+    void answer_input(const std::string& value);
+    void refuse_input(const std::string& why);
 
     // Output of the sandbox's not yet written to pysandbox's own stdout or stderr (passed through,
     // at a terminal).
@@ -145,6 +159,9 @@ class Session {
     std::string cell_filename() const;
     nlohmann::ordered_json cell_result(Outcome outcome, const nlohmann::json* done);
     void add_driver_words(nlohmann::ordered_json& result, const nlohmann::json* done);
+    void on_input_request(const nlohmann::json& message);
+    void reply_input(nlohmann::json answer);
+    void expect_driver();
 
     const Plan& plan_;
     sys::Poller& poller_;
@@ -176,6 +193,8 @@ class Session {
     std::string output_name_;
     bool output_per_cell_ = true;
     std::optional<nlohmann::ordered_json> result_;
+    std::optional<std::int64_t> input_asked_;  // the driver's number of the input() waiting
+    int inputs_unanswered_ = 0;                // since the cell began or the last answer
 };
 
 }  // namespace pysandbox

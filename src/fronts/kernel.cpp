@@ -65,6 +65,13 @@ constexpr std::array kMimeTypes = {
 };
 constexpr JsonBounds kJsonOutputBounds{64, 65536};
 constexpr int kQueuedPerConnection = 8;  // messages libzmq holds for the kernel, a connection
+// Requests that come while a cell runs wait in the kernel, signed ones only, at most so many and
+// so many bytes: past that a request is answered with an error (a client without the key cannot
+// make the kernel hold anything).
+constexpr std::size_t kMaxHeld = 256;
+constexpr std::size_t kMaxHeldBytes = 64 * 1024 * 1024;
+// What a client's input_reply may hand a cell's input(): a line, not a file.
+constexpr std::size_t kMaxInputValue = 1024 * 1024;
 
 // A member of a cell's result, or null. What the session hands back carries what the driver inside
 // wrote (the answer, the value, the rich output, the exception), which a cell can forge: no
@@ -128,10 +135,9 @@ class Kernel {
         // An oversized message closes its sender's connection, not the kernel.
         for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &hb_}) {
             socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxRequestLine));
-            // Shell is not read while a cell runs: libzmq's default of 1000 messages a
-            // connection would let any local process park 16 GiB in the kernel meanwhile. A
-            // few per connection; a client's further messages wait on its side (and so are not
-            // among those a failed cell's stop_on_error aborts).
+            // Every socket is read in each round, cell or not, and what is not signed is dropped
+            // at once; still, what libzmq takes in between is bounded: a few messages a
+            // connection (its default, 1000, would be 16 GiB), the rest waits on the sender's side.
             socket->set(zmq::sockopt::rcvhwm, kQueuedPerConnection);
         }
         for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &iopub_, &hb_})
@@ -142,16 +148,10 @@ class Kernel {
         iopub_.bind(connection.endpoint(connection.iopub_port));
         hb_.bind(connection.endpoint(connection.hb_port));
         loop_.watch_signals([this](int sig) { on_signal(sig); });
-        // Each socket's ZMQ_FD, read in drain() every round; the shell's only between cells
-        // (its requests wait their turn, and its descriptor stays readable until they are read).
+        // Each socket's ZMQ_FD, read in drain() every round.
         for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &hb_}) {
             const int fd = socket->get(zmq::sockopt::fd);
-            const bool shell = socket == &shell_;
-            loop_.poller().watch(
-                [this, fd, shell] {
-                    return sys::Poller::Interest{shell && cell_ ? -1 : fd, POLLIN};
-                },
-                [](short) {});
+            loop_.poller().watch([fd] { return sys::Poller::Interest{fd, POLLIN}; }, [](short) {});
         }
     }
 
@@ -184,41 +184,97 @@ class Kernel {
         session_->start();
     }
 
-    // Every message waiting on every socket: ZMQ_FD says only that something changed.
+    // Every message waiting on every socket (ZMQ_FD says only that something changed), a cell
+    // running or not: what is not signed goes at once, a request that starts a cell (or a
+    // question to the driver) waits in held_ while one runs.
     void drain() {
         for (bool more = true; more && !loop_.stopping();) {
             more = false;
-            more |= take(hb_, [this](std::vector<std::string>& frames) {
+            more |= take(hb_, [this](const Frames& frames, std::size_t) {
                 std::vector<zmq::const_buffer> parts;
                 parts.reserve(frames.size());
-                for (const std::string& frame : frames) parts.emplace_back(zmq::buffer(frame));
+                for (std::string_view frame : frames) parts.emplace_back(zmq::buffer(frame));
                 (void)zmq::send_multipart(hb_, parts, zmq::send_flags::dontwait);
             });
-            more |= take(control_, [this](std::vector<std::string>& frames) {
-                if (auto message = parse(frames, "control")) on_request(*message, control_);
-            });
-            more |= take(stdin_, [this](std::vector<std::string>& frames) {
-                (void)parse(frames, "stdin");  // input() is not offered: stdin reads end of file
-            });
-            if (session_->idle() && !cell_) {
-                if (!held_.empty()) {
-                    // stop_on_error: what was queued when a cell failed is aborted, no more.
-                    Message message = std::move(held_.front());
-                    held_.pop_front();
-                    if (jupyter::message_type(message) == "execute_request")
-                        abort(message);
+            more |= take(control_, [this](const Frames& frames, std::size_t bytes) {
+                if (auto message = parse(frames, "control")) {
+                    // ipykernel takes shell's requests on control too; a cell's wait its turn.
+                    if (starts_cell(*message))
+                        queue(std::move(*message), control_, bytes);
                     else
-                        on_request(message, shell_);
-                    more = true;
-                } else {
-                    more |= take(shell_, [this](std::vector<std::string>& frames) {
-                        if (auto message = parse(frames, "shell")) on_request(*message, shell_);
-                    });
+                        on_request(*message, control_);
                 }
+            });
+            more |= take(stdin_, [this](const Frames& frames, std::size_t) {
+                if (auto message = parse(frames, "stdin")) on_stdin(*message);
+            });
+            more |= take(shell_, [this](const Frames& frames, std::size_t bytes) {
+                if (auto message = parse(frames, "shell"))
+                    queue(std::move(*message), shell_, bytes);
+            });
+            if (free() && !held_.empty()) {
+                Held next = std::move(held_.front());
+                held_.pop_front();
+                held_bytes_ -= next.bytes;
+                // stop_on_error: what was queued when a cell failed is aborted, no more.
+                if (next.abort && jupyter::message_type(next.message) == "execute_request")
+                    abort(next.message, *next.socket);
+                else
+                    on_request(next.message, *next.socket);
+                more = true;
             }
         }
     }
 
+    // No cell (nor question) runs: a request may start one.
+    bool free() const { return session_->idle() && !cell_; }
+
+    static bool starts_cell(const Message& message) {
+        const std::string type = jupyter::message_type(message);
+        return type == "execute_request" || type == "complete_request" || type == "inspect_request";
+    }
+
+    // A signed request: answered now when nothing runs or waits before it, else held.
+    void queue(Message message, zmq::socket_t& socket, std::size_t bytes) {
+        if (free() && held_.empty()) {
+            on_request(message, socket);
+            return;
+        }
+        hold(std::move(message), socket, bytes);
+    }
+
+    void hold(Message message, zmq::socket_t& socket, std::size_t bytes) {
+        if (held_.size() >= kMaxHeld || held_bytes_ + bytes > kMaxHeldBytes) {
+            refuse(message, socket);
+            return;
+        }
+        held_bytes_ += bytes;
+        held_.push_back(Held{std::move(message), &socket, bytes, false});
+    }
+
+    // A request past what the kernel holds while a cell runs: its reply says so.
+    void refuse(const Message& request, zmq::socket_t& socket) {
+        const std::string type = jupyter::message_type(request);
+        const std::string why = "the kernel holds at most " + std::to_string(kMaxHeld) +
+                                " requests (" + std::to_string(kMaxHeldBytes >> 20) +
+                                " MiB) while a cell runs; this " +
+                                (type.empty() ? std::string("message") : type) +
+                                " was refused: send it again once the cell is done";
+        say(why, kWho);
+        if (!type.ends_with("_request")) return;
+        publish("status", {{"execution_state", "busy"}}, request.header);
+        reply(socket, request, type.substr(0, type.size() - 8) + "_reply",
+              {{"status", "error"},
+               {"ename", "SandboxError"},
+               {"evalue", why},
+               {"traceback", json::array({"SandboxError: " + why})}});
+        publish("status", {{"execution_state", "idle"}}, request.header);
+    }
+
+    using Frames = std::vector<std::string_view>;
+
+    // One message off `socket`, handed to `handle` as views of its frames with its size in bytes
+    // (never copied: a 16 MiB frame that is not signed costs a read and a comparison).
     template <class Handle>
     bool take(zmq::socket_t& socket, Handle handle) {
         std::vector<zmq::message_t> parts;
@@ -229,30 +285,81 @@ class Kernel {
             say(std::string("a message could not be read: ") + e.what(), kWho);
             return false;
         }
-        std::vector<std::string> frames;
+        Frames frames;
         frames.reserve(parts.size());
-        for (zmq::message_t& part : parts) frames.push_back(part.to_string());
+        std::size_t bytes = 0;
+        for (const zmq::message_t& part : parts) {
+            frames.emplace_back(part.data<char>(), part.size());
+            bytes += part.size();
+        }
         try {
-            handle(frames);
+            handle(frames, bytes);
         } catch (const std::exception& e) {  // a client's doing must never end the kernel
             say(std::string("a request was dropped: ") + e.what(), kWho);
         }
         return true;
     }
 
-    std::optional<Message> parse(const std::vector<std::string>& frames, std::string_view channel) {
+    // The message when it is signed, new and well formed; else nothing, counted and logged (the
+    // first ones, then at each power of two: a flood must not fill the kernel's log).
+    std::optional<Message> parse(const Frames& frames, std::string_view channel) {
         std::string why;
         std::optional<Message> message = signer_.parse(frames, why);
-        if (!message) say("dropped a message on " + std::string(channel) + ": " + why, kWho);
+        if (!message) {
+            ++dropped_;
+            if (dropped_ <= 16 || (dropped_ & (dropped_ - 1)) == 0)
+                say("dropped a message on " + std::string(channel) + ": " + why + " (" +
+                        std::to_string(dropped_) + " dropped so far)",
+                    kWho);
+        }
         return message;
     }
 
-    void send(zmq::socket_t& socket, const std::vector<std::string>& identities,
-              const std::string& type, const json& parent, const json& content,
-              const json& metadata = json::object()) {
+    // An input_reply to the running cell's input(): from the client that sent the cell, to this
+    // input_request (jupyter_client's KernelClient.input() sends no parent header; one that names
+    // another message is not this answer). Anything else on stdin is dropped.
+    void on_stdin(const Message& message) {
+        const std::string type = jupyter::message_type(message);
+        std::string why;
+        if (type != "input_reply")
+            why = "a " + (type.empty() ? std::string("message without a type") : type);
+        else if (!input_request_ || !cell_)
+            why = "an input_reply while no input() waits";
+        else if (message.identities != cell_->request.identities)
+            why = "an input_reply from another client than the cell's";
+        else if (!message.parent.empty() && member(message.parent, "msg_id") != *input_request_)
+            why = "an input_reply to another request";
+        if (!why.empty()) {
+            say("dropped " + why + " on stdin", kWho);
+            return;
+        }
+        input_request_.reset();
+        const json& value = member(message.content, "value");
+        if (!value.is_string())
+            session_->refuse_input("the client's input_reply had no string \"value\"");
+        else if (value.get_ref<const std::string&>().size() > kMaxInputValue)
+            session_->refuse_input("the client's answer was over " +
+                                   std::to_string(kMaxInputValue) + " bytes");
+        else
+            session_->answer_input(value.get_ref<const std::string&>());
+    }
+
+    // The running cell's input() or getpass(): an input_request on stdin, to the client that sent
+    // the cell, its parent the execute_request. A request while one waits replaces it (the cell
+    // was interrupted and asks again; the session bounds how often).
+    void ask_input(const std::string& prompt, bool password) {
+        if (!cell_) return;
+        input_request_ = send(stdin_, cell_->request.identities, "input_request",
+                              cell_->request.header, {{"prompt", prompt}, {"password", password}});
+    }
+
+    // Sends a message; returns its msg_id.
+    std::string send(zmq::socket_t& socket, const std::vector<std::string>& identities,
+                     const std::string& type, const json& parent, const json& content,
+                     const json& metadata = json::object()) {
+        const json header = jupyter::make_header(session_id_, type);
         const std::vector<std::string> frames =
-            jupyter::frames_of(signer_, identities, jupyter::make_header(session_id_, type), parent,
-                               content, metadata);
+            jupyter::frames_of(signer_, identities, header, parent, content, metadata);
         std::vector<zmq::const_buffer> parts;
         parts.reserve(frames.size());
         for (const std::string& frame : frames) parts.emplace_back(zmq::buffer(frame));
@@ -261,15 +368,16 @@ class Kernel {
         } catch (const zmq::error_t& e) {
             say("a " + type + " could not be sent: " + e.what(), kWho);
         }
+        return header["msg_id"].get<std::string>();
     }
 
     void publish(const std::string& type, const json& content, const json& parent) {
-        send(iopub_, {type}, type, parent, content);
+        (void)send(iopub_, {type}, type, parent, content);
     }
 
     void reply(zmq::socket_t& socket, const Message& request, const std::string& type,
                const json& content, const json& metadata = json::object()) {
-        send(socket, request.identities, type, request.header, content, metadata);
+        (void)send(socket, request.identities, type, request.header, content, metadata);
     }
 
     void on_request(const Message& request, zmq::socket_t& socket) {
@@ -312,7 +420,9 @@ class Kernel {
             reply(socket, request, "shutdown_reply", content);
             publish("shutdown_reply", content, request.header);
             if (restart) {
-                // A new sandbox: the old one's state is gone with it.
+                // A new sandbox: the old one's state is gone with it, and so is a running cell,
+                // which is answered rather than left waiting.
+                if (cell_) end_cell_at_restart();
                 session_->close();
                 retired_.push_back(std::exchange(session_, nullptr));
                 new_session();
@@ -325,6 +435,20 @@ class Kernel {
                 kWho);
         }
         publish("status", {{"execution_state", "idle"}}, request.header);
+    }
+
+    void end_cell_at_restart() {
+        const RunningCell cell = std::move(*cell_);
+        cell_.reset();
+        input_request_.reset();
+        const std::string why = "the kernel was restarted while the cell ran; its state is gone";
+        reply(*cell.socket, cell.request,
+              cell.query.empty() ? "execute_reply" : cell.query + "_reply",
+              {{"status", "error"},
+               {"ename", "SandboxError"},
+               {"evalue", why},
+               {"traceback", json::array({"SandboxError: " + why})}});
+        publish("status", {{"execution_state", "idle"}}, cell.request.header);
     }
 
     json kernel_info() const {
@@ -405,9 +529,9 @@ class Kernel {
     }
 
     // An execute request queued behind one that failed (stop_on_error), as ipykernel answers it.
-    void abort(const Message& request) {
+    void abort(const Message& request, zmq::socket_t& socket) {
         publish("status", {{"execution_state", "busy"}}, request.header);
-        reply(shell_, request, "execute_reply", {{"status", "aborted"}});
+        reply(socket, request, "execute_reply", {{"status", "aborted"}});
         publish("status", {{"execution_state", "idle"}}, request.header);
     }
 
@@ -430,6 +554,11 @@ class Kernel {
         cell.code = code;
         cell.rich = !silent;
         cell.on_output = output_.observer();
+        // allow_stdin: the client answers input requests on its stdin channel.
+        if (flag("allow_stdin", false))
+            cell.on_input = [this](const std::string& prompt, bool password) {
+                ask_input(prompt, password);
+            };
         cell_.emplace(
             RunningCell{request, &socket, silent, store_history, flag("stop_on_error", true), {}});
         session_->run(std::move(cell));
@@ -452,6 +581,7 @@ class Kernel {
         if (!cell_) return;
         const RunningCell cell = std::move(*cell_);
         cell_.reset();
+        input_request_.reset();
         try {
             if (cell.query.empty())
                 finish_execute(cell, result);
@@ -486,17 +616,20 @@ class Kernel {
         // stop_on_error: the requests that came while the cell ran are held (their execute
         // requests to be aborted) before its reply goes out, so that one a client sends on
         // seeing the reply is not taken for queued.
-        if (status != "ok" && cell.stop_on_error) hold_queued();
+        if (status != "ok" && cell.stop_on_error) abort_queued();
         reply(*cell.socket, cell.request, "execute_reply", content,
               {{"pysandbox", verdict_of(result)}});
         publish("status", {{"execution_state", "idle"}}, parent);
     }
 
-    void hold_queued() {
-        while (held_.size() < kMaxHeld && take(shell_, [this](std::vector<std::string>& frames) {
-                   if (auto message = parse(frames, "shell")) held_.push_back(std::move(*message));
-               })) {
+    // stop_on_error: what waits (held, or still in the shell socket) is aborted.
+    void abort_queued() {
+        const auto hold_one = [this](const Frames& frames, std::size_t bytes) {
+            if (auto message = parse(frames, "shell")) hold(std::move(*message), shell_, bytes);
+        };
+        for (std::size_t read = 0; read < kMaxHeld && take(shell_, hold_one); ++read) {
         }
+        for (Held& held : held_) held.abort = true;
     }
 
     // What the cell displayed (display(), plt.show()) in order, its value, then the figures it
@@ -611,10 +744,19 @@ class Kernel {
     OutputEvents output_;
     int execution_count_ = 0;
     bool closing_ = false;
-    // Shell requests that were queued when a cell failed: execute requests among them are
-    // aborted, the others answered. At most kMaxHeld; what is beyond waits in the socket.
-    static constexpr std::size_t kMaxHeld = 1024;
-    std::deque<Message> held_;
+    // Signed requests that came while a cell ran, answered in order once it is done; execute
+    // requests queued when a cell failed (stop_on_error) are aborted. At most kMaxHeld and
+    // kMaxHeldBytes.
+    struct Held {
+        Message message;
+        zmq::socket_t* socket;
+        std::size_t bytes;
+        bool abort;
+    };
+    std::deque<Held> held_;
+    std::size_t held_bytes_ = 0;
+    std::uint64_t dropped_ = 0;                 // messages not signed, replayed or malformed
+    std::optional<std::string> input_request_;  // the msg_id of the one the cell waits on
 };
 
 }  // namespace

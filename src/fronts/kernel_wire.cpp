@@ -22,7 +22,8 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kDelimiter = "<IDS|MSG>";
-constexpr std::size_t kRemembered = 4096;  // signatures kept to refuse a replay
+constexpr std::size_t kRemembered = 4096;       // signatures kept to refuse a replay
+constexpr std::size_t kSignatureSize = 2 * 32;  // HMAC-SHA256 in hex
 
 std::string hex(const unsigned char* data, std::size_t size) {
     static constexpr char kDigits[] = "0123456789abcdef";
@@ -106,22 +107,27 @@ std::string Signer::sign(const std::vector<std::string_view>& frames) const {
     return hex(digest.data(), size);
 }
 
-std::optional<Message> Signer::parse(const std::vector<std::string>& frames, std::string& why) {
+std::optional<Message> Signer::parse(const std::vector<std::string_view>& frames,
+                                     std::string& why) {
     std::size_t delimiter = 0;
     while (delimiter < frames.size() && frames[delimiter] != kDelimiter) ++delimiter;
     if (delimiter + 6 > frames.size()) {
         why = "not a Jupyter message (no delimiter, or fewer than five frames after it)";
         return std::nullopt;
     }
-    const std::string& signature = frames[delimiter + 1];
-    const std::string expected = sign({frames[delimiter + 2], frames[delimiter + 3],
-                                       frames[delimiter + 4], frames[delimiter + 5]});
-    if (signature.size() != expected.size() ||
-        CRYPTO_memcmp(signature.data(), expected.data(), expected.size()) != 0) {
+    const std::string_view signature = frames[delimiter + 1];
+    // A signature of another length is wrong whatever the frames: no HMAC over 16 MiB for it.
+    if (signature.size() != kSignatureSize) {
         why = signature.empty() ? "unsigned" : "bad signature";
         return std::nullopt;
     }
-    if (seen_.contains(signature)) {
+    const std::string expected = sign({frames[delimiter + 2], frames[delimiter + 3],
+                                       frames[delimiter + 4], frames[delimiter + 5]});
+    if (CRYPTO_memcmp(signature.data(), expected.data(), expected.size()) != 0) {
+        why = "bad signature";
+        return std::nullopt;
+    }
+    if (seen_.contains(std::string(signature))) {
         why = "replayed (a signature seen before)";
         return std::nullopt;
     }
@@ -144,13 +150,13 @@ std::optional<Message> Signer::parse(const std::vector<std::string>& frames, std
         }
         *parts[i] = std::move(parsed.value);
     }
-    seen_.insert(signature);
-    recent_.push_back(signature);
+    seen_.emplace(signature);
+    recent_.emplace_back(signature);
     if (recent_.size() > kRemembered) {
         seen_.erase(recent_.front());
         recent_.pop_front();
     }
-    message.identities.assign(frames.begin(), frames.begin() + static_cast<long>(delimiter));
+    for (std::size_t i = 0; i < delimiter; ++i) message.identities.emplace_back(frames[i]);
     return message;
 }
 

@@ -49,7 +49,7 @@ class Signer {
     std::string sign(const std::vector<std::string_view>& frames) const;
     // The message in `frames` when its signature is right, new and its JSON an object each;
     // otherwise nothing and `why` says what was wrong.
-    std::optional<Message> parse(const std::vector<std::string>& frames, std::string& why);
+    std::optional<Message> parse(const std::vector<std::string_view>& frames, std::string& why);
 
   private:
     std::string key_;

@@ -36,7 +36,8 @@ import sys
 
 from pysandbox_wire import (CONTROL_HEADER, CONTROL_INDEX_DIGITS, CONTROL_LAST, CONTROL_MORE,
                             CONTROL_RECORD, MAX_CELL_FIGURE_BYTES, MAX_CELL_FIGURES,
-                            MAX_CELL_MATCHES, MAX_CELL_RICH, MAX_CELL_VALUE)
+                            MAX_CELL_MATCHES, MAX_CELL_RICH, MAX_CELL_VALUE,
+                            MAX_INPUT_PROMPT)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -203,14 +204,18 @@ class _Channel:
             except KeyboardInterrupt:
                 continue  # a late interrupt: the record goes again; the supervisor drops copies
 
-    def receive(self) -> "dict[str, Any] | None":
-        """The next message, or None when the supervisor is gone."""
+    def receive(self, interruptible: bool = False) -> "dict[str, Any] | None":
+        """The next message, or None when the supervisor is gone. `interruptible`: a
+        KeyboardInterrupt ends the wait (a cell's input()); a message it cut short is skipped
+        when the next receive() meets the rest of its records."""
         parts: list[bytes] = []
         expected = 0
         while True:
             try:
                 record = os.read(self.fd, RECORD + 1)
             except KeyboardInterrupt:
+                if interruptible:
+                    raise
                 continue
             except OSError:
                 return None
@@ -569,6 +574,7 @@ class _Session:
         rich = _Rich(figures) if message.get("rich") else None
         if rich is not None:
             _install_display()
+            _input.start(self.channel, message.get("token"), bool(message.get("input")))
         _current_rich = rich
         try:
             self.interrupts.enter_cell()
@@ -596,6 +602,7 @@ class _Session:
             done["outcome"] = "exception"
         _current_figures = None
         _current_rich = None
+        _input.allowed = False
         try:
             figures.collect_open()
         except Exception as error:
@@ -636,23 +643,82 @@ class _Session:
 
 
 class StdinNotImplementedError(NotImplementedError):
-    """input() in a kernel's cell: the kernel offers no stdin channel (IPython's name)."""
+    """input() in a kernel's cell whose client does not answer input requests (IPython's
+    name)."""
 
 
-def _no_input(prompt: object = "") -> str:
-    raise StdinNotImplementedError(
-        "input() was called, but pysandbox kernel does not offer input requests (the stdin "
-        "channel): put the data in the cell, or in a file of the sandbox, instead")
+class _Input:
+    """input() and getpass.getpass() in a kernel's cell, as ipykernel offers them: when the
+    client allows it (allow_stdin), the prompt goes to the supervisor, {"kind": "input", "token",
+    "n", "prompt", "password"}, and the kernel asks the client on its stdin channel; the answer
+    comes back as {"kind": "input", "token", "n", "value"} (or "error": the client's reply was
+    unusable). Only the answer numbered `n` is taken: one to an input() that was interrupted is
+    not the next one's."""
+
+    def __init__(self) -> None:
+        self.channel: "_Channel | None" = None
+        self.token: "Any" = None
+        self.allowed = False
+        self.number = 0
+        self.getpass_installed = False
+
+    def start(self, channel: _Channel, token: "Any", allowed: bool) -> None:
+        self.channel, self.token, self.allowed = channel, token, allowed
+        if allowed and not self.getpass_installed:
+            import getpass  # a cell that may ask pays for the import, once
+
+            getpass.getpass = _getpass
+            self.getpass_installed = True
+
+    def ask(self, prompt: object, password: bool, what: str) -> str:
+        if not self.allowed or self.channel is None:
+            raise StdinNotImplementedError(
+                "%s was called, but this client does not allow input requests (it sent "
+                "allow_stdin false): put the data in the cell, or in a file of the sandbox, "
+                "instead" % what)
+        text = str(prompt)
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_INPUT_PROMPT:
+            raise ValueError("%s: the prompt is over %d bytes" % (what, MAX_INPUT_PROMPT))
+        _flush()  # what the cell printed comes before the prompt
+        self.number += 1
+        # "kind" and "token" first: the supervisor takes only what begins with them.
+        self.channel.send({"kind": "input", "token": self.token, "n": self.number,
+                           "prompt": text, "password": password})
+        while True:
+            reply = self.channel.receive(interruptible=True)
+            if reply is None:
+                raise EOFError("%s: the sandbox's supervisor is gone" % what)
+            if reply.get("kind") == "input" and reply.get("n") == self.number:
+                break
+        if "error" in reply:
+            raise ValueError("%s: %s" % (what, reply["error"]))
+        value = reply.get("value")
+        if not isinstance(value, str):
+            raise ValueError("%s: the answer was not a string" % what)
+        if value == "\x04":  # end of file, as a terminal's Ctrl-D (ipykernel's convention)
+            raise EOFError
+        return value
+
+
+_input = _Input()
+
+
+def _kernel_input(prompt: object = "") -> str:
+    return _input.ask(prompt, False, "input()")
+
+
+def _getpass(prompt: str = "Password: ", stream: "Any" = None) -> str:
+    return _input.ask(prompt, True, "getpass()")
 
 
 def _install_display() -> None:
     """display() as a builtin, where IPython puts it, for a kernel's cells; and an input() that
-    says why it cannot ask, rather than reading end of file."""
+    asks the kernel's client, or says why it cannot, rather than reading end of file."""
     import builtins
 
     if not hasattr(builtins, "display"):
         builtins.display = display  # type: ignore[attr-defined]
-        builtins.input = _no_input
+        builtins.input = _kernel_input
 
 
 def _name_before(code: str, cursor: int) -> int:

@@ -36,6 +36,8 @@ inline constexpr std::size_t kMaxCellValue = 64 * 1024;
 // together, or of a completion or inspection's answer; and the names a completion gives.
 inline constexpr std::size_t kMaxCellRich = 8 * 1024 * 1024;
 inline constexpr std::size_t kMaxCellMatches = 1000;
+// A kernel cell's input() prompt, in bytes of UTF-8 (the driver asks the session for a line).
+inline constexpr std::size_t kMaxInputPrompt = 64 * 1024;
 // The driver's largest message: a cell's figures in base64 (padded, each), its value, every
 // character of it escaped in the worst case (outside the BMP: two JSON escapes, 12 bytes), and
 // its rich output, with a record's worth of room for the rest.

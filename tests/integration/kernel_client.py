@@ -441,7 +441,151 @@ def stop_on_error() -> dict:
         next_one = kc.execute("'next'")
         seen["tolerated"] = shell_reply(kc, tolerated)
         seen["next"] = shell_reply(kc, next_one)
-        seen["input"] = execute(kc, "input('name? ')")
+        return seen
+
+
+def stdin_request(kc, msg_id: str) -> dict:
+    """The input_request the cell `msg_id` sent on the stdin channel."""
+    request = kc.get_stdin_msg(timeout=ANSWER)
+    assert request["msg_type"] == "input_request", request
+    assert request["parent_header"]["msg_id"] == msg_id, request
+    return request
+
+
+def answered(kc, msg_id: str) -> dict:
+    return {"reply": shell_reply(kc, msg_id), "iopub": outputs(kc, msg_id)}
+
+
+def stdin() -> dict:
+    """input() and getpass() answered through the stdin channel (jupyter_client's
+    get_stdin_msg and input), forged answers around a good one, answers the kernel refuses,
+    and a wait ended by an interrupt and by the cell's timeout."""
+    import zmq
+    from jupyter_client.session import Session
+
+    with running(["--timeout", "2"]) as (km, kc):
+        seen = {}
+        msg_id = kc.execute("name = input('name? ')\nprint('hello', name)\nname",
+                            allow_stdin=True)
+        seen["request"] = stdin_request(kc, msg_id)["content"]
+        kc.input("world")
+        seen["answered"] = answered(kc, msg_id)
+
+        msg_id = kc.execute("import getpass\nsecret = getpass.getpass('pin: ')\nlen(secret)",
+                            allow_stdin=True)
+        seen["password_request"] = stdin_request(kc, msg_id)["content"]
+        kc.input("s3cret")
+        seen["password"] = answered(kc, msg_id)
+
+        seen["not_allowed"] = answered(kc, kc.execute("input('x? ')", allow_stdin=False))
+
+        # Forged answers first: on the client's own connection (read in order before the good
+        # one) unsigned, badly signed and one to another request; from another connection, a
+        # signed one under another identity. Then the good one.
+        msg_id = kc.execute("print(repr(input('forged? ')))", allow_stdin=True)
+        request = stdin_request(kc, msg_id)
+        other = zmq.Context.instance().socket(zmq.DEALER)
+        other.linger = 0
+        other.identity = b"another-client"
+        other.connect("tcp://%s:%d" % (km.ip, km.stdin_port))
+        km.session.send(other, "input_reply", {"value": "OTHER IDENTITY"},
+                        parent=request["header"])
+        own = kc.stdin_channel.socket
+        for key in (b"", b"wrong-key"):
+            own.send_multipart(Session(key=key).serialize(Session(key=key).msg(
+                "input_reply", {"value": "BAD KEY"}, parent=request["header"])))
+        kc.stdin_channel.send(kc.session.msg("input_reply", {"value": "OTHER PARENT"},
+                                             parent={"msg_id": "another-request"}))
+        kc.stdin_channel.send(kc.session.msg("input_reply", {"value": "good"},
+                                             parent=request["header"]))
+        seen["forged"] = answered(kc, msg_id)
+        other.close()
+
+        # Answers the cell's input() cannot take: a number, more than 1 MiB; then end of file.
+        code = ("for i in range(3):\n    try:\n        input('%d? ' % i)\n"
+                "    except (ValueError, EOFError) as e:\n        print(type(e).__name__, e)")
+        msg_id = kc.execute(code, allow_stdin=True)
+        for value in (5, "x" * ((1 << 20) + 1), "\x04"):
+            stdin_request(kc, msg_id)
+            kc.stdin_channel.send(kc.session.msg("input_reply", {"value": value}))
+        seen["refused"] = answered(kc, msg_id)
+
+        # An interrupt ends the wait (KeyboardInterrupt); an answer after it goes nowhere.
+        execute(kc, "kept = 6")
+        msg_id = kc.execute("input('waiting? ')", allow_stdin=True)
+        stdin_request(kc, msg_id)
+        km.interrupt_kernel()
+        seen["interrupted"] = answered(kc, msg_id)
+        kc.input("late")
+        seen["after_interrupt"] = execute(kc, "kept * 7")
+
+        # The cell's timeout (2 s) ends it as well, the state kept.
+        msg_id = kc.execute("input('never answered? ')", allow_stdin=True)
+        stdin_request(kc, msg_id)
+        seen["timed_out"] = answered(kc, msg_id)
+        seen["after_timeout"] = execute(kc, "kept")
+        return seen
+
+
+def memory(pid: int) -> dict:
+    """The kernel's resident memory now and at its peak (KiB, VmRSS and VmHWM), from /proc."""
+    with open("/proc/%d/status" % pid) as status:
+        fields = dict(line.split(":", 1) for line in status)
+    return {name: int(fields[name].split()[0]) for name in ("VmRSS", "VmHWM")}
+
+
+def busy_flood() -> dict:
+    """While a cell waits (for input()), connections without the key send 15 MiB frames on
+    shell, control and stdin, each as soon as the kernel has taken the one before (a send
+    buffer of one message, and a time limit: a kernel that stopped reading would let it run
+    out); each connection's last message is a signed kernel_info_request. The kernel's peak
+    memory, read from /proc, is judged by test_kernel.py."""
+    import zmq
+    from jupyter_client.session import Session
+
+    with running(["--timeout", "60"]) as (km, kc):
+        pid = km.provisioner.process.pid
+        execute(kc, "x = 1")
+        good = Session(key=km.session.key)  # a session of its own: msg_ids of its own
+        seen = {"before": memory(pid)}
+        msg_id = kc.execute("input('go on? ')\n'cell done'", allow_stdin=True)
+        stdin_request(kc, msg_id)
+        context = zmq.Context.instance()
+        frame = zmq.Frame(b"x" * (15 << 20))
+        ports = [km.shell_port] * 2 + [km.control_port, km.stdin_port]
+        sockets = []
+        for port in ports:
+            sock = context.socket(zmq.DEALER)
+            sock.linger = 0
+            sock.sndhwm = 1
+            sock.sndtimeo = ANSWER * 1000
+            sock.connect("tcp://%s:%d" % (km.ip, port))
+            sockets.append(sock)
+        began = time.monotonic()
+        for _ in range(8):  # a connection's queue in the kernel (rcvhwm) holds 8
+            for sock in sockets:
+                sock.send_multipart([b"<IDS|MSG>", b"", b"{}", b"{}", b"{}", frame],
+                                    copy=False)
+        finals = {}
+        for sock, port in zip(sockets, ports):
+            if port != km.stdin_port:
+                final = good.msg("kernel_info_request", content={})
+                sock.send_multipart(good.serialize(final))
+                finals[sock] = final["header"]["msg_id"]
+        seen["flood_seconds"] = time.monotonic() - began
+        kc.input("yes")
+        seen["cell"] = answered(kc, msg_id)
+        for sock, final in finals.items():
+            while True:
+                if not sock.poll(ANSWER * 1000):
+                    raise AssertionError("no reply to a held kernel_info_request")
+                _, reply = good.feed_identities(sock.recv_multipart())
+                if good.deserialize(reply)["parent_header"].get("msg_id") == final:
+                    break
+        seen["peak"] = memory(pid)
+        seen["after"] = execute(kc, "x + 41")
+        for sock in sockets:
+            sock.close()
         return seen
 
 
@@ -461,5 +605,6 @@ if __name__ == "__main__":
     result = {"basics": basics, "interrupt": interrupt, "timeout": timeout,
               "host_write": host_write, "hostile": hostile,
               "notebook": notebook, "rich": rich, "complete": complete,
-              "stop_on_error": stop_on_error, "flood": flood, "load": load}[scenario](*args)
+              "stop_on_error": stop_on_error, "flood": flood, "load": load, "stdin": stdin,
+              "busy_flood": busy_flood}[scenario](*args)
     print(json.dumps(result))

@@ -256,6 +256,21 @@ TEST_SUITE("control channel") {
         CHECK(messages[0]["kind"] == "ready");
     }
 
+    TEST_CASE("a reader may wait for either of two kinds with one token") {
+        ControlChannel channel;
+        channel.expect({"done", "input"}, "t1");
+        send_from_driver(channel, record('.', 0, R"({"kind":"input","token":"t0","n":1})"));
+        send_from_driver(channel, record('.', 0, R"({"kind":"inputs","token":"t1"})"));
+        send_from_driver(channel, record('.', 0, R"({"kind":"ready"})"));
+        send_from_driver(channel, record('.', 0, R"({"kind":"input","token":"t1","n":2})"));
+        send_from_driver(channel, record('.', 0, R"({"kind":"done","token":"t1"})"));
+        const auto messages = receive_all(channel);
+        REQUIRE(messages.size() == 2);
+        CHECK(messages[0]["n"] == 2);
+        CHECK(messages[1]["kind"] == "done");
+        CHECK(channel.dropped() == 0);
+    }
+
     TEST_CASE("skipping a flood costs next to nothing, parsing it would not") {
         // The same 8 MiB message, once with a token the reader does not wait for and once with
         // the one it does but broken past its one long string: only the second is parsed (and
