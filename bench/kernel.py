@@ -11,7 +11,10 @@ Timed, interleaved so that a slow moment of the machine hits both alike (which k
 alternates):
 
   round trip  a cell (`1+1` unless --code): from sending its execute_request to reading its
-              execute_reply; its iopub messages are read after, untimed
+              execute_reply; its iopub messages are read after, untimed. With --until-idle,
+              to reading its idle status on iopub instead: every output message it sent
+              received, as a notebook shows them (for a cell that prints much, e.g.
+              --code "import sys; sys.stdout.write('x' * 2**20)" --until-idle)
   start       --starts times: from starting the kernel to the execute_reply of its first cell
               (after the kernel_info round trip every client makes first)
 
@@ -19,7 +22,7 @@ Prints the median, 90th percentile and minimum in milliseconds, and pysandbox's 
 ratio to ipykernel's.
 
     bench/kernel.py [--rounds 200] [--warmup 3] [--starts 3] [--pysandbox PATH]
-                    [--profile NAME] [--code CODE] [--json]
+                    [--profile NAME] [--code CODE] [--until-idle] [--json]
 
 Needs python3-jupyter-client and python3-ipykernel. See bench/README.md.
 """
@@ -71,9 +74,10 @@ class Kernel:
         # A kernel_info round trip, as every client makes first: iopub is subscribed after it.
         self.client.wait_for_ready(timeout=ANSWER)
 
-    def cell(self, code: str) -> float:
-        """Milliseconds from sending the execute_request to reading its execute_reply; the
-        iopub messages up to its idle status are read after, untimed."""
+    def cell(self, code: str, until_idle: bool = False) -> float:
+        """Milliseconds from sending the execute_request to reading its execute_reply (or,
+        `until_idle`, its idle status on iopub); the iopub messages up to its idle status are
+        read after, untimed, unless `until_idle`."""
         start = time.perf_counter_ns()
         msg_id = self.client.execute(code)
         while True:  # wait_for_ready may have left a kernel_info_reply or two before it
@@ -87,7 +91,7 @@ class Kernel:
             msg = self.client.get_iopub_msg(timeout=ANSWER)
             if (msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "status"
                     and msg["content"]["execution_state"] == "idle"):
-                return elapsed
+                return (time.perf_counter_ns() - start) / 1e6 if until_idle else elapsed
 
     def close(self) -> None:
         self.client.stop_channels()
@@ -104,7 +108,8 @@ def first_reply(name: str, code: str) -> float:
         kernel.close()
 
 
-def measure(code: str, rounds: int, warmup: int, starts: int) -> dict[str, list[float]]:
+def measure(code: str, rounds: int, warmup: int, starts: int,
+            until_idle: bool) -> dict[str, list[float]]:
     names = ["pysandbox", "ipykernel"]
     samples: dict[str, list[float]] = {f"{name} {what}": [] for what in ("round trip", "start")
                                        for name in names}
@@ -118,7 +123,7 @@ def measure(code: str, rounds: int, warmup: int, starts: int) -> dict[str, list[
                 kernel.cell(code)
         for number in range(rounds):
             for name in names[number % 2:] + names[:number % 2]:
-                samples[f"{name} round trip"].append(kernels[name].cell(code))
+                samples[f"{name} round trip"].append(kernels[name].cell(code, until_idle))
     finally:
         for kernel in kernels.values():
             kernel.close()
@@ -156,6 +161,8 @@ def more_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--code", default="1+1", help="the cell (default: 1+1)")
     parser.add_argument("--starts", type=int, default=3,
                         help="kernel starts timed, each (default 3; 0 for none)")
+    parser.add_argument("--until-idle", action="store_true",
+                        help="time each cell to its idle status (all its output received)")
 
 
 def main() -> int:
@@ -170,14 +177,16 @@ def main() -> int:
         os.environ.update(JUPYTER_PATH=scratch, JUPYTER_RUNTIME_DIR=scratch,
                           JUPYTER_PLATFORM_DIRS="1")
         try:
-            samples = measure(options.code, options.rounds, options.warmup, options.starts)
+            samples = measure(options.code, options.rounds, options.warmup, options.starts,
+                              options.until_idle)
         except (RuntimeError, OSError) as error:
             print(f"kernel.py: {error}", file=sys.stderr)
             return 1
     rows = summarize(samples)
     if options.json:
         json.dump({"rounds": options.rounds, "profile": options.profile, "code": options.code,
-                   "rows": rows, "samples_ms": samples}, sys.stdout, indent=2)
+                   "until_idle": options.until_idle, "rows": rows, "samples_ms": samples},
+                  sys.stdout, indent=2)
         print()
     else:
         print_table(rows, options.code, options.profile, options.rounds)

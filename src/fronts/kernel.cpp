@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -36,6 +37,14 @@ using jupyter::Message;
 using nlohmann::json;
 
 constexpr std::string_view kWho = "pysandbox kernel";
+
+// A cell's output waits up to kStreamInterval, or until kStreamBytes have come, before it goes
+// out as a stream message: each message costs the client a signature check and a JSON parse
+// (jupyter_client does both in Python), and a print of 1 MiB sent as the pipe's 64 KiB reads was
+// 1.6-1.8x slower to receive than ipykernel's single message (bench/kernel.py --until-idle).
+// 50 ms is still "as it is printed" to whoever watches (ipykernel waits up to 200 ms).
+constexpr auto kStreamInterval = std::chrono::milliseconds(50);
+constexpr std::size_t kStreamBytes = std::size_t{1} << 20;
 
 // Whether `code` is a whole statement, as a terminal reads one: an open bracket, a trailing
 // backslash or a last line ending in ':' wants more ("incomplete", with the indent to go on).
@@ -159,7 +168,7 @@ class Kernel {
         new_session();
         publish("status", {{"execution_state", "starting"}}, json::object());
         for (;;) {
-            loop_.poller().poll_once();
+            loop_.poller().poll_once(output_wait_ms());
             session_->advance();
             for (auto& old : retired_) old->advance();
             std::erase_if(retired_, [](const auto& old) { return old->closed(); });
@@ -564,9 +573,20 @@ class Kernel {
         session_->run(std::move(cell));
     }
 
-    // The running cell's output since the last round, as stream messages.
+    // How long the loop may wait before the output held back must go (poll(2)'s timeout).
+    int output_wait_ms() const {
+        const auto since = output_.pending_since();
+        if (!cell_ || !since) return -1;
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+            *since + kStreamInterval - std::chrono::steady_clock::now());
+        return static_cast<int>(std::max<std::chrono::milliseconds::rep>(left.count(), 0));
+    }
+
+    // The running cell's output, as stream messages: all of it when `final` (the cell ended),
+    // otherwise once kStreamInterval has passed since the oldest byte came or kStreamBytes wait.
     void send_output(bool final) {
         if (!cell_) return;
+        if (!final && output_.pending_bytes() < kStreamBytes && output_wait_ms() != 0) return;
         for (OutputEvents::Piece& piece : output_.take(final)) {
             if (cell_->silent) continue;
             publish("stream",

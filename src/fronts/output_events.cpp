@@ -7,6 +7,8 @@
 namespace pysandbox {
 
 void OutputEvents::add(Channel channel, std::string_view bytes) {
+    if (!pending_since_) pending_since_ = std::chrono::steady_clock::now();
+    pending_bytes_ += bytes.size();
     if (!pending_.empty() && pending_.back().channel == channel)
         pending_.back().bytes.append(bytes);
     else
@@ -33,6 +35,8 @@ std::vector<OutputEvents::Piece> OutputEvents::take(bool final) {
         emit(raw.channel, std::move(bytes));
     }
     pending_.clear();
+    pending_bytes_ = 0;
+    pending_since_.reset();
     if (final)
         for (Channel channel : {OutputSegment::kStdout, OutputSegment::kStderr})
             emit(channel, std::exchange(held_[channel], {}));

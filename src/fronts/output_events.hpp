@@ -5,7 +5,9 @@
 // once a round of its poll loop. Nothing is held longer than that but the last bytes of a UTF-8
 // character the read cut short (at most 3 a stream), which wait for the rest or for the end.
 
+#include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +40,13 @@ class OutputEvents {
     // with a whole character. `final` (the cell's result is there): the bytes held back too.
     std::vector<Piece> take(bool final = false);
 
+    // The bytes waiting for take(), and when the first of them came (nullopt when none waits):
+    // for a front that sends fewer, larger messages (the kernel).
+    std::size_t pending_bytes() const { return pending_bytes_; }
+    std::optional<std::chrono::steady_clock::time_point> pending_since() const {
+        return pending_since_;
+    }
+
   private:
     struct Raw {
         Channel channel;
@@ -45,6 +54,8 @@ class OutputEvents {
     };
     std::vector<Raw> pending_;
     std::string held_[2];  // the start of a character, cut short, for each stream
+    std::size_t pending_bytes_ = 0;
+    std::optional<std::chrono::steady_clock::time_point> pending_since_;
 };
 
 }  // namespace pysandbox
