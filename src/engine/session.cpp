@@ -242,22 +242,29 @@ void Session::on_message(const ControlMessage& received) {
 }
 
 // The driver's input(): {"kind": "input", "token", "n" (its number), "prompt", "password"}. The
-// script's word: a prompt over the bound is refused (the cell's input() raises).
+// script's word, and the script can write such requests itself, as fast as it likes, reading none
+// of the answers: every one is counted until the owner answers one. The first kMaxInputsUnanswered
+// go to the owner; the next as many are refused (the cell's input() raises), and what comes beyond
+// is dropped without a word, so that the answers the driver does not read cannot pile up in the
+// supervisor. A refusal is the session's own doing: it opens no new budget for the channel.
 void Session::on_input_request(const json& message) {
     const auto number = message.find("n");
     if (number == message.end() || !number->is_number_integer()) return;
+    if (++inputs_unanswered_ > 2 * kMaxInputsUnanswered) return;
     input_asked_ = number->get<std::int64_t>();
     const std::string* prompt = string_field(message, "prompt");
     if (prompt == nullptr || prompt->size() > kMaxInputPrompt) {
-        refuse_input("the prompt must be a string of at most " + std::to_string(kMaxInputPrompt) +
-                     " bytes");
+        reply_input({{"error", "the prompt must be a string of at most " +
+                                   std::to_string(kMaxInputPrompt) + " bytes"}},
+                    false);
         return;
     }
     // A request while one waits: the earlier input() was interrupted. A script that asks again
     // and again without waiting would have the owner send request after request.
-    if (++inputs_unanswered_ > kMaxInputsUnanswered) {
-        refuse_input("more than " + std::to_string(kMaxInputsUnanswered) +
-                     " input requests went unanswered");
+    if (inputs_unanswered_ > kMaxInputsUnanswered) {
+        reply_input({{"error", "more than " + std::to_string(kMaxInputsUnanswered) +
+                                   " input requests went unanswered"}},
+                    false);
         return;
     }
     const auto password = message.find("password");
@@ -265,21 +272,24 @@ void Session::on_input_request(const json& message) {
 }
 
 void Session::answer_input(const std::string& value) {
-    reply_input({{"value", value}});
+    reply_input({{"value", value}}, true);
 }
 
 void Session::refuse_input(const std::string& why) {
-    reply_input({{"error", why}});
+    reply_input({{"error", why}}, true);
 }
 
-void Session::reply_input(json answer) {
+// `owner`: the owner answered (its answers are as many as its requests, and each opens the
+// channel's budget anew); else the session refused on its own.
+void Session::reply_input(json answer, bool owner) {
     if (!input_asked_ || !cell_ || (phase_ != Phase::running && phase_ != Phase::interrupting))
         return;
     json message = {{"kind", "input"}, {"token", token_}, {"n", *input_asked_}};
     message.update(answer);
     input_asked_.reset();
-    if (answer.contains("value")) inputs_unanswered_ = 0;
     sandbox_->control()->send(message);
+    if (!owner) return;
+    inputs_unanswered_ = 0;
     expect_driver();
 }
 

@@ -160,7 +160,7 @@ class Session {
     nlohmann::ordered_json cell_result(Outcome outcome, const nlohmann::json* done);
     void add_driver_words(nlohmann::ordered_json& result, const nlohmann::json* done);
     void on_input_request(const nlohmann::json& message);
-    void reply_input(nlohmann::json answer);
+    void reply_input(nlohmann::json answer, bool owner);
     void expect_driver();
 
     const Plan& plan_;

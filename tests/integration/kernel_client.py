@@ -543,7 +543,7 @@ def busy_flood() -> dict:
     import zmq
     from jupyter_client.session import Session
 
-    with running(["--timeout", "60"]) as (km, kc):
+    with running(["--timeout", "20"]) as (km, kc):
         pid = km.provisioner.process.pid
         execute(kc, "x = 1")
         good = Session(key=km.session.key)  # a session of its own: msg_ids of its own
@@ -589,6 +589,23 @@ def busy_flood() -> dict:
         return seen
 
 
+def input_flood() -> dict:
+    """A cell (allow_stdin) that writes input requests of its own on the driver's channel, each
+    with a prompt over the bound, 72 MiB in all (more than the channel's budget), reading none of
+    the refusals."""
+    code = ("import gc\n"
+            "asks = [o for o in gc.get_objects() if type(o).__name__ == '_Input'][0]\n"
+            "prompt = 'x' * (64 * 1024 + 1)\n"
+            "for n in range(1100):\n"
+            "    asks.channel.send({'kind': 'input', 'token': asks.token, 'n': n,\n"
+            "                       'prompt': prompt})\n"
+            "'flooded'")
+    with running(["--timeout", "5"]) as (km, kc):
+        seen = {"cell": execute(kc, code)}
+        seen["after"] = execute(kc, "41 + 1")
+        return seen
+
+
 def notebook(path: str, *kernel_args: str) -> dict:
     import nbformat
     from nbclient import NotebookClient
@@ -606,5 +623,5 @@ if __name__ == "__main__":
               "host_write": host_write, "hostile": hostile,
               "notebook": notebook, "rich": rich, "complete": complete,
               "stop_on_error": stop_on_error, "flood": flood, "load": load, "stdin": stdin,
-              "busy_flood": busy_flood}[scenario](*args)
+              "busy_flood": busy_flood, "input_flood": input_flood}[scenario](*args)
     print(json.dumps(result))

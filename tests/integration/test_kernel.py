@@ -278,6 +278,20 @@ class KernelTest(SandboxTestCase):
         self.assertEqual(of_type(seen["after"]["iopub"], "execute_result")[0]["data"],
                          {"text/plain": "42"})
 
+    def test_input_requests_a_cell_forges_are_charged_to_its_channel(self) -> None:
+        # The cell writes 1100 input requests of its own (72 MiB), each refused (the prompt is
+        # over the bound), reading none of the refusals. Had each refusal opened the channel's
+        # budget anew, the supervisor would read (and answer, into memory the driver never
+        # drains) as much as the cell cares to write; charged, the channel is muted past its
+        # budget, which the verdict reports, and the cell's timeout ends it.
+        seen = self.client("input_flood")
+        cell = seen["cell"]
+        self.assertEqual(cell["reply"]["ename"], "TimeoutError", cell["reply"])
+        self.assertIn("driver_channel", [v["what"] for v in cell["verdict"]["violations"]],
+                      cell["verdict"])
+        self.assertEqual(of_type(seen["after"]["iopub"], "execute_result")[0]["data"],
+                         {"text/plain": "42"})
+
     def test_notebook_through_nbclient(self) -> None:
         import nbformat
         nb = nbformat.v4.new_notebook()
