@@ -40,9 +40,10 @@ while True:
     send(other)
 '''
 
-TIMEOUT_S = 1.5
 VICTIMS = 6
-# Each answers at 0.9 of its timeout.
+# Each answers at 0.9 of its timeout: 0.3 s to spare, for the driver to be woken, read its cell
+# and answer on a loaded CI machine (at 1.5 s, 0.15 s to spare was once not enough there).
+TIMEOUT_S = 3.0
 ON_TIME = f"import time\ntime.sleep({0.9 * TIMEOUT_S})\n'on time'"
 
 
@@ -102,7 +103,8 @@ class ChannelFloodTest(SandboxTestCase):
                                    "clientInfo": {"name": "test", "version": "1"}})
             answer()
             calls = 3
-            call("flood", FLOOD, (calls + 1) * TIMEOUT_S)
+            # Long enough that the flood outlasts the calls however slowly sandboxes start.
+            call("flood", FLOOD, (calls + 2) * TIMEOUT_S)
             for n in range(calls):  # one after another, while the flood goes on
                 started = time.monotonic()
                 call(n, ON_TIME, TIMEOUT_S)
