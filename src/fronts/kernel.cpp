@@ -1,6 +1,7 @@
 #include "fronts/kernel.hpp"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <string>
@@ -28,6 +30,7 @@
 #include "report/exit_codes.hpp"
 #include "report/json_text.hpp"
 #include "report/result.hpp"
+#include "sys/socket_owner.hpp"
 #include "wire/fds.hpp"
 
 namespace pysandbox {
@@ -74,6 +77,9 @@ constexpr std::array kMimeTypes = {
 };
 constexpr JsonBounds kJsonOutputBounds{64, 65536};
 constexpr int kQueuedPerConnection = 8;  // messages libzmq holds for the kernel, a connection
+// What a client sends on iopub: subscriptions (Jupyter's clients subscribe to "", everything).
+// libzmq keeps each one a byte a node, so a 16 MiB topic would cost the kernel hundreds of MiB.
+constexpr std::int64_t kMaxSubscription = 4096;
 // Requests that come while a cell runs wait in the kernel, signed ones only, at most so many and
 // so many bytes: past that a request is answered with an error (a client without the key cannot
 // make the kernel hold anything).
@@ -129,6 +135,84 @@ std::optional<json> checked_bundle(const json& data, std::size_t& budget) {
     return bundle;
 }
 
+// Who may connect: a connection from another user of this machine is shut down as soon as it is
+// accepted, before the kernel reads what it sent. The key keeps such a user from being obeyed;
+// this keeps them from being buffered: libzmq takes in a whole message, of any number of frames
+// (ZMQ_MAXMSGSIZE bounds each), before it hands over any of it, so one unsigned message of 40
+// frames of 15 MiB made the kernel hold 600 MiB. Each socket reports the connections it accepts
+// on an inproc monitor that check() reads every round; the user is the connecting socket's owner
+// (sys/socket_owner.hpp). The owner's own processes and root may connect; another machine's only
+// when the connection file listens off this host.
+class PeerGate {
+  public:
+    PeerGate(zmq::context_t& context, const std::string& ip)
+        : context_(context),
+          owner_(::geteuid()),
+          listens_off_host_(!ip.starts_with("127.") && ip != "localhost") {}
+
+    // Before `socket` is bound to `port`, so that no connection is missed.
+    void watch(zmq::socket_t& socket, int port, std::string channel) {
+        const std::string endpoint = "inproc://pysandbox-peers-" + channel;
+        if (::zmq_socket_monitor(socket.handle(), endpoint.c_str(), ZMQ_EVENT_ACCEPTED) != 0)
+            throw zmq::error_t();
+        Monitor& monitor = monitors_.emplace_back(
+            Monitor{zmq::socket_t(context_, zmq::socket_type::pair), port, std::move(channel)});
+        monitor.events.connect(endpoint);
+    }
+
+    std::vector<int> fds() {
+        std::vector<int> fds;
+        for (Monitor& monitor : monitors_) fds.push_back(monitor.events.get(zmq::sockopt::fd));
+        return fds;
+    }
+
+    // Every connection accepted since the last call: one not admitted is shut down (its
+    // descriptor stays libzmq's, which sees the end and drops what it had of it).
+    void check() {
+        for (Monitor& monitor : monitors_)
+            for (std::vector<zmq::message_t> parts; zmq::recv_multipart(
+                     monitor.events, std::back_inserter(parts), zmq::recv_flags::dontwait);
+                 parts.clear()) {
+                std::uint16_t event = 0;
+                std::int32_t fd = -1;
+                if (parts.size() != 2 || parts[0].size() < sizeof event + sizeof fd) continue;
+                std::memcpy(&event, parts[0].data(), sizeof event);
+                std::memcpy(&fd, parts[0].data<char>() + sizeof event, sizeof fd);
+                if (event == ZMQ_EVENT_ACCEPTED) check(fd, monitor);
+            }
+    }
+
+  private:
+    struct Monitor {
+        zmq::socket_t events;
+        int port;
+        std::string channel;
+    };
+
+    void check(int fd, const Monitor& monitor) {
+        // Gone already, or the number reused by another descriptor: nothing of this port's.
+        const std::optional<sys::SocketPeer> peer = sys::tcp_peer(fd);
+        if (!peer || peer->local_port != monitor.port) return;
+        if (sys::admits(*peer, owner_, listens_off_host_)) return;
+        ::shutdown(fd, SHUT_RDWR);
+        ++refused_;
+        if (refused_ <= 16 || (refused_ & (refused_ - 1)) == 0)
+            say("closed a connection to " + monitor.channel + " from " +
+                    (peer->uid ? "user " + std::to_string(*peer->uid)
+                               : std::string("a user the kernel's socket diagnostics (inet_diag) "
+                                             "did not name")) +
+                    ": only the kernel's own user (" + std::to_string(owner_) +
+                    ") and root may connect (" + std::to_string(refused_) + " so far)",
+                kWho);
+    }
+
+    zmq::context_t& context_;
+    const uid_t owner_;
+    const bool listens_off_host_;
+    std::vector<Monitor> monitors_;
+    std::uint64_t refused_ = 0;
+};
+
 class Kernel {
   public:
     Kernel(const Plan& plan, const jupyter::Connection& connection)
@@ -140,7 +224,8 @@ class Kernel {
           control_(context_, zmq::socket_type::router),
           stdin_(context_, zmq::socket_type::router),
           iopub_(context_, zmq::socket_type::pub),
-          hb_(context_, zmq::socket_type::rep) {
+          hb_(context_, zmq::socket_type::rep),
+          peers_(context_, connection.ip) {
         // An oversized message closes its sender's connection, not the kernel.
         for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &hb_}) {
             socket->set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxRequestLine));
@@ -149,19 +234,29 @@ class Kernel {
             // connection (its default, 1000, would be 16 GiB), the rest waits on the sender's side.
             socket->set(zmq::sockopt::rcvhwm, kQueuedPerConnection);
         }
+        iopub_.set(zmq::sockopt::maxmsgsize, kMaxSubscription);
         for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &iopub_, &hb_})
             socket->set(zmq::sockopt::linger, 0);
-        shell_.bind(connection.endpoint(connection.shell_port));
-        control_.bind(connection.endpoint(connection.control_port));
-        stdin_.bind(connection.endpoint(connection.stdin_port));
-        iopub_.bind(connection.endpoint(connection.iopub_port));
-        hb_.bind(connection.endpoint(connection.hb_port));
-        loop_.watch_signals([this](int sig) { on_signal(sig); });
-        // Each socket's ZMQ_FD, read in drain() every round.
-        for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &hb_}) {
-            const int fd = socket->get(zmq::sockopt::fd);
-            loop_.poller().watch([fd] { return sys::Poller::Interest{fd, POLLIN}; }, [](short) {});
+        const struct {
+            zmq::socket_t& socket;
+            int port;
+            const char* channel;
+        } channels[] = {{shell_, connection.shell_port, "shell"},
+                        {control_, connection.control_port, "control"},
+                        {stdin_, connection.stdin_port, "stdin"},
+                        {iopub_, connection.iopub_port, "iopub"},
+                        {hb_, connection.hb_port, "hb"}};
+        for (const auto& channel : channels) {
+            peers_.watch(channel.socket, channel.port, channel.channel);
+            channel.socket.bind(connection.endpoint(channel.port));
         }
+        loop_.watch_signals([this](int sig) { on_signal(sig); });
+        // Each socket's ZMQ_FD and each monitor's, read in drain() every round.
+        std::vector<int> fds = peers_.fds();
+        for (zmq::socket_t* socket : {&shell_, &control_, &stdin_, &hb_})
+            fds.push_back(socket->get(zmq::sockopt::fd));
+        for (const int fd : fds)
+            loop_.poller().watch([fd] { return sys::Poller::Interest{fd, POLLIN}; }, [](short) {});
     }
 
     int run() {
@@ -199,6 +294,7 @@ class Kernel {
     void drain() {
         for (bool more = true; more && !loop_.stopping();) {
             more = false;
+            peers_.check();
             more |= take(hb_, [this](const Frames& frames, std::size_t) {
                 std::vector<zmq::const_buffer> parts;
                 parts.reserve(frames.size());
@@ -758,6 +854,7 @@ class Kernel {
     zmq::socket_t stdin_;
     zmq::socket_t iopub_;
     zmq::socket_t hb_;
+    PeerGate peers_;
     std::unique_ptr<Session> session_;
     std::vector<std::unique_ptr<Session>> retired_;  // closing after a restart
     std::optional<RunningCell> cell_;

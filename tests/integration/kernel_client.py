@@ -606,6 +606,19 @@ def input_flood() -> dict:
         return seen
 
 
+def waits_for_another_user() -> dict:
+    """A kernel that waits while another user's client connects to it (test_kernel.py runs
+    that one): its pid and ports on a line of their own, then a cell once a line comes in."""
+    with running() as (km, kc):
+        seen = {"first": execute(kc, "6 * 7")}
+        print(json.dumps({"pid": km.provisioner.process.pid, "ip": km.ip,
+                          "ports": {"shell": km.shell_port, "iopub": km.iopub_port}}),
+              flush=True)
+        sys.stdin.readline()
+        seen["after"] = execute(kc, "6 * 7")
+        return seen
+
+
 def notebook(path: str, *kernel_args: str) -> dict:
     import nbformat
     from nbclient import NotebookClient
@@ -623,5 +636,6 @@ if __name__ == "__main__":
               "host_write": host_write, "hostile": hostile,
               "notebook": notebook, "rich": rich, "complete": complete,
               "stop_on_error": stop_on_error, "flood": flood, "load": load, "stdin": stdin,
-              "busy_flood": busy_flood, "input_flood": input_flood}[scenario](*args)
+              "busy_flood": busy_flood, "input_flood": input_flood,
+              "waits_for_another_user": waits_for_another_user}[scenario](*args)
     print(json.dumps(result))

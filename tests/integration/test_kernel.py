@@ -20,6 +20,39 @@ from harness import (PYSANDBOX, SandboxTestCase, command_prefix, marked_profile,
 CLIENT = Path(__file__).with_name("kernel_client.py")
 PYTHON = "/usr/bin/python3"
 
+# Another user's client (pyzmq, as jupyter_client uses it): one unsigned message of 40 frames of
+# 15 MiB (each under the kernel's 16 MiB a frame) to the port given, or a 15 MiB subscription
+# to iopub. Prints whether the kernel closed the connection (libzmq's monitor says when), and
+# how long that took; a connection left open is waited on for 30 s.
+FOREIGN_CLIENT = r"""
+import json, sys, time, zmq
+from zmq.utils.monitor import recv_monitor_message
+ip, port, kind = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+context = zmq.Context()
+socket = context.socket(zmq.SUB if kind == "subscribe" else zmq.DEALER)
+socket.linger = 0
+socket.reconnect_ivl = -1
+monitor = socket.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED)
+socket.connect("tcp://%s:%d" % (ip, port))
+frame = b"x" * (15 << 20)
+if kind == "subscribe":
+    socket.setsockopt(zmq.SUBSCRIBE, frame)
+else:
+    try:  # once the kernel closed the connection, there is nowhere to send the rest
+        for n in range(40):
+            socket.send(frame, zmq.DONTWAIT | (zmq.SNDMORE if n < 39 else 0), copy=False)
+    except zmq.Again:
+        pass
+events, started = [], time.monotonic()
+while monitor.poll(30_000):
+    events.append(recv_monitor_message(monitor)["event"])
+    if events[-1] == zmq.EVENT_DISCONNECTED:
+        break
+print(json.dumps({"closed": zmq.EVENT_DISCONNECTED in events,
+                  "connected": zmq.EVENT_CONNECTED in events,
+                  "seconds": time.monotonic() - started}))
+"""
+
 
 def streams(iopub: list, name: str = "stdout") -> str:
     return "".join(m["content"]["text"] for m in iopub
@@ -28,6 +61,13 @@ def streams(iopub: list, name: str = "stdout") -> str:
 
 def of_type(iopub: list, kind: str) -> list:
     return [m["content"] for m in iopub if m["type"] == kind]
+
+
+def proc_memory(pid: int) -> dict:
+    """A process's VmRSS and VmHWM in KiB, read by the host from /proc."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text()
+                  .splitlines())
+    return {name: int(fields[name].split()[0]) for name in ("VmRSS", "VmHWM")}
 
 
 class KernelTest(SandboxTestCase):
@@ -275,6 +315,51 @@ class KernelTest(SandboxTestCase):
             grown, seen))
         self.assertEqual(of_type(seen["cell"]["iopub"], "execute_result")[0]["data"],
                          {"text/plain": "'cell done'"})
+        self.assertEqual(of_type(seen["after"]["iopub"], "execute_result")[0]["data"],
+                         {"text/plain": "42"})
+
+    def test_another_users_connection_is_closed_before_it_is_read(self) -> None:
+        # The key keeps another user of the machine from being obeyed; this is about being
+        # buffered: libzmq takes a whole message in before the kernel sees any of it, so one
+        # unsigned message of 40 frames of 15 MiB made the kernel hold 600 MiB. Judged from the
+        # host: the kernel's peak memory, the other client's connection closed, the kernel's
+        # log, and the kernel's own client still served.
+        foreign = 65533 if os.environ.get("PYSANDBOX_AS") == "nobody" else 65534
+        client = subprocess.Popen(
+            command_prefix() + [PYTHON, str(CLIENT), "waits_for_another_user"], env=self.env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=self.dir)
+        try:
+            kernel = json.loads(client.stdout.readline())
+            before = proc_memory(kernel["pid"])
+            attempts = {}
+            for channel, kind in (("shell", "send"), ("iopub", "subscribe")):
+                run = subprocess.run(
+                    ["setpriv", f"--reuid={foreign}", f"--regid={foreign}", "--clear-groups",
+                     "--", PYTHON, "-c", FOREIGN_CLIENT, kernel["ip"],
+                     str(kernel["ports"][channel]), kind],
+                    capture_output=True, text=True, timeout=120, cwd="/")
+                self.assertEqual(run.returncode, 0, run.stderr)
+                attempts[channel] = json.loads(run.stdout)
+            after = proc_memory(kernel["pid"])
+            client.stdin.write("go on\n")
+            client.stdin.flush()
+            out, err = client.communicate(timeout=120)
+        finally:
+            if client.poll() is None:  # its stdin closed, it shuts its kernel down and ends
+                try:
+                    client.communicate(timeout=60)
+                except subprocess.TimeoutExpired:
+                    client.kill()
+                    client.communicate()
+        self.assertEqual(client.returncode, 0, err[-4000:])
+        seen = json.loads(out.splitlines()[-1])
+        for channel, attempt in attempts.items():
+            self.assertTrue(attempt["connected"] and attempt["closed"], (channel, attempt))
+            self.assertIn(f"closed a connection to {channel} from user {foreign}", err)
+        grown = after["VmHWM"] - before["VmHWM"]
+        self.assertLessEqual(grown, 64 << 10, "the kernel's peak grew by %d KiB: %s" % (
+            grown, attempts))
         self.assertEqual(of_type(seen["after"]["iopub"], "execute_result")[0]["data"],
                          {"text/plain": "42"})
 
