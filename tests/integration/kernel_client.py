@@ -362,6 +362,9 @@ shown.append({'data': {'text/plain': 'big', 'text/html': 'x' * (9 << 20)}})
 shown.append({'data': {'text/html': 'no plain text'}})
 shown.append({'figure': 99})
 shown.append('not an object')
+shown.append({'data': {'text/plain': 'update of no display'}, 'update': True})
+shown.append({'data': {'text/plain': 'long id'}, 'display_id': 'i' * 1000})
+shown.append({'clear': 'not a boolean'})
 class Huge:
     def _repr_html_(self):
         return 'y' * (9 << 20)

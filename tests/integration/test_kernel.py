@@ -186,8 +186,14 @@ class KernelTest(SandboxTestCase):
         for message in of_type(forged["iopub"], "display_data"):
             self.assertLessEqual(set(message["data"]), allowed)
             self.assertIn("text/plain", message["data"])
-        self.assertEqual([m["data"] for m in of_type(forged["iopub"], "display_data")],
-                         [{"text/plain": "js"}, {"text/plain": "deep"}, {"text/plain": "big"}])
+        self.assertEqual([(m["data"], m["transient"])
+                          for m in of_type(forged["iopub"], "display_data")],
+                         [({"text/plain": "js"}, {}), ({"text/plain": "deep"}, {}),
+                          ({"text/plain": "big"}, {}), ({"text/plain": "long id"}, {})],
+                         "an oversized display_id is dropped")
+        self.assertEqual(of_type(forged["iopub"], "update_display_data"), [],
+                         "an update names its display")
+        self.assertEqual(of_type(forged["iopub"], "clear_output"), [])
         [huge] = of_type(forged["iopub"], "execute_result")
         self.assertEqual(set(huge["data"]), {"text/plain"}, "an oversized _repr_html_ is left out")
 
