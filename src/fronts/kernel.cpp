@@ -85,6 +85,9 @@ constexpr std::int64_t kMaxSubscription = 4096;
 // make the kernel hold anything).
 constexpr std::size_t kMaxHeld = 256;
 constexpr std::size_t kMaxHeldBytes = 64 * 1024 * 1024;
+// The display_id a cell's display() may give (IPython's own are 32 hex digits): longer ones are
+// dropped, with the update that names one.
+constexpr std::size_t kMaxDisplayId = 256;
 // What a client's input_reply may hand a cell's input(): a line, not a file.
 constexpr std::size_t kMaxInputValue = 1024 * 1024;
 
@@ -748,9 +751,11 @@ class Kernel {
         for (Held& held : held_) held.abort = true;
     }
 
-    // What the cell displayed (display(), plt.show()) in order, its value, then the figures it
-    // left open, as IPython shows them. Every bundle is checked (checked_bundle) and all of them
-    // together are at most kMaxCellRich bytes; figures are the session's, PNG already checked.
+    // What the cell displayed (display(), plt.show()), cleared (clear_output()) and updated
+    // (update_display()) in order, its value, then the figures it left open, as IPython shows
+    // them. Every bundle is checked (checked_bundle) and all of them together are at most
+    // kMaxCellRich bytes; figures are the session's, PNG already checked. At most
+    // kMaxCellFigures displays and as many clears.
     void show_output(const json& result, bool ok, const json& parent) {
         static const json kNone = json::array();
         const json& rich = member(result, "rich");
@@ -758,11 +763,18 @@ class Kernel {
             member(result, "figures").is_array() ? member(result, "figures") : kNone;
         std::size_t budget = kMaxCellRich;
         std::vector<bool> shown(figures.size(), false);
-        const auto display = [&](json data) {
-            publish("display_data",
+        const auto display = [&](json data, const json& item = json()) {
+            const bool update = member(item, "update") == true;
+            json transient = json::object();
+            if (const json& id = member(item, "display_id");
+                id.is_string() && id.get_ref<const std::string&>().size() <= kMaxDisplayId)
+                transient["display_id"] = id;
+            else if (update)
+                return;  // an update names the display it updates
+            publish(update ? "update_display_data" : "display_data",
                     {{"data", std::move(data)},
                      {"metadata", json::object()},
-                     {"transient", json::object()}},
+                     {"transient", std::move(transient)}},
                     parent);
         };
         const auto figure = [&](std::size_t index) {
@@ -771,14 +783,20 @@ class Kernel {
         };
         if (member(rich, "displays").is_array()) {
             std::size_t count = 0;
+            std::size_t clears = 0;
             for (const json& item : member(rich, "displays")) {
+                if (const json& wait = member(item, "clear"); wait.is_boolean()) {
+                    if (++clears <= kMaxCellFigures)
+                        publish("clear_output", {{"wait", wait.get<bool>()}}, parent);
+                    continue;
+                }
                 if (++count > kMaxCellFigures) break;
                 if (!item.is_object()) continue;
                 const json& index = item.value("figure", json());
                 if (index.is_number_unsigned() && index.get<std::size_t>() < figures.size()) {
                     if (!shown[index.get<std::size_t>()]) figure(index.get<std::size_t>());
                 } else if (auto data = checked_bundle(item.value("data", json()), budget)) {
-                    display(std::move(*data));
+                    display(std::move(*data), item);
                 }
             }
         }

@@ -145,15 +145,7 @@ class _LinecacheSources:
     def find_spec(self, name: str, path: "Any" = None, target: "Any" = None) -> "Any":
         if name != "linecache":
             return None
-        for finder in sys.meta_path:  # the spec the import system would find without this one
-            if finder is self:
-                continue
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if find is not None else None
-            if spec is not None:
-                spec.loader = _ThenFill(spec.loader, self)
-                return spec
-        return None
+        return _spec_then(self, name, path, target, self.loaded)
 
     def loaded(self, module: "ModuleType") -> None:
         """linecache ran (a spec found is not yet an import: importlib.util.find_spec)."""
@@ -166,19 +158,34 @@ class _LinecacheSources:
             self._fill(filename, code)
 
 
-class _ThenFill:
-    """linecache's own loader, and then _LinecacheSources.loaded."""
+def _spec_then(finder: object, name: str, path: "Any", target: "Any",
+               then: "Callable[[ModuleType], None]") -> "Any":
+    """The spec the import system would find for `name` without `finder`, whose loader calls
+    `then` with the module right after it ran."""
+    for other in sys.meta_path:
+        if other is finder:
+            continue
+        find = getattr(other, "find_spec", None)
+        spec = find(name, path, target) if find is not None else None
+        if spec is not None:
+            spec.loader = _ThenCall(spec.loader, then)
+            return spec
+    return None
 
-    def __init__(self, loader: "Any", sources: _LinecacheSources) -> None:
+
+class _ThenCall:
+    """A module's own loader, and then a call with the module (_spec_then)."""
+
+    def __init__(self, loader: "Any", then: "Callable[[ModuleType], None]") -> None:
         self._loader = loader
-        self._sources = sources
+        self._then = then
 
     def create_module(self, spec: "Any") -> "Any":
         return self._loader.create_module(spec)
 
     def exec_module(self, module: "ModuleType") -> None:
         self._loader.exec_module(module)
-        self._sources.loaded(module)
+        self._then(module)
 
     # get_source and the rest, for whoever asks the module's loader
     def __getattr__(self, name: str) -> "Any":
@@ -356,21 +363,34 @@ def _as_text(mime: str, data: object) -> "str | None":
     return data if isinstance(data, str) else None
 
 
+def _entry_size(mime: str, text: str) -> int:
+    """What one representation costs of MAX_CELL_RICH: its JSON."""
+    return len(_dumps(mime)) + len(_dumps(text)) + 2
+
+
+def _bundle_size(data: "dict[str, str]") -> int:
+    return sum(_entry_size(mime, text) for mime, text in data.items())
+
+
 class _Rich:
-    """A kernel cell's rich output: each display() call's bundle in order (or the figure it
-    showed, which _Figures keeps as every figure), and the value's; all of it at most
-    MAX_CELL_RICH characters of JSON and MAX_CELL_FIGURES displays. What does not fit is left
-    out and counted."""
+    """A kernel cell's rich output, in order: each display() call's bundle (or the figure it
+    showed, which _Figures keeps as every figure), clear_output()'s clears and
+    update_display()'s updates; and the value's. All of it at most MAX_CELL_RICH characters of
+    JSON and MAX_CELL_FIGURES displays; what does not fit is left out and counted. The kernel
+    sends it when the cell ends, so what a clear or an update replaces is dropped here: a loop
+    that clears and shows anew, or updates one display, takes one place, not one a turn."""
 
     def __init__(self, figures: _Figures) -> None:
         self.figures = figures
         self.displays: "list[dict[str, Any]]" = []
         self.used = 0
         self.omitted = 0
+        self.clear_waits = False  # clear_output(wait=True): it clears when the next output comes
 
-    def bundle(self, value: object, text: str) -> "dict[str, str] | None":
-        """text/plain (`text`, the capped repr) and what else `value` shows as, each
-        representation that still fits."""
+    def bundle(self, value: object, text: str,
+               wanted: "Callable[[str], bool] | None" = None) -> "dict[str, str] | None":
+        """text/plain (`text`, the capped repr) and what else `value` shows as (of the types
+        `wanted` takes), each representation that still fits."""
         if not self._fits("text/plain", text):
             self.omitted += 1
             return None
@@ -391,22 +411,44 @@ class _Rich:
             method = _real_method(value, name)
             if method is None or any(mime == taken for taken, _ in offered):
                 continue
+            if wanted is not None and not wanted(mime):
+                continue
             try:
                 offered.append((mime, method()))
             except Exception as error:
                 self._failed(value, name, error)
+        self._add(data, offered, wanted)
+        return data
+
+    def raw(self, value: object) -> "dict[str, str] | None":
+        """A bundle given as it is, display(raw=True)'s {MIME type: data}. The kernel wants
+        text/plain in every bundle: "" when it has none (a front end shows the richest type)."""
+        if not isinstance(value, dict):
+            raise TypeError("display(raw=True) takes MIME bundles, dicts of MIME type to data, "
+                            "not %s" % type(value).__name__)
+        text = _as_text("text/plain", value.get("text/plain")) or ""
+        if not self._fits("text/plain", text):
+            self.omitted += 1
+            return None
+        data = {"text/plain": text}
+        self._add(data, [item for item in value.items() if item[0] in _MIME_TYPES], None)
+        return data
+
+    def _add(self, data: "dict[str, str]", offered: "list[tuple[str, object]]",
+             wanted: "Callable[[str], bool] | None") -> None:
         for mime, got in offered:
+            if mime == "text/plain" or (wanted is not None and not wanted(mime)):
+                continue
             shown = _as_text(mime, got)
-            if shown is None or mime == "text/plain":
+            if shown is None:
                 continue
             if self._fits(mime, shown):
                 data[mime] = shown
             else:
                 self.omitted += 1
-        return data
 
     def _fits(self, mime: str, text: str) -> bool:
-        size = len(_dumps(mime)) + len(_dumps(text)) + 2
+        size = _entry_size(mime, text)
         if self.used + size > MAX_CELL_RICH:
             return False
         self.used += size
@@ -417,17 +459,77 @@ class _Rich:
         print("pysandbox: %s.%s() failed: %r" % (type(value).__name__, name, error),
               file=sys.stderr)
 
-    def display(self, value: object) -> None:
+    def display(self, value: object, raw: bool = False,
+                wanted: "Callable[[str], bool] | None" = None,
+                display_id: "str | None" = None) -> None:
+        self._clear_if_waiting()
         if len(self.displays) >= MAX_FIGURES:
             self.omitted += 1
-        elif type(value).__module__ == "matplotlib.figure" and hasattr(value, "savefig"):
+        elif not raw and type(value).__module__ == "matplotlib.figure" and hasattr(value,
+                                                                               "savefig"):
             self.figure(value)
         else:
-            data = self.bundle(value, _capped_repr(value))
+            data = self.raw(value) if raw else self.bundle(value, _capped_repr(value), wanted)
             if data is not None:
-                self.displays.append({"data": data})
+                item: "dict[str, Any]" = {"data": data}
+                if display_id is not None:
+                    item["display_id"] = display_id
+                self.displays.append(item)
+
+    def update(self, value: object, raw: bool, wanted: "Callable[[str], bool] | None",
+               display_id: str) -> None:
+        """update_display(): this cell's displays with that id show `value` instead; one an
+        earlier cell made gets an update, which the kernel sends as update_display_data."""
+        matching = [item for item in self.displays
+                    if item.get("display_id") == display_id and "data" in item]
+        if not matching and len(self.displays) >= MAX_FIGURES:
+            self.omitted += 1
+            return
+        for item in matching:  # what they showed makes room for what replaces it
+            self.used -= _bundle_size(item["data"])
+        data = self.raw(value) if raw else self.bundle(value, _capped_repr(value), wanted)
+        if data is None:  # it did not fit: they show what they showed
+            for item in matching:
+                self.used += _bundle_size(item["data"])
+            return
+        for item in matching:
+            item["data"] = data
+        self.used += _bundle_size(data) * max(0, len(matching) - 1)
+        if not matching:
+            self.displays.append({"data": data, "display_id": display_id, "update": True})
+
+    def clear(self, wait: bool) -> None:
+        """clear_output(): the cell's output goes, now or (wait) when the next output comes."""
+        if wait:
+            self.clear_waits = True
+            return
+        self.clear_waits = False
+        self._drop()
+        self.displays.append({"clear": False})
+
+    def _clear_if_waiting(self) -> None:
+        if self.clear_waits:
+            self.clear_waits = False
+            self._drop()
+            self.displays.append({"clear": True})
+
+    def _drop(self) -> None:
+        """What a clear takes away: this cell's displays and the figures shown in them (the
+        kernel shows each figure no display showed at the end). Updates of earlier cells'
+        displays stay: their outputs are not this cell's."""
+        self.displays[:] = [item for item in self.displays if item.get("update")]
+        self.used = sum(_bundle_size(item["data"]) for item in self.displays)
+        self.figures.pngs.clear()
+        self.figures.size = 0
+
+    def finish(self) -> None:
+        """A clear that still waits when the cell ends goes as it is: the client clears at the
+        next output (the value, a figure left open), or keeps what is shown."""
+        if self.clear_waits:
+            self.displays.append({"clear": True})
 
     def figure(self, figure: "Figure") -> None:
+        self._clear_if_waiting()
         before = len(self.figures.pngs)
         self.figures.keep(figure)
         if len(self.figures.pngs) > before and len(self.displays) < MAX_FIGURES:
@@ -437,16 +539,147 @@ class _Rich:
 _current_rich: "_Rich | None" = None
 
 
-def display(*values: object, **options: object) -> None:
+def _new_display_id() -> str:
+    return os.urandom(16).hex()
+
+
+class DisplayHandle:
+    """What display(..., display_id=...) returns, as IPython's: update() shows another object
+    in the display's place."""
+
+    def __init__(self, display_id: "str | None" = None) -> None:
+        self.display_id = display_id or _new_display_id()
+
+    def __repr__(self) -> str:
+        return "<%s display_id=%s>" % (type(self).__name__, self.display_id)
+
+    def display(self, obj: object, **options: "Any") -> None:
+        display(obj, display_id=self.display_id, **options)
+
+    def update(self, obj: object, **options: "Any") -> None:
+        display(obj, display_id=self.display_id, update=True, **options)
+
+
+def _show(rich: _Rich, objs: "tuple[object, ...]", options: "dict[str, Any]") -> "str | None":
+    """IPython's display(*objs, **options) in a kernel's cell, as its own does in ipykernel
+    (include, exclude, display_id, transient's display_id, raw, clear, update; metadata is not
+    passed on); the display id it used."""
+    display_id = options.get("display_id")
+    transient = options.get("transient")
+    if display_id is True:
+        display_id = _new_display_id()
+    elif not display_id and isinstance(transient, dict):
+        display_id = transient.get("display_id")
+    if display_id is not None and not isinstance(display_id, str):
+        raise TypeError("display_id must be a string, or True for a new one")
+    update = bool(options.get("update"))
+    if update and not display_id:
+        raise TypeError("display_id required for update_display")
+    raw = bool(options.get("raw"))
+    if not objs and display_id:  # a place to update later, empty until then
+        objs, raw = ({},), True
+    if options.get("clear"):
+        rich.clear(True)
+    include, exclude = options.get("include"), options.get("exclude")
+    wanted = None
+    if include is not None or exclude is not None:
+        def wanted(mime: str) -> bool:
+            return (include is None or mime in include) and (exclude is None or
+                                                              mime not in exclude)
+    for obj in objs:
+        if update:
+            assert display_id is not None
+            rich.update(obj, raw, wanted, display_id)
+        else:
+            rich.display(obj, raw, wanted, display_id)
+    return display_id
+
+
+def display(*objs: object, **options: "Any") -> "DisplayHandle | None":
     """IPython's display(), in a kernel's cells: each value as a display_data message, with
-    every MIME type it shows as (a matplotlib figure as PNG). IPython's options are taken and
-    ignored; outside a kernel's cell each value is printed, as IPython's display() does outside
+    every MIME type it shows as (a matplotlib figure as PNG), and IPython's options (_show).
+    Outside a kernel's cell each value is printed, as IPython's display() does outside
     IPython."""
     if _current_rich is None:
-        print(*values)
-        return
-    for value in values:
-        _current_rich.display(value)
+        print(*objs)
+        return None
+    shown = _show(_current_rich, objs, options)
+    return DisplayHandle(shown) if options.get("display_id") else None
+
+
+# Where IPython keeps display(), clear_output() and the rest, and takes them from for
+# IPython.display and IPython.core.display.
+_IPYTHON_DISPLAY = "IPython.core.display_functions"
+
+
+class _IPythonDisplay:
+    """IPython's display functions, which print a repr where no InteractiveShell runs, made to
+    show in a kernel's cells as the builtin display() does. Installed by a kernel's first cell;
+    IPython is not imported for it (it is slow, and may be absent): its display functions are
+    replaced right after IPython.core.display_functions ran, before any module takes its names
+    (IPython.display takes them with `import *`), or at once when a preload module imported
+    them before. Outside a kernel's cell (a silent one) IPython's own run."""
+
+    def __init__(self) -> None:
+        self.installed = False
+
+    def install(self) -> None:
+        if self.installed:
+            return
+        self.installed = True
+        loaded = sys.modules.get(_IPYTHON_DISPLAY)
+        if loaded is not None:
+            self.patch(loaded)
+        else:
+            sys.meta_path.insert(0, self)
+
+    def find_spec(self, name: str, path: "Any" = None, target: "Any" = None) -> "Any":
+        if name != _IPYTHON_DISPLAY:
+            return None
+        return _spec_then(self, name, path, target, self.patch)
+
+    def patch(self, module: "ModuleType") -> None:
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        own: "dict[str, Any]" = {name: getattr(module, name, None)
+                                 for name in ("display", "clear_output", "publish_display_data")}
+        handle = getattr(module, "DisplayHandle", DisplayHandle)
+
+        def ipython_display(*objs: object, **options: "Any") -> "Any":
+            if _current_rich is None:
+                return own["display"](*objs, **options)
+            shown = _show(_current_rich, objs, options)
+            return handle(shown) if options.get("display_id") else None
+
+        def ipython_clear_output(wait: bool = False) -> None:
+            if _current_rich is None:
+                own["clear_output"](wait)
+            else:
+                _current_rich.clear(bool(wait))
+
+        def ipython_publish_display_data(*args: "Any", **options: "Any") -> None:
+            if _current_rich is None:
+                own["publish_display_data"](*args, **options)
+                return
+            data = args[0] if args else options.pop("data", None)
+            options.pop("metadata", None)
+            _show(_current_rich, (data,), dict(options, raw=True))
+
+        ours = {"display": ipython_display, "clear_output": ipython_clear_output,
+                "publish_display_data": ipython_publish_display_data}
+        for name, function in ours.items():
+            function.__doc__ = getattr(own[name], "__doc__", None)
+            setattr(module, name, function)
+            for taker in ("IPython.display", "IPython.core.display"):  # took them already
+                other = sys.modules.get(taker)
+                if other is not None and own[name] is not None and getattr(
+                        other, name, None) is own[name]:
+                    setattr(other, name, function)
+
+
+_ipython_display = _IPythonDisplay()
 
 
 def _without_driver_frames(tb: "TracebackType | None") -> "TracebackType | None":
@@ -506,6 +739,51 @@ def _capped_repr(value: object) -> str:
     return text
 
 
+class MagicNotSupportedError(SyntaxError):
+    """A line of IPython's own syntax (a %magic, a !command) in a kernel's cell: pysandbox's
+    kernel runs Python, not IPython. A SyntaxError that says so, at the line."""
+
+
+class InstallNotSupportedError(MagicNotSupportedError):
+    """%pip install and the like in a kernel's cell: a running sandbox's packages are read-only,
+    and come from what the kernel was started with."""
+
+
+# What a %magic or !command that installs packages starts with (or runs with python -m).
+_INSTALLERS = frozenset(["pip", "pip3", "conda", "mamba", "micromamba", "uv"])
+
+
+def _magic_error(code: str, error: SyntaxError) -> "MagicNotSupportedError | None":
+    """What a kernel cell's SyntaxError means when its line is IPython's: one that starts with %
+    or !, which no Python statement does."""
+    lines = code.splitlines()
+    if not error.lineno or error.lineno > len(lines):
+        return None
+    text = lines[error.lineno - 1]
+    line = text.strip()
+    if not line.startswith(("%", "!")):
+        return None
+    shown = line if len(line) <= 200 else line[:200] + "..."
+    words = line.lstrip("%!").split()
+    command = words[0].rsplit("/", 1)[-1] if words else ""
+    where = (error.filename, error.lineno, len(text) - len(text.lstrip()) + 1, text)
+    if command in _INSTALLERS or (len(words) > 2 and words[1] == "-m" and
+                                  words[2] in _INSTALLERS):
+        return InstallNotSupportedError(
+            "%s: packages cannot be installed into a running sandbox. They come from what the "
+            "kernel starts with: the profile's [python] requirements, or an environment made "
+            "with `pysandbox env create PKG` given as `pysandbox kernel --with-env ID`. Add the "
+            "package there and restart the kernel (the host's python3-* packages import as "
+            "they are)" % shown, where)
+    if command == "matplotlib":
+        return MagicNotSupportedError(
+            "%s: IPython magics are not Python, and this kernel runs Python; figures show "
+            "inline without it: remove the line" % shown, where)
+    return MagicNotSupportedError(
+        "%s: IPython magics (%%name) and shell commands (!command) are not Python, and this "
+        "kernel runs Python: write it in Python" % shown, where)
+
+
 class _Session:
     def __init__(self, channel: _Channel) -> None:
         self.channel = channel
@@ -524,11 +802,20 @@ class _Session:
         sys.modules["__main__"] = module
         return module.__dict__
 
-    def _compile(self, code: str, filename: str) -> "tuple[CodeType, CodeType | None]":
-        """The cell's body and, when it ends in an expression statement, that expression."""
+    def _compile(self, code: str, filename: str,
+                 kernel: bool = False) -> "tuple[CodeType, CodeType | None]":
+        """The cell's body and, when it ends in an expression statement, that expression. In a
+        kernel's cell, a line of IPython's syntax where Python found none is said to be that."""
         self.sources.adopt()
         self.sources.add(filename, code)
-        tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST | self.flags, dont_inherit=True)
+        try:
+            tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST | self.flags,
+                           dont_inherit=True)
+        except SyntaxError as error:
+            magic = _magic_error(code, error) if kernel else None
+            if magic is None:
+                raise
+            raise magic from None
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
@@ -579,7 +866,7 @@ class _Session:
         try:
             self.interrupts.enter_cell()
             try:
-                body, expression = self._compile(message["code"], filename)
+                body, expression = self._compile(message["code"], filename, rich is not None)
                 self._run(body)
                 if expression is not None:
                     value = self._run(expression)
@@ -600,6 +887,8 @@ class _Session:
         except BaseException as error:
             _print_exception(error)
             done["outcome"] = "exception"
+        if rich is not None:
+            rich.finish()
         _current_figures = None
         _current_rich = None
         _input.allowed = False
@@ -712,13 +1001,15 @@ def _getpass(prompt: str = "Password: ", stream: "Any" = None) -> str:
 
 
 def _install_display() -> None:
-    """display() as a builtin, where IPython puts it, for a kernel's cells; and an input() that
-    asks the kernel's client, or says why it cannot, rather than reading end of file."""
+    """display() as a builtin, where IPython puts it, for a kernel's cells, and IPython's own
+    display functions showing as it does once a cell imports them; and an input() that asks the
+    kernel's client, or says why it cannot, rather than reading end of file."""
     import builtins
 
     if not hasattr(builtins, "display"):
         builtins.display = display  # type: ignore[attr-defined]
         builtins.input = _kernel_input
+    _ipython_display.install()
 
 
 def _name_before(code: str, cursor: int) -> int:

@@ -362,6 +362,9 @@ shown.append({'data': {'text/plain': 'big', 'text/html': 'x' * (9 << 20)}})
 shown.append({'data': {'text/html': 'no plain text'}})
 shown.append({'figure': 99})
 shown.append('not an object')
+shown.append({'data': {'text/plain': 'update of no display'}, 'update': True})
+shown.append({'data': {'text/plain': 'long id'}, 'display_id': 'i' * 1000})
+shown.append({'clear': 'not a boolean'})
 class Huge:
     def _repr_html_(self):
         return 'y' * (9 << 20)
@@ -379,6 +382,56 @@ def rich() -> dict:
                                    "plt.plot([2, 1])\ndisplay('between')\n7"),
             "many": execute(kc, "for i in range(100):\n    display(i)"),
             "forged": execute(kc, FORGED),
+        }
+
+
+# What notebooks write: IPython's own display functions, in a cell with no InteractiveShell.
+IPYTHON = """\
+import sys
+eager = 'IPython' in sys.modules
+from IPython.display import display, HTML, Markdown
+import IPython.display
+display(HTML('<b>x</b>'))
+IPython.display.display(Markdown('*m*'))
+display({'text/html': '<i>raw</i>'}, raw=True)
+eager
+"""
+
+CLEAR = """\
+from IPython.display import clear_output, display
+print('before')
+display('gone')
+clear_output()
+"""
+
+# A progress display: cleared and shown anew 50 times, it takes one of the cell's 32 displays.
+CLEAR_WAIT = """\
+for i in range(50):
+    clear_output(wait=True)
+    display(i)
+"""
+
+UPDATE = """\
+from IPython.display import display
+handle = display('first', display_id=True)
+for i in range(100):
+    handle.update(i)
+handle.display_id
+"""
+
+
+def ipython() -> dict:
+    with running() as (km, kc):
+        return {
+            "display": execute(kc, IPYTHON),
+            "clear": execute(kc, CLEAR),
+            "clear_wait": execute(kc, CLEAR_WAIT),
+            "update": execute(kc, UPDATE),
+            "later": execute(kc, "handle.update('later')"),
+            "kept": execute(kc, "x = 5"),
+            "pip": execute(kc, "import os\n%pip install requests"),
+            "shell": execute(kc, "x += 1\n!ls"),
+            "after": execute(kc, "y = (x\n% 3)\nx, y"),
         }
 
 
@@ -634,7 +687,7 @@ if __name__ == "__main__":
     args = sys.argv[2:]
     result = {"basics": basics, "interrupt": interrupt, "timeout": timeout,
               "host_write": host_write, "hostile": hostile,
-              "notebook": notebook, "rich": rich, "complete": complete,
+              "notebook": notebook, "rich": rich, "ipython": ipython, "complete": complete,
               "stop_on_error": stop_on_error, "flood": flood, "load": load, "stdin": stdin,
               "busy_flood": busy_flood, "input_flood": input_flood,
               "waits_for_another_user": waits_for_another_user}[scenario](*args)

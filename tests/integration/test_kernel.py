@@ -226,10 +226,66 @@ class KernelTest(SandboxTestCase):
         for message in of_type(forged["iopub"], "display_data"):
             self.assertLessEqual(set(message["data"]), allowed)
             self.assertIn("text/plain", message["data"])
-        self.assertEqual([m["data"] for m in of_type(forged["iopub"], "display_data")],
-                         [{"text/plain": "js"}, {"text/plain": "deep"}, {"text/plain": "big"}])
+        self.assertEqual([(m["data"], m["transient"])
+                          for m in of_type(forged["iopub"], "display_data")],
+                         [({"text/plain": "js"}, {}), ({"text/plain": "deep"}, {}),
+                          ({"text/plain": "big"}, {}), ({"text/plain": "long id"}, {})],
+                         "an oversized display_id is dropped")
+        self.assertEqual(of_type(forged["iopub"], "update_display_data"), [],
+                         "an update names its display")
+        self.assertEqual(of_type(forged["iopub"], "clear_output"), [])
         [huge] = of_type(forged["iopub"], "execute_result")
         self.assertEqual(set(huge["data"]), {"text/plain"}, "an oversized _repr_html_ is left out")
+
+    def test_ipython_display_functions_and_magic_lines(self) -> None:
+        """What notebooks write: IPython.display's functions (IPython, a Debian package here,
+        must import inside: a cell that cannot import it fails this test) and %pip lines."""
+        seen = self.client("ipython")
+        cell = seen["display"]
+        self.assertEqual(cell["reply"]["status"], "ok", cell["reply"])
+        [eager] = of_type(cell["iopub"], "execute_result")
+        self.assertEqual(eager["data"]["text/plain"], "False", "IPython is imported only by cells")
+        shown = [d["data"] for d in of_type(cell["iopub"], "display_data")]
+        self.assertEqual([(d.get("text/html"), d.get("text/markdown")) for d in shown],
+                         [("<b>x</b>", None), (None, "*m*"), ("<i>raw</i>", None)])
+        self.assertEqual(streams(cell["iopub"]), "", "nothing printed as a repr instead")
+
+        # clear_output() after a print and a display; then a progress display a loop clears
+        # and shows anew 50 times: one display, not the cell's 32 and none of the rest.
+        self.assertEqual([(m["type"], m["content"].get("wait")) for m in seen["clear"]["iopub"]
+                          if m["type"] in ("stream", "clear_output", "display_data")],
+                         [("stream", None), ("clear_output", False)])
+        self.assertEqual([(m["type"], m["content"].get("wait", m["content"].get("data")))
+                          for m in seen["clear_wait"]["iopub"]
+                          if m["type"] in ("clear_output", "display_data")],
+                         [("clear_output", True), ("display_data", {"text/plain": "49"})])
+
+        # An updated display shows what it was updated to last, with its display_id; one made
+        # by an earlier cell gets update_display_data.
+        [result] = of_type(seen["update"]["iopub"], "execute_result")
+        handle = json.loads(result["data"]["text/plain"].replace("'", '"'))
+        [display] = of_type(seen["update"]["iopub"], "display_data")
+        self.assertEqual(display["data"], {"text/plain": "99"})
+        self.assertEqual(display["transient"], {"display_id": handle})
+        [update] = of_type(seen["later"]["iopub"], "update_display_data")
+        self.assertEqual((update["data"], update["transient"]),
+                         ({"text/plain": "'later'"}, {"display_id": handle}))
+
+        # %pip: an error that says what to do instead; no line of the cell ran, the state stays.
+        pip = seen["pip"]["reply"]
+        self.assertEqual(pip["status"], "error")
+        self.assertEqual(pip["ename"], "pysandbox_driver.InstallNotSupportedError")
+        for part in ("%pip install requests", "[python] requirements", "--with-env",
+                     "restart the kernel"):
+            self.assertIn(part, pip["evalue"])
+        shell = seen["shell"]["reply"]
+        self.assertEqual(shell["ename"], "pysandbox_driver.MagicNotSupportedError")
+        self.assertIn("!ls", shell["evalue"])
+        after = seen["after"]
+        self.assertEqual(after["reply"]["status"], "ok")
+        [result] = of_type(after["iopub"], "execute_result")
+        self.assertEqual(result["data"]["text/plain"], "(5, 2)",
+                         "x kept, `x += 1` of the refused cell not run, `% 3` still Python")
 
     def test_complete_and_inspect_from_the_namespace(self) -> None:
         seen = self.client("complete")
