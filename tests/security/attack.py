@@ -38,6 +38,23 @@ Environment:
                 True``: registered only through a session, an error through the others. An
                 attack that needs what a kernel does not have (a pysandbox result: --json;
                 --output-dir) says ``NO_KERNEL = "why"``: not registered through the kernel.
+  PYSANDBOX_WITH_ENV
+                ``1``: every run mounts a package environment (tests/support/mounted_env.py),
+                through whichever front: ``--with-env`` and ``--cache-dir`` name a copy, in a
+                store of the run's own, of a small pure-Python package built once into
+                PYSANDBOX_ENV_STORE/shared, and the script's prologue imports that package
+                first. After each run the host judges, beside the attack's own verdict: a file
+                or directory of the copy that changed (content, mode, owner, times) or appeared
+                is an escape; and a run whose script ran but never opened the package through
+                the mount (inotify on the copy) misbehaved, so the flag cannot silently do
+                nothing. An attack that names an environment itself (--with-env in its
+                options) keeps its own, and runs an attack makes without ``Sandbox``
+                (env_hostile_package's) are as it makes them. tests/CMakeLists.txt turns it on for every attack's
+                ``run`` variants (a SESSION_ONLY attack's session ones): each attack file then
+                runs once with an environment mounted, root and nobody, without more tests.
+  PYSANDBOX_ENV_STORE
+                that store's directory (default: <build>/security-env-store); ctest makes it
+                fresh in the build tree for each run of the suite, and removes it after.
 
 Through a session. ``Sandbox`` starts ``pysandbox session`` with the same options (``-p`` and
 the marker go into a profile written for the run, see session_profile; ``--json`` is implied: a
@@ -194,6 +211,9 @@ class Judge:
         for problem in fronts.schema_problems:
             self.misbehaved(problem)
         fronts.schema_problems.clear()
+        for kind, problem in fronts.env_problems:
+            (self.escape if kind == "escape" else self.misbehaved)(problem)
+        fronts.env_problems.clear()
         if self.ok:
             print(f"contained: {self.what}", flush=True)
             code = 0
