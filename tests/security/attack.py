@@ -152,7 +152,8 @@ __all__ = [
     "RET_KILL_PROCESS", "RET_TRAP", "RUN_AS", "SANDBOX_ERROR", "SANDBOX_UID", "Sandbox",
     "SessionSandbox", "TIMEOUT", "TIME_SLACK_SCALE", "VIA", "Verdict", "X32_SYSCALL_BIT",
     "action_name", "all_pids", "at_cleanup", "canary", "check_behaved", "check_bomb_went_off",
-    "check_filter_denies", "check_held_fds", "check_result", "check_same_namespaces",
+    "check_filter_denies", "check_held_fds", "check_result", "check_same_mounts",
+    "check_same_namespaces",
     "check_secrets", "check_verdict", "cmdline", "denies", "exe", "fd_targets", "file_state",
     "host_addresses", "host_interface", "host_lock", "hosts_file_prefix", "in_namespace",
     "kernel_only_profile", "kill_pids", "landlock_abi", "listening_tcp_ports", "loopback_up_in",
@@ -351,6 +352,15 @@ def check_held_fds(judge: Judge, sb: Sandbox, patterns: dict[str, str]) -> None:
                 if re.search(rx, target):
                     judge.escape(f"pid {p.inner_pid} (host {p.pid}) holds {name} fd {fd} -> "
                                  f"{target}")
+
+
+def check_same_mounts(judge: Judge, before: list[tuple], after: list[tuple]) -> None:
+    """The sandbox's mount table (mount_table of its process) is the same after the attempts as
+    before them."""
+    if after != before:
+        new = [m for m in after if m not in before]
+        gone = [m for m in before if m not in after]
+        judge.escape(f"the sandbox's mounts changed: new {new[:3]}, gone {gone[:3]}")
 
 
 def check_same_namespaces(judge: Judge, sb: Sandbox) -> None:
