@@ -38,6 +38,23 @@ Environment:
                 True``: registered only through a session, an error through the others. An
                 attack that needs what a kernel does not have (a pysandbox result: --json;
                 --output-dir) says ``NO_KERNEL = "why"``: not registered through the kernel.
+  PYSANDBOX_WITH_ENV
+                ``1``: every run mounts a package environment (tests/support/mounted_env.py),
+                through whichever front: ``--with-env`` and ``--cache-dir`` name a copy, in a
+                store of the run's own, of a small pure-Python package built once into
+                PYSANDBOX_ENV_STORE/shared, and the script's prologue imports that package
+                first. After each run the host judges, beside the attack's own verdict: a file
+                or directory of the copy that changed (content, mode, owner, times) or appeared
+                is an escape; and a run whose script ran but never opened the package through
+                the mount (inotify on the copy) misbehaved, so the flag cannot silently do
+                nothing. An attack that names an environment itself (--with-env in its
+                options) keeps its own, and runs an attack makes without ``Sandbox``
+                (env_hostile_package's) are as it makes them. tests/CMakeLists.txt turns it on for every attack's
+                ``run`` variants (a SESSION_ONLY attack's session ones): each attack file then
+                runs once with an environment mounted, root and nobody, without more tests.
+  PYSANDBOX_ENV_STORE
+                that store's directory (default: <build>/security-env-store); ctest makes it
+                fresh in the build tree for each run of the suite, and removes it after.
 
 Through a session. ``Sandbox`` starts ``pysandbox session`` with the same options (``-p`` and
 the marker go into a profile written for the run, see session_profile; ``--json`` is implied: a
@@ -135,7 +152,8 @@ __all__ = [
     "RET_KILL_PROCESS", "RET_TRAP", "RUN_AS", "SANDBOX_ERROR", "SANDBOX_UID", "Sandbox",
     "SessionSandbox", "TIMEOUT", "TIME_SLACK_SCALE", "VIA", "Verdict", "X32_SYSCALL_BIT",
     "action_name", "all_pids", "at_cleanup", "canary", "check_behaved", "check_bomb_went_off",
-    "check_filter_denies", "check_held_fds", "check_result", "check_same_namespaces",
+    "check_filter_denies", "check_held_fds", "check_result", "check_same_mounts",
+    "check_same_namespaces",
     "check_secrets", "check_verdict", "cmdline", "denies", "exe", "fd_targets", "file_state",
     "host_addresses", "host_interface", "host_lock", "hosts_file_prefix", "in_namespace",
     "kernel_only_profile", "kill_pids", "landlock_abi", "listening_tcp_ports", "loopback_up_in",
@@ -194,6 +212,9 @@ class Judge:
         for problem in fronts.schema_problems:
             self.misbehaved(problem)
         fronts.schema_problems.clear()
+        for kind, problem in fronts.env_problems:
+            (self.escape if kind == "escape" else self.misbehaved)(problem)
+        fronts.env_problems.clear()
         if self.ok:
             print(f"contained: {self.what}", flush=True)
             code = 0
@@ -331,6 +352,15 @@ def check_held_fds(judge: Judge, sb: Sandbox, patterns: dict[str, str]) -> None:
                 if re.search(rx, target):
                     judge.escape(f"pid {p.inner_pid} (host {p.pid}) holds {name} fd {fd} -> "
                                  f"{target}")
+
+
+def check_same_mounts(judge: Judge, before: list[tuple], after: list[tuple]) -> None:
+    """The sandbox's mount table (mount_table of its process) is the same after the attempts as
+    before them."""
+    if after != before:
+        new = [m for m in after if m not in before]
+        gone = [m for m in before if m not in after]
+        judge.escape(f"the sandbox's mounts changed: new {new[:3]}, gone {gone[:3]}")
 
 
 def check_same_namespaces(judge: Judge, sb: Sandbox) -> None:

@@ -16,6 +16,9 @@ binary from the host. What they need of it is here, once, stdlib only (Debian's
   seccomp        the seccomp filters the kernel holds for a process, and a BPF evaluator
   fronts         one hostile script through every front (run, session, batch, batch --fork,
                  mcp), watched from the host (Sandbox, SessionSandbox)
+  mounted_env    PYSANDBOX_WITH_ENV: a package environment mounted in every run of the attack
+                 harness, checked from the host (mounted, and unchanged)
+  wheels         wheels and PEP 503 indexes the package tests make themselves
   host           host fixtures: victims, canaries, file states, interfaces, listeners, locks,
                  tmpfs mounts, another /etc/hosts
 

@@ -9,7 +9,9 @@ collects an ``Outcome``: for a front other than run, the result object's, with t
 framing judged. ``SessionSandbox`` drives a session cell by cell.
 
 Every --json result and session line is checked against the result schema; what breaks it is
-collected in ``schema_problems`` for the runner's verdict.
+collected in ``schema_problems`` for the runner's verdict. With PYSANDBOX_WITH_ENV=1 every run
+mounts a package environment of its own (support/mounted_env.py), and what the run did to it, or
+that it was not mounted, is collected in ``env_problems``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from support import files, result_schema
+from support import files, mounted_env, result_schema
 from support.env import AS_NOBODY, NOBODY, PYSANDBOX, RUN_AS, Verdict, parse_duration
 from support.files import at_cleanup, shared_dir, write_file
 from support.procfs import (Proc, cmdline, fd_targets, kill_pids, marker_pids, readlink,
@@ -38,6 +40,10 @@ MCP_PROTOCOL = "2025-06-18"
 # Every --json result of the test's runs that does not match the result schema (see
 # Sandbox.finish): each one makes the run misbehaved, whatever else the test judged.
 schema_problems: list[str] = []
+
+# With PYSANDBOX_WITH_ENV=1, what each run did to the environment it mounted, or that it was not
+# mounted (mounted_env.Mount.problems): (kind, message), kind "escape" or "misbehaved".
+env_problems: list[tuple[str, str]] = []
 
 
 def new_marker() -> str:
@@ -176,10 +182,15 @@ def session_profile(base: str, marker: str) -> Path:
                       f"extends = {json.dumps(ref)}\n\n[python]\npreload = {json.dumps(preload)}\n")
 
 
-def script_file(body: str, name: str = "attack.py", directory: Path | None = None) -> Path:
-    """PRELUDE + the dedented ``body`` in a fresh directory that uid 65534 can read."""
+def script_file(body: str, name: str = "attack.py", directory: Path | None = None,
+                probe: bool = mounted_env.WITH_ENV) -> Path:
+    """PRELUDE + the dedented ``body`` in a fresh directory that uid 65534 can read (with
+    ``probe``, PYSANDBOX_WITH_ENV=1, the import of the mounted environment's package between
+    them)."""
     directory = directory or shared_dir()
-    return write_file(directory / name, PRELUDE + "\n" + textwrap.dedent(body).lstrip())
+    probe_import = mounted_env.IMPORT_PROBE if probe else ""
+    return write_file(directory / name,
+                      PRELUDE + probe_import + "\n" + textwrap.dedent(body).lstrip())
 
 
 class Outcome:
@@ -488,7 +499,13 @@ class Sandbox:
                  as_nobody: bool | None = None, sample: bool = True, prefix=(),
                  terminal: int | None = None, via: str | None = None):
         self.marker = marker or new_marker()
-        self.script = script if script is not None else script_file(body or "")
+        # PYSANDBOX_WITH_ENV=1: this run's own copy of the probe environment, mounted by every
+        # front alike (--with-env, --cache-dir), unless the attack mounts one of its own.
+        own_env = any(str(o).split("=", 1)[0] == "--with-env" for o in options)
+        self.env_mount = mounted_env.Mount(self.marker) \
+            if mounted_env.WITH_ENV and not own_env else None
+        self.script = script if script is not None else \
+            script_file(body or "", probe=self.env_mount is not None)
         self.args = [str(a) for a in args]
         self.binary = binary or PYSANDBOX
         seconds = parse_duration(timeout) if timeout else 5.0
@@ -503,6 +520,8 @@ class Sandbox:
         self.json = False
         self.inputs: list[str] = []
         chosen, rest = _split_profile(options)
+        if self.env_mount:
+            rest = rest + self.env_mount.options()
         if self.via == "kernel":
             for o in rest:
                 if o in _NO_KERNEL_OPTIONS or o.split("=", 1)[0] in _NO_KERNEL_OPTIONS:
@@ -1106,6 +1125,11 @@ class Sandbox:
         if self.via != "run" and self.terminal is None and self._readers and \
                 self.outcome.rc is not None and self.outcome.rc >= 0 and not host_timeout:
             self._front_outcome(self.outcome)
+        if self.env_mount:
+            # The script ran unless pysandbox could not set the sandbox up (125) or start the
+            # interpreter (126, 127): then nothing had to open the environment.
+            ran = self.outcome.rc is None or self.outcome.rc not in (125, 126, 127)
+            env_problems.extend(self.env_mount.problems(ran))
         return self.outcome
 
     def _kill_everything(self) -> None:

@@ -1,7 +1,9 @@
 """Wheels the package tests build themselves (no index is reachable from the test machines): a
 wheel is a zip of the package's files and a NAME-VERSION.dist-info with METADATA, WHEEL and
-RECORD (PEP 427), which is all pip needs to install it. ``simple_index`` lays a wheelhouse out
-as a PEP 503 index that ``python3 -m http.server`` can serve."""
+RECORD (PEP 427), which is all pip needs to install it; the same files make the same bytes (every
+member dated 1980-01-01), so the same wheel made again is the same request to the store.
+``simple_index`` lays a wheelhouse out as a PEP 503 index that ``python3 -m http.server`` can
+serve."""
 
 from __future__ import annotations
 
@@ -31,10 +33,12 @@ def make_wheel(directory: Path, name: str, version: str, files: dict[str, str | 
     record = "".join(f"{path},{_digest(data)},{len(data)}\n" for path, data in entries.items())
     record += f"{dist_info}/RECORD,,\n"
     path = Path(directory) / f"{name}-{version}-py3-none-any.whl"
+    entries[f"{dist_info}/RECORD"] = record.encode()
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as wheel:
         for member, data in entries.items():
-            wheel.writestr(member, data)
-        wheel.writestr(f"{dist_info}/RECORD", record)
+            info = zipfile.ZipInfo(member, date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            wheel.writestr(info, data, zipfile.ZIP_DEFLATED)
     path.chmod(0o644)
     return path
 
