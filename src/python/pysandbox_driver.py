@@ -96,11 +96,23 @@ def _loads(text: str) -> "Any":
     return value
 
 
+def _utf8(text: str) -> str:
+    """`text` with each lone surrogate (which has no UTF-8, and whose JSON escape the supervisor's
+    parser refuses, dropping the whole message) as its backslash escape, as tracebacks show it."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("ascii")
+
+
 def _dumps(value: object) -> str:
     """Compact JSON in ASCII, for what this file sends: dicts, lists, strings, integers, None and
     booleans."""
     if isinstance(value, str):
-        return _quote(value)
+        return _quote(_utf8(value))
     if value is None:
         return "null"
     if value is True or value is False:
@@ -108,7 +120,8 @@ def _dumps(value: object) -> str:
     if isinstance(value, int):
         return int.__repr__(value)
     if isinstance(value, dict):
-        return "{" + ",".join(_quote(key) + ":" + _dumps(item) for key, item in value.items()) + "}"
+        return "{" + ",".join(_quote(_utf8(key)) + ":" + _dumps(item)
+                              for key, item in value.items()) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_dumps(item) for item in value) + "]"
     raise TypeError("cannot send %s as JSON" % type(value).__name__)

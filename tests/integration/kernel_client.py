@@ -563,6 +563,12 @@ def stdin() -> dict:
             kc.stdin_channel.send(kc.session.msg("input_reply", {"value": value}))
         seen["refused"] = answered(kc, msg_id)
 
+        # A prompt that is not UTF-8 (a lone surrogate) is asked all the same, escaped.
+        msg_id = kc.execute("input('\\ud800? ')", allow_stdin=True)
+        seen["surrogate_request"] = stdin_request(kc, msg_id)["content"]
+        kc.input("fine")
+        seen["surrogate"] = answered(kc, msg_id)
+
         # An interrupt ends the wait (KeyboardInterrupt); an answer after it goes nowhere.
         execute(kc, "kept = 6")
         msg_id = kc.execute("input('waiting? ')", allow_stdin=True)

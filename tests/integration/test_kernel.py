@@ -349,6 +349,9 @@ class KernelTest(SandboxTestCase):
         self.assertTrue(refused[1].startswith("ValueError") and "1048576 bytes" in refused[1],
                         refused)
         self.assertEqual(refused[2], "EOFError ")
+        self.assertEqual(seen["surrogate_request"]["prompt"], "\\ud800? ")
+        self.assertEqual(of_type(seen["surrogate"]["iopub"], "execute_result")[0]["data"],
+                         {"text/plain": "'fine'"})
         # An interrupt ends the wait; a late answer does nothing; the state is kept.
         self.assertEqual(seen["interrupted"]["reply"]["ename"], "KeyboardInterrupt")
         self.assertEqual(of_type(seen["after_interrupt"]["iopub"], "execute_result")[0]["data"],
