@@ -49,6 +49,22 @@ def process_identity(pid: int) -> tuple[int, int]:
     return pid, int(fields[19])  # starttime, field 22 of proc(5)
 
 
+def alive(identity: tuple[int, int]) -> bool:
+    try:
+        return process_identity(identity[0]) == identity
+    except OSError:
+        return False
+
+
+def namespace_init(pid: int) -> bool:
+    """Whether the process is pid 1 of its PID namespace (the last of its NSpid)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("NSpid:"):
+                return line.split()[-1] == "1"
+    return False
+
+
 def pid_namespace(pid: int) -> str:
     try:
         return os.readlink(f"/proc/{pid}/ns/pid")
@@ -58,11 +74,19 @@ def pid_namespace(pid: int) -> str:
 
 class SandboxWatch:
     """The sandboxes of one session as the host sees them: the session's descendants in another
-    PID namespace. note() while they live; survivors() afterwards."""
+    PID namespace. note() while they live; survivors() afterwards.
+
+    A PID namespace is known by its inode number and its init (pid 1 in it, by host pid and start
+    time): once a namespace is gone the kernel gives its number to the next one, another test's
+    sandbox as likely as not, and a namespace lives exactly as long as its init."""
 
     def __init__(self, session_pid: int):
         self.session_pid = session_pid
-        self.namespaces: set[str] = set()
+        self.inits: dict[str, set[tuple[int, int]]] = {}
+
+    @property
+    def namespaces(self) -> set[str]:
+        return set(self.inits)
 
     def family(self) -> set[int]:
         tree = parents()
@@ -77,8 +101,18 @@ class SandboxWatch:
         """Adds the PID namespaces of the session's descendants now; returns them."""
         if not os.path.exists(f"/proc/{self.session_pid}"):
             return set()
-        now = {pid_namespace(pid) for pid in self.family()} - {"", HOST_PID_NAMESPACE}
-        self.namespaces |= now
+        now = set()
+        for pid in self.family():
+            namespace = pid_namespace(pid)
+            if namespace in ("", HOST_PID_NAMESPACE):
+                continue
+            now.add(namespace)
+            inits = self.inits.setdefault(namespace, set())
+            try:
+                if namespace_init(pid):
+                    inits.add(process_identity(pid))
+            except OSError:
+                pass  # gone meanwhile
         return now
 
     def interpreter(self) -> int:
@@ -90,8 +124,11 @@ class SandboxWatch:
         return found[0]
 
     def in_namespaces(self, namespaces: set[str]) -> list[int]:
+        """Host pids in those of `namespaces` that still live: whose init is one noted."""
+        live = {namespace for namespace in namespaces
+                if any(alive(init) for init in self.inits.get(namespace, ()))}
         return [int(name) for name in os.listdir("/proc")
-                if name.isdigit() and pid_namespace(int(name)) in namespaces]
+                if name.isdigit() and pid_namespace(int(name)) in live]
 
     def survivors(self, grace: float = 1.0) -> list[int]:
         """Host pids still in a PID namespace of the session's sandboxes, after up to `grace`
@@ -99,9 +136,9 @@ class SandboxWatch:
         if not self.namespaces:
             raise AssertionError("no sandbox of the session was ever seen from the host")
         deadline = time.monotonic() + grace * TIME_SLACK_SCALE
-        while (alive := self.in_namespaces(self.namespaces)) and time.monotonic() < deadline:
+        while (left := self.in_namespaces(self.namespaces)) and time.monotonic() < deadline:
             time.sleep(0.01)
-        return alive
+        return left
 
     def kill_survivors(self) -> None:
         for pid in self.in_namespaces(self.namespaces):
