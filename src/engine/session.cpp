@@ -36,6 +36,9 @@ constexpr std::size_t kMaxFigures = 32;
 // Input requests a cell may make while none is answered (each one a message to the client).
 constexpr int kMaxInputsUnanswered = 8;
 constexpr std::string_view kPngBase64 = "iVBORw0KGgo";  // the PNG signature, base64
+// Members a cell's result has that result_json's body has not (id, cell, sandbox, state, value,
+// figures, rich, answer, message, warnings), and then some.
+constexpr std::size_t kMembersAdded = 16;
 
 bool is_base64_png(const std::string& text) {
     if (!text.starts_with(kPngBase64) || text.size() % 4 != 0) return false;
@@ -513,6 +516,10 @@ ordered_json Session::cell_result(Outcome outcome, const json* done) {
     ordered_json body = result_json(plan_, std::move(outcome), exit_code, file);
 
     ordered_json result = {{"schema", body["schema"]}, {"version", body["version"]}};
+    // Room for every member at once: the object's vector would otherwise grow as they are added
+    // and copy its members (a pair with a const key has no noexcept move), the cell's output
+    // among them, each time.
+    result.get_ref<ordered_json::object_t&>().reserve(body.size() + kMembersAdded);
     result["id"] = cell_ ? cell_->id : json(nullptr);
     result["cell"] = cells_;
     result["sandbox"] = sandboxes_;

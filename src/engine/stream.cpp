@@ -60,7 +60,7 @@ void Transcript::append(Channel channel, std::string_view bytes) {
     }
     if (const std::size_t size = text.size() + bytes.size();
         text.capacity() > kGrowDirectly && size > populated_[channel]) {
-        const std::size_t upto = std::min(text.capacity(), size + kPopulateAhead);
+        const std::size_t upto = populate_upto(size, text.capacity());
         populate(text.data() + populated_[channel], upto - populated_[channel]);
         populated_[channel] = upto;
     }

@@ -5,6 +5,7 @@
 // last bytes, delivered at its end after a "[... N bytes omitted ...]" marker. The supervisor's
 // memory stays bounded whatever the script prints.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -66,10 +67,19 @@ class Transcript {
     // Starts again, empty (a session's next cell).
     void clear() { *this = Transcript{expected_}; }
 
+    // How far a channel holding `size` bytes is populated ahead (to at most `capacity`): as far
+    // again as it holds, up to kPopulateAhead. A fixed stretch ahead would zero megabytes that a
+    // cell printing one never writes (and a session's next cell pays for them again in its own
+    // reservation); this way at most as much is populated unwritten as was written, and the
+    // calls still come fewer as the output grows.
+    static constexpr std::size_t kPopulateAhead = 4 << 20;
+    static std::size_t populate_upto(std::size_t size, std::size_t capacity) {
+        return std::min(capacity, size + std::min(size, kPopulateAhead));
+    }
+
   private:
     std::string text_[2];
     std::size_t expected_ = 0;
-    static constexpr std::size_t kPopulateAhead = 4 << 20;
     std::size_t populated_[2] = {0, 0};  // bytes of each reservation known to be backed
     encoding::TextTally tally_[2];
     std::size_t scanned_[2] = {0, 0};      // bytes the tally has passed

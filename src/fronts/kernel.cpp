@@ -275,7 +275,7 @@ class Kernel {
                 return exit_codes::for_outcome(*failure);
             }
             send_output(false);
-            while (auto result = session_->take_result()) finish_cell(std::move(*result));
+            while (auto result = session_->take_result()) finish_cell(without_output(*result));
             drain();
             if (loop_.stopping() && !closing_) {
                 session_->close();
@@ -461,16 +461,35 @@ class Kernel {
                               cell_->request.header, {{"prompt", prompt}, {"password", password}});
     }
 
+    // A frame for ZeroMQ. A large one (a stream message's text) is handed over rather than
+    // copied: its copy would be a fresh buffer paged in for each message; ZeroMQ's I/O thread
+    // frees it once it is written.
+    static zmq::message_t message_of(std::string frame) {
+        constexpr std::size_t kHandOverFrom = 64 * 1024;
+        if (frame.size() < kHandOverFrom) return zmq::message_t(frame.data(), frame.size());
+        auto* owned = new std::string(std::move(frame));
+        return zmq::message_t(
+            owned->data(), owned->size(),
+            [](void*, void* hint) { delete static_cast<std::string*>(hint); }, owned);
+    }
+
     // Sends a message; returns its msg_id.
     std::string send(zmq::socket_t& socket, const std::vector<std::string>& identities,
                      const std::string& type, const json& parent, const json& content,
                      const json& metadata = json::object()) {
+        return send_text(socket, identities, type, parent, dump_line(content), metadata);
+    }
+
+    // The same with the content as JSON text already.
+    std::string send_text(zmq::socket_t& socket, const std::vector<std::string>& identities,
+                          const std::string& type, const json& parent, std::string content,
+                          const json& metadata = json::object()) {
         const json header = jupyter::make_header(session_id_, type);
-        const std::vector<std::string> frames =
-            jupyter::frames_of(signer_, identities, header, parent, content, metadata);
-        std::vector<zmq::const_buffer> parts;
+        std::vector<std::string> frames = jupyter::frames_with_content(
+            signer_, identities, header, parent, std::move(content), metadata);
+        std::vector<zmq::message_t> parts;
         parts.reserve(frames.size());
-        for (const std::string& frame : frames) parts.emplace_back(zmq::buffer(frame));
+        for (std::string& frame : frames) parts.push_back(message_of(std::move(frame)));
         try {
             (void)zmq::send_multipart(socket, parts, zmq::send_flags::dontwait);
         } catch (const zmq::error_t& e) {
@@ -686,13 +705,26 @@ class Kernel {
     void send_output(bool final) {
         if (!cell_) return;
         if (!final && output_.pending_bytes() < kStreamBytes && output_wait_ms() != 0) return;
-        for (OutputEvents::Piece& piece : output_.take(final)) {
-            if (cell_->silent) continue;
-            publish("stream",
-                    {{"name", piece.channel == OutputSegment::kStdout ? "stdout" : "stderr"},
-                     {"text", std::move(piece.bytes)}},
-                    cell_->request.header);
-        }
+        // {"name": ..., "text": ...} as dump_line writes it, the text escaped straight from the
+        // held output into the message's frame.
+        output_.take_each(final, [this](OutputSegment::Channel channel, std::string_view bytes,
+                                        bool /*text*/) {
+            if (cell_->silent) return;
+            std::string content = channel == OutputSegment::kStdout ? R"({"name":"stdout","text":)"
+                                                                    : R"({"name":"stderr","text":)";
+            append_json_string(content, bytes);
+            content += '}';
+            (void)send_text(iopub_, {"stream"}, "stream", cell_->request.header,
+                            std::move(content));
+        });
+    }
+
+    // The cell's result as the kernel reads it: its stdout, stderr and their order went out as
+    // stream messages while it ran (every byte the result holds, OutputObserver), and are not
+    // copied into the kernel's tree again.
+    static json without_output(nlohmann::ordered_json& result) {
+        for (const char* name : {"stdout", "stderr", "output"}) result.erase(name);
+        return result;
     }
 
     void finish_cell(const json& result) {

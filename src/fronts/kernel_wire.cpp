@@ -1,8 +1,9 @@
 #include "fronts/kernel_wire.hpp"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 #include <openssl/rand.h>
 
 #include <array>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 #include "fronts/requests.hpp"
@@ -45,8 +47,10 @@ int port_of(const json& file, const char* name, const std::string& path) {
     return it->get<int>();
 }
 
+// The text nlohmann's dump(-1, ' ', false, replace) writes, in one pass (json_text.hpp): a
+// stream message's text can be megabytes.
 std::string dump(const json& value) {
-    return value.dump(-1, ' ', false, json::error_handler_t::replace);
+    return dump_line(value);
 }
 
 }  // namespace
@@ -95,14 +99,27 @@ std::string message_type(const Message& message) {
     return it != message.header.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
+// Frame by frame: a message's frames are not joined first (a megabyte of output is a megabyte
+// frame, and a fresh copy of it would be paged in for nothing).
 std::string Signer::sign(const std::vector<std::string_view>& frames) const {
-    std::string data;
-    for (std::string_view frame : frames) data += frame;
+    using Mac = std::unique_ptr<EVP_MAC, decltype(&::EVP_MAC_free)>;
+    using MacContext = std::unique_ptr<EVP_MAC_CTX, decltype(&::EVP_MAC_CTX_free)>;
+    const Mac mac(::EVP_MAC_fetch(nullptr, "HMAC", nullptr), &::EVP_MAC_free);
+    const MacContext context(mac ? ::EVP_MAC_CTX_new(mac.get()) : nullptr, &::EVP_MAC_CTX_free);
+    char digest_name[] = "SHA256";
+    const OSSL_PARAM params[] = {
+        ::OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest_name, 0),
+        ::OSSL_PARAM_construct_end()};
+    bool ok = context &&
+              ::EVP_MAC_init(context.get(), reinterpret_cast<const unsigned char*>(key_.data()),
+                             key_.size(), params) == 1;
+    for (std::string_view frame : frames)
+        ok = ok &&
+             ::EVP_MAC_update(context.get(), reinterpret_cast<const unsigned char*>(frame.data()),
+                              frame.size()) == 1;
     std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-    unsigned int size = 0;
-    if (::HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()),
-               reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest.data(),
-               &size) == nullptr)
+    std::size_t size = 0;
+    if (!ok || ::EVP_MAC_final(context.get(), digest.data(), &size, digest.size()) != 1)
         throw std::runtime_error("HMAC-SHA256 failed in libcrypto");
     return hex(digest.data(), size);
 }
@@ -163,8 +180,15 @@ std::optional<Message> Signer::parse(const std::vector<std::string_view>& frames
 std::vector<std::string> frames_of(const Signer& signer, const std::vector<std::string>& identities,
                                    const json& header, const json& parent, const json& content,
                                    const json& metadata) {
+    return frames_with_content(signer, identities, header, parent, dump(content), metadata);
+}
+
+std::vector<std::string> frames_with_content(const Signer& signer,
+                                             const std::vector<std::string>& identities,
+                                             const json& header, const json& parent,
+                                             std::string content, const json& metadata) {
     std::vector<std::string> frames = identities;
-    std::string parts[4] = {dump(header), dump(parent), dump(metadata), dump(content)};
+    std::string parts[4] = {dump(header), dump(parent), dump(metadata), std::move(content)};
     frames.emplace_back(kDelimiter);
     frames.push_back(signer.sign({parts[0], parts[1], parts[2], parts[3]}));
     for (std::string& part : parts) frames.push_back(std::move(part));

@@ -63,6 +63,13 @@ std::vector<std::string> frames_of(const Signer& signer, const std::vector<std::
                                    const nlohmann::json& header, const nlohmann::json& parent,
                                    const nlohmann::json& content,
                                    const nlohmann::json& metadata = nlohmann::json::object());
+// The same with the content already JSON text, as frames_of would write it (json_text.hpp): a
+// stream message's text goes into its frame once, not into a tree first.
+std::vector<std::string> frames_with_content(const Signer& signer,
+                                             const std::vector<std::string>& identities,
+                                             const nlohmann::json& header,
+                                             const nlohmann::json& parent, std::string content,
+                                             const nlohmann::json& metadata);
 
 // A new header: a random msg_id, this kernel's session, the time now.
 nlohmann::json make_header(const std::string& session, const std::string& msg_type);

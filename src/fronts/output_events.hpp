@@ -3,10 +3,12 @@
 // "stream": true, an MCP call's progress notifications): the pieces the engine shows the cell's
 // observer (OutputObserver, engine/stream.hpp), kept in arrival order until the front takes them,
 // once a round of its poll loop. Nothing is held longer than that but the last bytes of a UTF-8
-// character the read cut short (at most 3 a stream), which wait for the rest or for the end.
+// character the read cut short (at most 3 a stream), which wait for the rest or for the end (and,
+// after take_each, the memory of two emptied buffers).
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -40,6 +42,14 @@ class OutputEvents {
     // with a whole character. `final` (the cell's result is there): the bytes held back too.
     std::vector<Piece> take(bool final = false);
 
+    // The same pieces, each shown to `each` as a view into this object's own buffers, which keep
+    // their memory for the next pieces (two of them, of at most kKeep bytes each): for a front
+    // that copies each piece into a message of its own anyway (the kernel), so that a cell's
+    // output is not paged into fresh buffers again for every message.
+    using Each = std::function<void(Channel, std::string_view bytes, bool text)>;
+    void take_each(bool final, const Each& each);
+    static constexpr std::size_t kKeep = std::size_t{2} << 20;
+
     // The bytes waiting for take(), and when the first of them came (nullopt when none waits):
     // for a front that sends fewer, larger messages (the kernel).
     std::size_t pending_bytes() const { return pending_bytes_; }
@@ -52,8 +62,12 @@ class OutputEvents {
         Channel channel;
         std::string bytes;
     };
+    void settle(Raw& raw);
+    void reset();
+
     std::vector<Raw> pending_;
-    std::string held_[2];  // the start of a character, cut short, for each stream
+    std::vector<std::string> spare_;  // emptied buffers that take_each kept
+    std::string held_[2];             // the start of a character, cut short, for each stream
     std::size_t pending_bytes_ = 0;
     std::optional<std::chrono::steady_clock::time_point> pending_since_;
 };

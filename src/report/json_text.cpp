@@ -1,5 +1,6 @@
 #include "report/json_text.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -100,6 +101,15 @@ void append_escaped(std::string& out, std::string_view text,
     flush_run(end);
 }
 
+// Room in `out` for a string of `size` bytes, its quotes and what usually follows it, at once:
+// appended in runs, a long string would have its closing quote move it all to a buffer twice
+// its size (a fresh one, to be paged in). Geometric, as append grows, so that many short
+// strings cost no more than before.
+void make_room(std::string& out, std::size_t size) {
+    if (const std::size_t needed = out.size() + size + 64; needed > out.capacity())
+        out.reserve(std::max(needed, 2 * out.capacity()));
+}
+
 // Serializes into `out`; with an `emit`, hands `out` over and starts it again every `piece`
 // bytes or so, without one, keeps all of it there.
 class Writer {
@@ -152,6 +162,7 @@ class Writer {
     // the escaping of the whole would be in its first state (safe_cut). Within any four bytes
     // there is such a place, so a piece is at most three bytes short of `piece_`.
     void string(std::string_view text) {
+        if (emit_ == nullptr) make_room(out_, text.size());
         out_ += '"';
         while (text.size() > piece_) {
             std::size_t cut = piece_;
@@ -265,11 +276,31 @@ void dump_line_pieces(const nlohmann::json& value,
     dump_pieces(value, emit, piece);
 }
 
-std::string dump_line(const json& value) {
+namespace {
+
+template <class Json>
+std::string dump_whole(const Json& value) {
     std::string line;
     Writer writer(line, nullptr, 0);
     writer.value(value);
     return line;
+}
+
+}  // namespace
+
+std::string dump_line(const json& value) {
+    return dump_whole(value);
+}
+
+void append_json_string(std::string& out, std::string_view text) {
+    make_room(out, text.size());
+    out += '"';
+    append_escaped(out, text);
+    out += '"';
+}
+
+std::string dump_line(const nlohmann::json& value) {
+    return dump_whole(value);
 }
 
 void write_line(const json& value, std::ostream& out) {

@@ -55,6 +55,12 @@ void dump_line_pieces(const nlohmann::json& value,
 
 // The whole line in one string (no newline).
 std::string dump_line(const nlohmann::ordered_json& value);
+std::string dump_line(const nlohmann::json& value);
+
+// `text` as a JSON string (quoted, escaped, what is not UTF-8 replaced) appended to `out`, as the
+// dumps above write it: for a front that puts a large string into its JSON itself instead of
+// copying it into a tree first.
+void append_json_string(std::string& out, std::string_view text);
 
 // The line and a newline written to `out`, flushed, without holding the whole line in memory.
 // Should it fail after its first piece is out (it does not allocate after that, so only a

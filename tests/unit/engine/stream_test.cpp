@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -229,4 +230,17 @@ TEST_CASE("stream: at most kMaxLines lines are rewritten") {
         ++changed;
     CHECK(changed == LineRewrite::kMaxLines);
     CHECK(out.ends_with("  File \"/sandbox/x.py\", line 1\n"));
+}
+
+TEST_CASE("a large capture is populated ahead by at most as much as it holds") {
+    constexpr std::size_t kAhead = Transcript::kPopulateAhead;
+    constexpr std::size_t kCapacity = 12 << 20;
+    for (std::size_t size : {std::size_t{1}, std::size_t{300000}, std::size_t{1} << 20, kAhead - 1,
+                             kAhead, kAhead + 1, std::size_t{10} << 20, kCapacity}) {
+        const std::size_t upto = Transcript::populate_upto(size, kCapacity);
+        CHECK(upto >= size);
+        CHECK(upto <= kCapacity);
+        CHECK(upto - size <= std::min(size, kAhead));
+        CHECK((upto == kCapacity || upto - size == std::min(size, kAhead)));
+    }
 }

@@ -2,6 +2,7 @@
 // pieces of a stream together, never a character in two, bytes that are not text said so.
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -56,4 +57,52 @@ TEST_CASE("bytes that are not text are marked") {
     REQUIRE(pieces.size() == 1);
     CHECK_FALSE(pieces[0].text);
     CHECK(pieces[0].bytes == std::string("\xff\xfe\0", 3));
+}
+
+TEST_CASE("take_each shows what take would give, and keeps its buffers for the next pieces") {
+    OutputEvents events;
+    OutputEvents reference;
+    struct Seen {
+        OutputSegment::Channel channel;
+        std::string bytes;
+        bool text;
+        const char* at;
+    };
+    std::vector<Seen> seen;
+    const auto collect = [&seen](OutputSegment::Channel channel, std::string_view bytes,
+                                 bool text) {
+        seen.push_back({channel, std::string(bytes), text, bytes.data()});
+    };
+    const std::string big(100000, 'x');
+    for (OutputEvents* each : {&events, &reference}) {
+        each->add(kOut, big + "\xc3");
+        each->add(kErr, "e\xff");
+    }
+    events.take_each(false, collect);
+    auto pieces = reference.take();
+    REQUIRE(seen.size() == pieces.size());
+    for (std::size_t i = 0; i < seen.size(); ++i)
+        CHECK((seen[i].channel == pieces[i].channel && seen[i].bytes == pieces[i].bytes &&
+               seen[i].text == pieces[i].text));
+    CHECK(events.pending_bytes() == 0);
+
+    seen.clear();
+    events.add(kOut, "\xa9" + big);
+    events.take_each(true, collect);
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].bytes == "\xc3\xa9" + big);
+    CHECK(seen[0].text);
+    // Once a kept buffer is large enough, the next pieces are written where the last one was:
+    // no fresh buffer to page in.
+    seen.clear();
+    events.add(kOut, big);
+    events.take_each(true, collect);
+    REQUIRE(seen.size() == 1);
+    const char* again = seen[0].at;
+    seen.clear();
+    events.add(kOut, big);
+    events.take_each(true, collect);
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].at == again);
+    CHECK(events.take(true).empty());
 }

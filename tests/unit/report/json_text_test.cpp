@@ -230,3 +230,16 @@ TEST_SUITE("parse_bounded") {
         CHECK(parse_bounded(wide, {.depth = 64, .values = 65536}).problem == Problem::too_many);
     }
 }
+
+TEST_CASE("nlohmann::json and a string on its own are written as nlohmann writes them") {
+    const std::string bytes = "caf\xc3\xa9 \"quoted\" \x01 \xff cut \xe2\x82";
+    const nlohmann::json plain = {{"text", bytes}, {"name", "stdout"}, {"n", {1, 2.5, nullptr}}};
+    CHECK(pysandbox::dump_line(plain) ==
+          plain.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    for (const std::string& text : {std::string(), bytes, std::string(300000, 'x') + bytes}) {
+        std::string out = "{\"text\":";
+        pysandbox::append_json_string(out, text);
+        out += '}';
+        CHECK(out == reference(json{{"text", text}}));
+    }
+}
