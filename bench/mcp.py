@@ -35,10 +35,8 @@ CASES = [
 class Server:
     """A `pysandbox mcp` child spoken to over raw JSON-RPC lines."""
 
-    def __init__(self, binary: str, pool: int) -> None:
-        self.process = subprocess.Popen(
-            [binary, "mcp", "-p", "default", "-p", "datascience", "--pool", str(pool)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    def __init__(self, argv: list[str]) -> None:
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.next_id = 0
         self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                     "clientInfo": {"name": "bench", "version": "1"}})
@@ -85,7 +83,8 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    server = Server(args.pysandbox, args.pool)
+    server = Server([args.pysandbox, "mcp", "-p", "default", "-p", "datascience",
+                     "--pool", str(args.pool)])
     samples: dict[str, list[float]] = {}
     try:
         time.sleep(args.gap)  # the pools' first sandboxes start

@@ -685,6 +685,28 @@ class ConcurrencyTest(EnvTestCase):
         self.assertEqual(len(built), 1, [r.describe() for r in results])
         self.assertEqual(len(os.listdir(self.store / "envs")), 1)
 
+    def test_eight_runs_asking_for_the_same_new_environment_build_it_once(self):
+        """The issue's case: eight `run --with` of a script at once, on an empty store. One of
+        them builds (says so on stderr) while the others wait for it; all eight import the
+        package from the one environment; no staging is left."""
+        script = write_file(temp_dir() / "uses.py",
+                            "import usespkg\nprint(usespkg.VALUE, usespkg.__file__)\n")
+        command = ["run", "--cache-dir", str(self.store), "--find-links", str(self.house),
+                   "--with", "usespkg", str(script)]
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(lambda _: run(command, timeout=120), range(8)))
+        for r in results:
+            self.assertEqual((r.returncode, r.stdout),
+                             (0, b"43 /sandbox/.packages/usespkg/__init__.py\n"), r.describe())
+        built = [r for r in results if b"installing usespkg" in r.stderr]
+        self.assertEqual(len(built), 1, [r.describe() for r in results])
+        envs = os.listdir(self.store / "envs")
+        self.assertEqual(len(envs), 1, envs)
+        self.assertEqual(len(os.listdir(self.store / "requests")), 1)
+        self.assertEqual(os.listdir(self.store / "staging"), [], "a build's staging is left")
+        r = self.env("show", envs[0], "--verify")
+        self.assertEqual(r.returncode, 0, r.describe())
+
 
 if __name__ == "__main__":
     unittest.main()
