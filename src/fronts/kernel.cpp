@@ -149,9 +149,7 @@ std::optional<json> checked_bundle(const json& data, std::size_t& budget) {
 class PeerGate {
   public:
     PeerGate(zmq::context_t& context, const std::string& ip)
-        : context_(context),
-          owner_(::geteuid()),
-          listens_off_host_(!ip.starts_with("127.") && ip != "localhost") {}
+        : context_(context), owner_(::geteuid()), listens_off_host_(!ip.starts_with("127.")) {}
 
     // Before `socket` is bound to `port`, so that no connection is missed.
     void watch(zmq::socket_t& socket, int port, std::string channel) {

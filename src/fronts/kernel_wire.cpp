@@ -75,6 +75,7 @@ Connection read_connection_file(const std::string& path) {
         throw UsageError("connection file " + path + ": transport \"" + transport +
                          "\" is not supported; use tcp");
     c.ip = string_of("ip", "127.0.0.1");
+    if (c.ip == "localhost") c.ip = "127.0.0.1";  // some clients write it; libzmq binds literals
     if (c.ip.empty() || c.ip.find_first_of("/: ") != std::string::npos)
         throw UsageError("connection file " + path + ": \"ip\" must be an IPv4 address");
     if (const std::string scheme = string_of("signature_scheme", "hmac-sha256");

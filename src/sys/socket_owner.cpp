@@ -1,6 +1,7 @@
 #include "sys/socket_owner.hpp"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <linux/inet_diag.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
@@ -22,6 +23,29 @@ bool loopback(const sockaddr_storage& address) {
     }
     const auto& v6 = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
     return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+}
+
+bool same_address(const sockaddr_storage& address, const sockaddr* other) {
+    if (other == nullptr || other->sa_family != address.ss_family) return false;
+    if (address.ss_family == AF_INET)
+        return reinterpret_cast<const sockaddr_in&>(address).sin_addr.s_addr ==
+               reinterpret_cast<const sockaddr_in*>(other)->sin_addr.s_addr;
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(address).sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6*>(other)->sin6_addr,
+                       sizeof(in6_addr)) == 0;
+}
+
+// Loopback, or an address of one of this machine's interfaces; when they cannot be listed, taken
+// as this machine's (the caller then refuses what it cannot attribute).
+bool this_host(const sockaddr_storage& address) {
+    if (loopback(address)) return true;
+    ifaddrs* interfaces = nullptr;
+    if (::getifaddrs(&interfaces) != 0) return true;
+    bool found = false;
+    for (const ifaddrs* at = interfaces; at != nullptr && !found; at = at->ifa_next)
+        found = same_address(address, at->ifa_addr);
+    ::freeifaddrs(interfaces);
+    return found;
 }
 
 // The address and port of `address` as inet_diag's socket id holds them (network order).
@@ -91,7 +115,7 @@ std::optional<SocketPeer> tcp_peer(int fd) {
         (ours.ss_family != AF_INET && ours.ss_family != AF_INET6))
         return std::nullopt;
     SocketPeer peer;
-    peer.loopback = loopback(theirs);
+    peer.this_host = this_host(theirs);
     peer.local_port =
         ntohs(ours.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(ours).sin_port
                                         : reinterpret_cast<const sockaddr_in6&>(ours).sin6_port);
@@ -101,7 +125,7 @@ std::optional<SocketPeer> tcp_peer(int fd) {
 
 bool admits(const SocketPeer& peer, uid_t owner, bool listens_off_host) {
     if (peer.uid) return *peer.uid == owner || *peer.uid == 0;
-    return listens_off_host && !peer.loopback;
+    return listens_off_host && !peer.this_host;
 }
 
 }  // namespace pysandbox::sys

@@ -12,8 +12,10 @@
 namespace pysandbox::sys {
 
 struct SocketPeer {
-    bool loopback = false;         // its address is 127.0.0.0/8 (or ::1, ::ffff:127.0.0.0/104)
-    std::optional<uid_t> uid;      // its socket's owner, when the socket is on this machine
+    // Its address is this machine's: loopback (127.0.0.0/8, ::1, ::ffff:127.0.0.0/104) or one
+    // of the interfaces' addresses.
+    bool this_host = false;
+    std::optional<uid_t> uid;      // its socket's owner, when the diagnostics find the socket
     std::uint16_t local_port = 0;  // the port it connected to: which of ours
 };
 
@@ -25,7 +27,10 @@ std::optional<SocketPeer> tcp_peer(int fd);
 // Whether a connection from `peer` may stay on a port served for the user `owner`: one from this
 // machine when its socket is the owner's or root's (who could read the owner's files anyway); one
 // from elsewhere, whose user cannot be known, only when the port listens off this host
-// (`listens_off_host`: someone chose to be reached from other machines).
+// (`listens_off_host`: someone chose to be reached from other machines). A connection from one
+// of this machine's addresses whose socket the diagnostics do not find is refused: the exact
+// lookup passes over a socket bound to a device (SO_BINDTODEVICE, open to any user since Linux
+// 5.7), which is how another user's could pass for another machine's.
 bool admits(const SocketPeer& peer, uid_t owner, bool listens_off_host);
 
 }  // namespace pysandbox::sys

@@ -42,8 +42,10 @@ def execute(kc, code: str) -> dict:
             "iopub": outputs(kc, msg_id)}
 
 
-def started(extra_args=()):
+def started(extra_args=(), ip=None):
     km = jupyter_client.KernelManager(kernel_name="pysandbox-test")
+    if ip is not None:
+        km.ip = ip
     km.start_kernel(extra_arguments=list(extra_args))
     kc = km.client()
     kc.start_channels()
@@ -52,9 +54,9 @@ def started(extra_args=()):
 
 
 @contextlib.contextmanager
-def running(extra_args=()):
+def running(extra_args=(), ip=None):
     """A started kernel and its client, shut down (at once) at the end."""
-    km, kc = started(extra_args)
+    km, kc = started(extra_args, ip)
     try:
         yield km, kc
     finally:
@@ -665,10 +667,11 @@ def input_flood() -> dict:
         return seen
 
 
-def waits_for_another_user() -> dict:
-    """A kernel that waits while another user's client connects to it (test_kernel.py runs
-    that one): its pid and ports on a line of their own, then a cell once a line comes in."""
-    with running() as (km, kc):
+def waits_for_another_user(ip: str = "127.0.0.1") -> dict:
+    """A kernel listening on `ip` that waits while another user's client connects to it
+    (test_kernel.py runs that one): its pid and ports on a line of their own, then a cell once a
+    line comes in."""
+    with running(ip=ip) as (km, kc):
         seen = {"first": execute(kc, "6 * 7")}
         print(json.dumps({"pid": km.provisioner.process.pid, "ip": km.ip,
                           "ports": {"shell": km.shell_port, "iopub": km.iopub_port}}),

@@ -52,7 +52,7 @@ TEST_CASE("tcp_peer: a loopback connection's other end is this process's user") 
     const UniqueFd accepted = listener.accept();
     const auto peer = tcp_peer(accepted.get());
     REQUIRE(peer);
-    CHECK(peer->loopback);
+    CHECK(peer->this_host);
     CHECK(peer->local_port == ntohs(listener.address.sin_port));
     REQUIRE(peer->uid);
     CHECK(*peer->uid == ::geteuid());
@@ -98,6 +98,8 @@ TEST_CASE("tcp_peer: not a TCP connection") {
 }
 
 TEST_CASE("admits: the owner and root from this machine; others' only when the port is remote") {
+    // {this_host, uid, local_port}: a socket of this machine the diagnostics do not find (bound
+    // to a device) is refused like one of another user; another machine's, only off-host.
     const uid_t owner = 1000;
     const SocketPeer owners{true, owner, 1}, roots{true, 0, 1}, others{true, 1001, 1};
     const SocketPeer unknown_local{true, std::nullopt, 1}, remote{false, std::nullopt, 1};
