@@ -49,6 +49,11 @@ class Pool {
     // (fronts/mcp.cpp).
     void advance(bool start = true);
 
+    // Starts new ones up to the size now (what advance(true) does last).
+    void refill();
+    // Sessions that served and are not reaped yet: their sandboxes are ending.
+    bool retiring() const { return !retired_.empty(); }
+
     // How many are ready now (for a front's -v and the tests).
     std::size_t ready() const;
 
@@ -56,8 +61,6 @@ class Pool {
     void close();
 
   private:
-    void refill();
-
     const Plan& plan_;
     sys::Poller& poller_;
     const std::size_t size_;

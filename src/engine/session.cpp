@@ -226,13 +226,7 @@ void Session::on_message(const ControlMessage& received) {
                                     (error.is_string() ? error.get<std::string>().substr(0, 300)
                                                        : std::string("?")) +
                                     ")");
-        if (cell_) {
-            dispatch();
-        } else {
-            // Finds the interpreter (in /proc) now rather than on the first cell's way: its
-            // usage is read when a cell begins and ends.
-            sandbox_->interpreter_usage();
-        }
+        if (cell_) dispatch();
         return;
     }
     const bool in_cell = phase_ == Phase::running || phase_ == Phase::interrupting;

@@ -81,8 +81,10 @@ struct Progress {
     Clock::time_point last{};  // when the last one went
 };
 constexpr std::chrono::milliseconds kProgressEvery{50};
-// How long a pool's replacement may wait for the call in flight to be answered (advance_pools).
+// How long a pool's replacement may wait for the call in flight to be answered; and after an
+// answer, how long the client has the cores to itself to read it (advance_pools).
 constexpr std::chrono::milliseconds kRefillWait{100};
+constexpr std::chrono::milliseconds kClientTurn{10};
 constexpr std::string_view kProgressFull =
     "\n[... the rest of the output is in the result only ...]\n";
 
@@ -204,8 +206,6 @@ class Server {
             const bool one_shot = answer_one_shots();
             const bool answered = answer_sessions() || one_shot;
             write_answers();
-            for (auto& [pool, session] : served_) pool->retire(std::move(session));
-            served_.clear();
             advance_pools(answered);
             report_progress();
             if (http_)
@@ -950,21 +950,39 @@ class Server {
 
     // A pool's replacement for the sandbox a call took is not started while that call's cell
     // runs: its clone holds the loop for milliseconds, and its interpreter starts on the cores
-    // the cell runs on, while most cells take well under a millisecond. It starts once the
-    // answer is written (or no call runs), or kRefillWait after the take, whichever comes first:
-    // a long cell does not keep the pool empty for the calls that come meanwhile.
+    // the cell runs on, while most cells take well under a millisecond. Nor, for kClientTurn,
+    // once the answer is written: the client reading it would wait for a core as well, behind
+    // the replacement and the served sandbox's end (killed then too). It starts after that when
+    // no call runs and the killed sandboxes are reaped, or kRefillWait after the take, whichever
+    // comes first: a long cell does not keep the pool empty for the calls that come meanwhile.
     void advance_pools(bool answered) {
         const Clock::time_point now = Clock::now();
-        const bool start = answered || running() == 0 || (refill_due_ && now >= *refill_due_);
-        for (Offer& offer : offers_) offer.pool->advance(start);
-        if (start) {
-            refill_due_.reset();
-            if (refill_armed_) refill_clock_.disarm();
-            refill_armed_ = false;
-        } else if (refill_due_ && !refill_armed_) {
-            refill_clock_.arm(*refill_due_ - now);
-            refill_armed_ = true;
+        if (answered) client_turn_ = now + kClientTurn;
+        const bool turn_over = now >= client_turn_;
+        if (turn_over || loop_.stopping()) {
+            for (auto& [pool, session] : served_) pool->retire(std::move(session));
+            served_.clear();
         }
+        for (Offer& offer : offers_) offer.pool->advance(false);
+        // A sandbox killed (served, cancelled) is gone first: its end and a new start would
+        // share the cores.
+        const bool retiring =
+            std::ranges::any_of(offers_, [](const Offer& offer) { return offer.pool->retiring(); });
+        const bool due = refill_due_ && now >= *refill_due_;
+        const bool start = due || (turn_over && running() == 0 && !retiring);
+        if (start) {
+            for (Offer& offer : offers_) offer.pool->refill();
+            refill_due_.reset();
+        }
+        std::optional<Clock::time_point> wake;
+        if (!turn_over && (!served_.empty() || refill_due_)) wake = client_turn_;
+        if (refill_due_ && (!wake || *refill_due_ < *wake)) wake = refill_due_;
+        if (wake == refill_armed_) return;
+        refill_armed_ = wake;
+        if (wake)
+            refill_clock_.arm(*wake - now);
+        else
+            refill_clock_.disarm();
     }
 
     // A warm sandbox for a call or a session: the pool's replacement is due kRefillWait later
@@ -1050,6 +1068,7 @@ class Server {
         if (http_) http_->stop();
         waiting_.clear();
         one_shots_.clear();
+        served_.clear();
         sessions_.clear();
         for (Offer& offer : offers_) offer.pool->close();
     }
@@ -1090,8 +1109,7 @@ class Server {
     std::uint64_t reading_batch_ = 0;  // the batch of the message being read
     std::deque<Call> waiting_;
     std::vector<OneShot> one_shots_;
-    // The sandboxes of the calls answered this round, with their pools: killed once the answers
-    // are written.
+    // The sandboxes of the calls answered, with their pools: killed after the client's turn.
     std::vector<std::pair<Pool*, std::unique_ptr<Session>>> served_;
     std::map<std::string, NamedSession> sessions_;
     struct EndedSession {
@@ -1104,7 +1122,8 @@ class Server {
     sys::TimerFd progress_clock_;  // a call's held-back progress is due
     sys::TimerFd refill_clock_;    // the pools' deferred replacements are due (advance_pools)
     std::optional<Clock::time_point> refill_due_;
-    bool refill_armed_ = false;
+    Clock::time_point client_turn_{};  // until when the client reads its answer
+    std::optional<Clock::time_point> refill_armed_;
     std::optional<Clock::time_point> armed_for_;
     std::size_t one_shot_count_ = 0;
     std::map<std::string, FileResource> resources_;  // by URI

@@ -193,7 +193,7 @@ TEST_CASE("artifacts: a symlink planted in the output directory is not followed"
 
 TEST_CASE("artifacts: an output directory made as the walk first needs it, and only then") {
     TempDir work, out;
-    write(work.path / "old.txt", "before");
+    write(work.path / "small.txt", "before");
     const pysandbox::sys::UniqueFd work_fd(work.open());
     const pysandbox::sys::UniqueFd out_fd(out.open());
     std::vector<pysandbox::sys::UniqueFd> made;
@@ -207,8 +207,8 @@ TEST_CASE("artifacts: an output directory made as the walk first needs it, and o
         return made.back() ? made.back().get() : artifacts::kHostDirMissing;
     };
     const artifacts::Snapshot seen = artifacts::collect(work_fd.get(), options).seen;
-    CHECK(made.size() == 1);  // for old.txt
-    CHECK(read(out.path / "cell" / "old.txt") == "before");
+    CHECK(made.size() == 1);  // for the file written above
+    CHECK(read(out.path / "cell" / "small.txt") == "before");
     fs::remove_all(out.path / "cell");
     // Nothing new since that walk: no directory.
     options.unchanged = &seen;
