@@ -150,12 +150,21 @@ class Walker {
     Listing take() { return {std::move(found_), omitted_, std::move(seen_)}; }
 
   private:
+    // The host directory a file or a directory goes into: kHostDirLater becomes the output
+    // directory, made now (once) by Options::make_output_dir.
+    int host(int host_dir) {
+        if (host_dir != kHostDirLater) return host_dir;
+        if (!top_) top_ = options_.make_output_dir ? options_.make_output_dir() : kHostDirMissing;
+        return *top_;
+    }
+
     // An artifact lands only in a directory this walk made: a directory that is already there
     // (made by someone else since the plan found the output directory empty) is not entered.
     void subdirectory(int dir, int host_dir, const std::string& name, const struct stat& st,
                       const std::string& prefix, int depth) {
         UniqueFd sub = open_checked(dir, name, st, O_RDONLY | O_DIRECTORY);
         if (!sub) return;
+        host_dir = host(host_dir);
         UniqueFd host_sub;
         int next = host_dir;
         if (host_dir >= 0) {
@@ -192,6 +201,7 @@ class Walker {
         Artifact artifact{path,         static_cast<std::uint64_t>(st.st_size),
                           std::nullopt, media_type_for(name),
                           std::nullopt, ""};
+        host_dir = host(host_dir);
         const bool copying = host_dir != kListOnly;
         const std::string bound = bound_reached(artifact.size);
         if (copying) {
@@ -261,6 +271,7 @@ class Walker {
     std::vector<Artifact> found_;
     std::uint64_t omitted_ = 0;
     std::string refusal_below_;  // why the files below a directory not made here are skipped
+    std::optional<int> top_;     // the output directory, once made (kHostDirLater)
     Snapshot seen_;
 };
 

@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,6 +30,8 @@ namespace pysandbox::artifacts {
 // directory could not be opened (every file is then reported "skipped": "error").
 inline constexpr int kListOnly = -1;
 inline constexpr int kHostDirMissing = -2;
+// Options::output_dir when it is made as the walk first needs it (Options::make_output_dir).
+inline constexpr int kHostDirLater = -3;
 
 // At most this many artifacts are listed; the rest are only counted (Listing::omitted).
 inline constexpr std::size_t kMaxListed = 1000;
@@ -55,6 +58,10 @@ struct Options {
     std::optional<gid_t> group;
     // Files with the same stamp as here are left out (not listed, hashed or copied).
     const Snapshot* unchanged = nullptr;
+    // With kHostDirLater: makes and opens the output directory, or returns kHostDirMissing. Called
+    // once, when the walk first has a file to list or a directory to enter: a session's cell that
+    // left nothing new costs no directory made and removed on the host.
+    std::function<int()> make_output_dir;
 };
 
 struct Listing {

@@ -24,10 +24,10 @@ ArtifactTarget open_run_dir(const Plan& plan, sys::UniqueFd& made, Outcome& outc
     const int parent = plan.output_dir_fd ? plan.output_dir_fd.get() : runs.get();
     std::string name;
     if (parent >= 0) made = artifacts::make_run_dir(parent, name);
-    if (made) return {made.get(), dir + "/" + name};
+    if (made) return {made.get(), dir + "/" + name, {}};
     outcome.warnings.push_back("--output-runs: cannot create a run directory in " + dir + ": " +
                                std::strerror(errno) + "; no artifact was copied");
-    return {artifacts::kHostDirMissing, dir};
+    return {artifacts::kHostDirMissing, dir, {}};
 }
 
 // The output directory as the walk writes into it: the one the plan held open, or the one made
@@ -36,12 +36,12 @@ ArtifactTarget open_output_dir(const Plan& plan, sys::UniqueFd& made, Outcome& o
     if (!plan.output_dir) return {};
     if (plan.output_runs) return open_run_dir(plan, made, outcome);
     const std::string& dir = *plan.output_dir;
-    if (plan.output_dir_fd) return {plan.output_dir_fd.get(), dir};
+    if (plan.output_dir_fd) return {plan.output_dir_fd.get(), dir, {}};
     made = artifacts::make_host_dir(AT_FDCWD, dir);
-    if (made) return {made.get(), dir};
+    if (made) return {made.get(), dir, {}};
     outcome.warnings.push_back("--output-dir: cannot create " + dir + ": " + std::strerror(errno) +
                                "; no artifact was copied");
-    return {artifacts::kHostDirMissing, dir};
+    return {artifacts::kHostDirMissing, dir, {}};
 }
 
 // The script's changes to --workdir, applied to the host directory: all of them, whatever the
@@ -67,8 +67,10 @@ artifacts::Snapshot list_artifacts(const Plan& plan, int work_dir, const Gatheri
     options.unchanged = how.unchanged;
     options.output_dir = how.target.dir;
     options.output_dir_path = how.target.path;
+    options.make_output_dir = how.target.make;
     // Root's copies belong to the uid the script ran as, like the files it wrote.
-    if (plan.ids.privileged && how.target.dir >= 0) {
+    if (plan.ids.privileged &&
+        (how.target.dir >= 0 || how.target.dir == artifacts::kHostDirLater)) {
         options.owner = plan.ids.outer_uid;
         options.group = plan.ids.outer_gid;
     }

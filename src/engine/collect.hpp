@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -26,10 +27,12 @@ Outcome collect(const Plan& plan, Supervised supervised);
 // of the documented second is pysandbox's own start, teardown and result on a busy host.
 inline constexpr std::chrono::milliseconds kCollectBudget{500};
 
-// Where artifacts are copied: an open host directory and its path, or nowhere.
+// Where artifacts are copied: an open host directory and its path, or nowhere; or
+// (artifacts::kHostDirLater) a directory `make` makes when the walk first needs it.
 struct ArtifactTarget {
     int dir = artifacts::kListOnly;
     std::string path;
+    std::function<int()> make;
 };
 
 // What a sandbox left for collection, ended (Supervised) or still running (a session's, between

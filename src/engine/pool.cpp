@@ -50,7 +50,7 @@ void Pool::retire(std::unique_ptr<Session> session) {
     retired_.push_back(std::move(session));
 }
 
-void Pool::advance() {
+void Pool::advance(bool start) {
     if (zygote_) zygote_->advance();
     for (auto& session : retired_) session->advance();
     std::erase_if(retired_, [](const auto& session) { return session->closed(); });
@@ -67,7 +67,7 @@ void Pool::advance() {
     } else if (std::ranges::any_of(waiting_, [](const auto& s) { return s->ready(); })) {
         backoff_ = std::chrono::milliseconds{0};
     }
-    refill();
+    if (start) refill();
 }
 
 std::size_t Pool::ready() const {

@@ -36,15 +36,23 @@ class Pool {
 
     // A session for one user: a warm one when there is one (ready, or still starting), else a new
     // one that starts with its first cell. Its start failure, if any, comes as that cell's result.
-    // The pool starts a replacement at the next advance().
+    // The pool starts a replacement at the next advance() that may start one.
     std::unique_ptr<Session> take();
 
     // Takes back a session that has served: it is killed now and reaped as the loop goes on.
     void retire(std::unique_ptr<Session> session);
 
     // Passes the round on to the waiting sessions and the retired ones; drops those whose sandbox
-    // ended, and starts new ones up to the size.
-    void advance();
+    // ended, and starts new ones up to the size when `start` says it may. Starting one clones a
+    // sandbox in this process (milliseconds the loop does nothing else) and then its interpreter
+    // starts beside the running cells: a front whose calls wait on a short cell defers it
+    // (fronts/mcp.cpp).
+    void advance(bool start = true);
+
+    // Starts new ones up to the size now (what advance(true) does last).
+    void refill();
+    // Sessions that served and are not reaped yet: their sandboxes are ending.
+    bool retiring() const { return !retired_.empty(); }
 
     // How many are ready now (for a front's -v and the tests).
     std::size_t ready() const;
@@ -53,8 +61,6 @@ class Pool {
     void close();
 
   private:
-    void refill();
-
     const Plan& plan_;
     sys::Poller& poller_;
     const std::size_t size_;

@@ -381,7 +381,7 @@ void Session::collect_cell(const LeftBehind& left, Outcome& outcome) {
     how.unchanged = &files_seen_;
     how.stop_proxy = false;  // the sandbox may live on
     how.oom_before = oom_before_;
-    sys::UniqueFd cell_dir;
+    sys::UniqueFd cell_dir;  // made as the walk first needs it (cell_target)
     if (left.work_dir >= 0) how.target = cell_target(cell_dir, outcome);
     artifacts::Snapshot seen = gather(plan_, left, how, outcome);
     if (left.work_dir >= 0) {
@@ -405,25 +405,28 @@ int Session::output_parent() const {
     return plan_.output_dir_fd ? plan_.output_dir_fd.get() : output_dir_.get();
 }
 
-// The cell's own directory under --output-dir (`cell_dir`, made now), or nowhere without one.
+// The cell's own directory under --output-dir (`cell_dir`), or nowhere without one. It is made
+// when the walk first has something for it: most cells leave no file, and a directory made and
+// removed on the host for each would cost a call more than its cell (journaled metadata).
 ArtifactTarget Session::cell_target(sys::UniqueFd& cell_dir, Outcome& outcome) {
     if (!plan_.output_dir) return {};
     const std::string name = cell_name();
-    ArtifactTarget target{artifacts::kHostDirMissing, *plan_.output_dir + "/" + name};
-    if (!output_dir_ && !plan_.output_dir_fd)
-        output_dir_ = artifacts::make_host_dir(AT_FDCWD, *plan_.output_dir);
-    if (const int parent = output_parent(); parent >= 0) {
-        if (plan_.ids.privileged)
-            cell_dir =
-                artifacts::make_host_dir(parent, name, plan_.ids.outer_uid, plan_.ids.outer_gid);
-        else
-            cell_dir = artifacts::make_host_dir(parent, name);
-    }
-    if (cell_dir)
-        target.dir = cell_dir.get();
-    else
-        outcome.warnings.push_back("--output-dir: cannot create " + target.path + ": " +
+    ArtifactTarget target{artifacts::kHostDirLater, *plan_.output_dir + "/" + name, {}};
+    target.make = [this, &cell_dir, &outcome, name, path = target.path] {
+        if (!output_dir_ && !plan_.output_dir_fd)
+            output_dir_ = artifacts::make_host_dir(AT_FDCWD, *plan_.output_dir);
+        if (const int parent = output_parent(); parent >= 0) {
+            if (plan_.ids.privileged)
+                cell_dir = artifacts::make_host_dir(parent, name, plan_.ids.outer_uid,
+                                                    plan_.ids.outer_gid);
+            else
+                cell_dir = artifacts::make_host_dir(parent, name);
+        }
+        if (cell_dir) return cell_dir.get();
+        outcome.warnings.push_back("--output-dir: cannot create " + path + ": " +
                                    std::strerror(errno) + "; no artifact was copied");
+        return artifacts::kHostDirMissing;
+    };
     return target;
 }
 

@@ -81,6 +81,10 @@ struct Progress {
     Clock::time_point last{};  // when the last one went
 };
 constexpr std::chrono::milliseconds kProgressEvery{50};
+// How long a pool's replacement may wait for the call in flight to be answered; and after an
+// answer, how long the client has the cores to itself to read it (advance_pools).
+constexpr std::chrono::milliseconds kRefillWait{100};
+constexpr std::chrono::milliseconds kClientTurn{10};
 constexpr std::string_view kProgressFull =
     "\n[... the rest of the output is in the result only ...]\n";
 
@@ -182,6 +186,11 @@ class Server {
                 return sys::Poller::Interest{progress_clock_.get(), POLLIN};
             },
             [this](short) { progress_clock_.acknowledge(); }, this);
+        loop_.poller().watch(
+            [this] {
+                return sys::Poller::Interest{refill_clock_.get(), POLLIN};
+            },
+            [this](short) { refill_clock_.acknowledge(); }, this);
     }
 
     void start_pools(std::size_t size) {
@@ -192,11 +201,12 @@ class Server {
     int run() {
         for (;;) {
             loop_.poller().poll_once();
-            // After the answers of the last round went out: sandboxes that served end, new ones
-            // start.
-            for (Offer& offer : offers_) offer.pool->advance();
-            answer_one_shots();
-            answer_sessions();
+            // The answers first, written at once: the rest of the round (the sandboxes that
+            // served killed, new ones cloned and starting) would hold them back.
+            const bool one_shot = answer_one_shots();
+            const bool answered = answer_sessions() || one_shot;
+            write_answers();
+            advance_pools(answered);
             report_progress();
             if (http_)
                 for (mcp::Inbound& inbound : http_->take())
@@ -679,7 +689,7 @@ class Server {
         named.offer = &offer;
         named.client = client_;
         named.started = named.last_call = Clock::now();
-        named.session = offer.pool->take();
+        named.session = take_from(offer);
         named.session->name_output("session-" + session_id, true);
         say("session " + session_id + " started (" + offer.name + ")");
         respond(id, mcp::text_result("session_id: " + session_id, {{"session_id", session_id}},
@@ -801,7 +811,7 @@ class Server {
     void start_calls() {
         for (auto it = waiting_.begin(); it != waiting_.end() && running() < max_calls_;) {
             if (it->session_id.empty()) {
-                OneShot one{std::move(*it), it->offer->pool->take()};
+                OneShot one{std::move(*it), take_from(*it->offer)};
                 one.session->name_output("call-" + std::to_string(++one_shot_count_), false);
                 one.session->run(one.call.cell);
                 one_shots_.push_back(std::move(one));
@@ -888,21 +898,27 @@ class Server {
         respond(id, {{"contents", ordered_json::array({std::move(content)})}});
     }
 
-    void answer_one_shots() {
+    // Whether a call was answered. The sandboxes that served are retired once the answers are
+    // written (served_).
+    bool answer_one_shots() {
+        bool answered = false;
         for (auto it = one_shots_.begin(); it != one_shots_.end();) {
             it->session->advance();
             if (auto result = it->session->take_result()) {
+                answered = true;
                 respond(it->call.id,
                         result_of(one_shot_result(std::move(*result)), it->call.client));
-                it->call.offer->pool->retire(std::move(it->session));
+                served_.emplace_back(it->call.offer->pool.get(), std::move(it->session));
                 it = one_shots_.erase(it);
             } else {
                 ++it;
             }
         }
+        return answered;
     }
 
-    void answer_sessions() {
+    bool answer_sessions() {
+        bool answered = false;
         for (auto& [session_id, named] : sessions_) {
             named.session->advance();
             auto result = named.session->take_result();
@@ -912,6 +928,7 @@ class Server {
                     (*result)["message"] = "the session ended while this call ran (" +
                                            named.ending + "): the cell was killed";
                 respond(named.running->id, result_of(std::move(*result), named.client));
+                answered = true;
             }
             named.running.reset();
             named.cancelled = false;
@@ -919,6 +936,60 @@ class Server {
         std::erase_if(sessions_, [](const auto& entry) {
             return !entry.second.ending.empty() && !entry.second.running;
         });
+        return answered;
+    }
+
+    // What was answered goes out now, as far as the client takes it without waiting; the rest
+    // when poll says it can.
+    void write_answers() {
+        if (http_)
+            http_->write_now();
+        else
+            loop_.output().write_now();
+    }
+
+    // A pool's replacement for the sandbox a call took is not started while that call's cell
+    // runs: its clone holds the loop for milliseconds, and its interpreter starts on the cores
+    // the cell runs on, while most cells take well under a millisecond. Nor, for kClientTurn,
+    // once the answer is written: the client reading it would wait for a core as well, behind
+    // the replacement and the served sandbox's end (killed then too). It starts after that when
+    // no call runs and the killed sandboxes are reaped, or kRefillWait after the take, whichever
+    // comes first: a long cell does not keep the pool empty for the calls that come meanwhile.
+    void advance_pools(bool answered) {
+        const Clock::time_point now = Clock::now();
+        if (answered) client_turn_ = now + kClientTurn;
+        const bool turn_over = now >= client_turn_;
+        if (turn_over || loop_.stopping()) {
+            for (auto& [pool, session] : served_) pool->retire(std::move(session));
+            served_.clear();
+        }
+        for (Offer& offer : offers_) offer.pool->advance(false);
+        // A sandbox killed (served, cancelled) is gone first: its end and a new start would
+        // share the cores.
+        const bool retiring =
+            std::ranges::any_of(offers_, [](const Offer& offer) { return offer.pool->retiring(); });
+        const bool due = refill_due_ && now >= *refill_due_;
+        const bool start = due || (turn_over && running() == 0 && !retiring);
+        if (start) {
+            for (Offer& offer : offers_) offer.pool->refill();
+            refill_due_.reset();
+        }
+        std::optional<Clock::time_point> wake;
+        if (!turn_over && (!served_.empty() || refill_due_)) wake = client_turn_;
+        if (refill_due_ && (!wake || *refill_due_ < *wake)) wake = refill_due_;
+        if (wake == refill_armed_) return;
+        refill_armed_ = wake;
+        if (wake)
+            refill_clock_.arm(*wake - now);
+        else
+            refill_clock_.disarm();
+    }
+
+    // A warm sandbox for a call or a session: the pool's replacement is due kRefillWait later
+    // at the latest (advance_pools).
+    std::unique_ptr<Session> take_from(Offer& offer) {
+        if (!refill_due_) refill_due_ = Clock::now() + kRefillWait;
+        return offer.pool->take();
     }
 
     // ------------------------------------------------------------------ progress
@@ -997,6 +1068,7 @@ class Server {
         if (http_) http_->stop();
         waiting_.clear();
         one_shots_.clear();
+        served_.clear();
         sessions_.clear();
         for (Offer& offer : offers_) offer.pool->close();
     }
@@ -1037,6 +1109,8 @@ class Server {
     std::uint64_t reading_batch_ = 0;  // the batch of the message being read
     std::deque<Call> waiting_;
     std::vector<OneShot> one_shots_;
+    // The sandboxes of the calls answered, with their pools: killed after the client's turn.
+    std::vector<std::pair<Pool*, std::unique_ptr<Session>>> served_;
     std::map<std::string, NamedSession> sessions_;
     struct EndedSession {
         std::string id;
@@ -1046,6 +1120,10 @@ class Server {
     std::deque<EndedSession> ended_;
     sys::TimerFd session_clock_;
     sys::TimerFd progress_clock_;  // a call's held-back progress is due
+    sys::TimerFd refill_clock_;    // the pools' deferred replacements are due (advance_pools)
+    std::optional<Clock::time_point> refill_due_;
+    Clock::time_point client_turn_{};  // until when the client reads its answer
+    std::optional<Clock::time_point> refill_armed_;
     std::optional<Clock::time_point> armed_for_;
     std::size_t one_shot_count_ = 0;
     std::map<std::string, FileResource> resources_;  // by URI

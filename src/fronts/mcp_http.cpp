@@ -378,6 +378,14 @@ bool HttpTransport::flushed() const {
     });
 }
 
+void HttpTransport::write_now() {
+    std::vector<std::uint64_t> pending;  // write_to may close a connection
+    for (const auto& [id, connection] : connections_)
+        if (connection->written < connection->out.size()) pending.push_back(id);
+    for (const std::uint64_t id : pending)
+        if (const auto it = connections_.find(id); it != connections_.end()) write_to(*it->second);
+}
+
 // ---------------------------------------------------------------------- answers
 
 void HttpTransport::respond(Connection& connection, int status, std::string body,

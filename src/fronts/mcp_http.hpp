@@ -81,6 +81,9 @@ class HttpTransport {
     void stop();
     // Nothing is waiting to be written.
     bool flushed() const;
+    // Writes now what each connection has to write, as far as its socket takes it, rather than
+    // at the loop's next round.
+    void write_now();
 
   private:
     struct Connection;

@@ -16,6 +16,7 @@
 
 #include "engine/artifacts.hpp"
 #include "sys/sha256.hpp"
+#include "sys/unique_fd.hpp"
 
 namespace artifacts = pysandbox::artifacts;
 namespace fs = std::filesystem;
@@ -188,4 +189,38 @@ TEST_CASE("artifacts: a symlink planted in the output directory is not followed"
     CHECK(found[0].skipped == "exists");  // d: not a directory this walk made
     CHECK(found[1].skipped == "exists");
     CHECK(fs::is_empty(elsewhere.path));
+}
+
+TEST_CASE("artifacts: an output directory made as the walk first needs it, and only then") {
+    TempDir work, out;
+    write(work.path / "small.txt", "before");
+    const pysandbox::sys::UniqueFd work_fd(work.open());
+    const pysandbox::sys::UniqueFd out_fd(out.open());
+    std::vector<pysandbox::sys::UniqueFd> made;
+    artifacts::Options options;
+    options.output_dir = artifacts::kHostDirLater;
+    options.output_dir_path = (out.path / "cell").string();
+    options.max_file_size = 100;
+    options.max_total_size = 1000;
+    options.make_output_dir = [&] {
+        made.push_back(artifacts::make_host_dir(out_fd.get(), "cell"));
+        return made.back() ? made.back().get() : artifacts::kHostDirMissing;
+    };
+    const artifacts::Snapshot seen = artifacts::collect(work_fd.get(), options).seen;
+    CHECK(made.size() == 1);  // for the file written above
+    CHECK(read(out.path / "cell" / "small.txt") == "before");
+    fs::remove_all(out.path / "cell");
+    // Nothing new since that walk: no directory.
+    options.unchanged = &seen;
+    CHECK(artifacts::collect(work_fd.get(), options).files.empty());
+    CHECK(made.size() == 1);
+    CHECK_FALSE(fs::exists(out.path / "cell"));
+    // New files: made once, both copied into it.
+    write(work.path / "a.txt", "A");
+    write(work.path / "b.txt", "B");
+    const auto found = artifacts::collect(work_fd.get(), options).files;
+    CHECK(made.size() == 2);
+    REQUIRE(found.size() == 2);
+    CHECK(found[0].host_path == (out.path / "cell" / "a.txt").string());
+    CHECK(read(out.path / "cell" / "b.txt") == "B");
 }
