@@ -428,7 +428,15 @@ class KernelTest(SandboxTestCase):
             env=self.env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True, cwd=self.dir)
         try:
-            kernel = json.loads(client.stdout.readline())
+            # The kernel shares the client's stdout: its line is the one that is the client's.
+            lines = []
+            while (line := client.stdout.readline()) and not line.startswith('{"pid"'):
+                lines.append(line)
+            if not line:  # the client ended before its kernel was ready
+                client.kill()
+                _, err = client.communicate()
+                self.fail(f"the client printed {lines!r}: {err[-4000:]}")
+            kernel = json.loads(line)
             before = proc_memory(kernel["pid"])
             attempts = {}
             for channel, kind in (("shell", "send"), ("iopub", "subscribe")):
