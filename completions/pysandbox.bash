@@ -14,8 +14,8 @@ _pysandbox_subcommands() {  # $1: a command path; REPLY: its subcommands
 _pysandbox_options() {  # $1: a command path; REPLY: its options
     case $1 in
         '') REPLY='-h --help --version' ;;
-        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --with-env --cache-dir --output-dir --output-runs --workdir --incident-log --with --requirements --find-links --index-url -c --json --fail-on-truncation -v --verbose --trace-syscalls' ;;
-        'check') REPLY='-h --help -p --profile --json --incident-log' ;;
+        'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --kernel --env --input --with-env --cache-dir --output-dir --output-runs --workdir --incident-log --with --requirements --find-links --index-url -c --json --fail-on-truncation -v --verbose --trace-syscalls' ;;
+        'check') REPLY='-h --help -p --profile --json --kernel --incident-log' ;;
         'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --with-env --cache-dir --output-dir --incident-log --pool --ndjson -v --verbose' ;;
         'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --http --http-token-file --http-allow-origin --http-max-clients --http-max-client-requests --max-client-sessions --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --with-env --cache-dir --output-dir --incident-log -v --verbose' ;;
         'batch') REPLY='-h --help -p --profile -j --jobs --keep-order --no-preload --fork --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --with-env --cache-dir --output-dir --incident-log --fail-on-error --junit -q --quiet -v --verbose' ;;
@@ -46,6 +46,7 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'run|--output-limit') REPLY='text' ;;
         'run|--net') REPLY='choice none loopback proxy' ;;
         'run|--allow') REPLY='text' ;;
+        'run|--kernel') REPLY='choice host gvisor' ;;
         'run|--env') REPLY='text' ;;
         'run|--input') REPLY='file' ;;
         'run|--with-env') REPLY='text' ;;
@@ -60,6 +61,7 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'run|--index-url') REPLY='text' ;;
         'run|-c') REPLY='text' ;;
         'check|-p'|'check|--profile') REPLY='profile' ;;
+        'check|--kernel') REPLY='choice host gvisor' ;;
         'check|--incident-log') REPLY='file' ;;
         'session|-p'|'session|--profile') REPLY='profile' ;;
         'session|--timeout') REPLY='text' ;;

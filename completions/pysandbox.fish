@@ -63,6 +63,7 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'run|--output-limit' \
             'run|--net' \
             'run|--allow' \
+            'run|--kernel' \
             'run|--env' \
             'run|--input' \
             'run|--with-env' \
@@ -78,6 +79,7 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'run|-c' \
             'check|-p' \
             'check|--profile' \
+            'check|--kernel' \
             'check|--incident-log' \
             'session|-p' \
             'session|--profile' \
@@ -210,6 +212,7 @@ complete -c pysandbox -n '__pysandbox_at run' -l tmp-size -x -d 'Size of the wri
 complete -c pysandbox -n '__pysandbox_at run' -l output-limit -x -d 'Bytes of stdout+stderr kept'
 complete -c pysandbox -n '__pysandbox_at run' -l net -x -a 'none loopback proxy' -d 'Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to the allowed HOST:PORTs only)'
 complete -c pysandbox -n '__pysandbox_at run' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
+complete -c pysandbox -n '__pysandbox_at run' -l kernel -x -a 'host gvisor' -d 'Which kernel answers the script'\''s system calls: host, or gvisor (gVisor'\''s runsc in between; replaces the profile'\''s sandbox.kernel)'
 complete -c pysandbox -n '__pysandbox_at run' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at run' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
 complete -c pysandbox -n '__pysandbox_at run' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s; in place of the profile'\''s python.requirements'
@@ -231,6 +234,7 @@ complete -c pysandbox -n '__pysandbox_at run' -F
 complete -c pysandbox -n '__pysandbox_at check' -s h -l help -d 'Print this help message and exit'
 complete -c pysandbox -n '__pysandbox_at check' -s p -l profile -x -a '(__pysandbox_profiles)' -d 'Profile whose [policy] applies'
 complete -c pysandbox -n '__pysandbox_at check' -l json -d 'Print one JSON object (schema pysandbox.check/v1)'
+complete -c pysandbox -n '__pysandbox_at check' -l kernel -x -a 'host gvisor' -d 'Which kernel answers the script'\''s system calls: host, or gvisor (gVisor'\''s runsc in between; replaces the profile'\''s sandbox.kernel)'
 complete -c pysandbox -n '__pysandbox_at check' -l incident-log -r -F -d 'Append one JSON line to host file PATH when something was blocked (overrides policy.incident_log)'
 complete -c pysandbox -n '__pysandbox_at check' -F
 complete -c pysandbox -n '__pysandbox_at session' -s h -l help -d 'Print this help message and exit'

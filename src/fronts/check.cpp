@@ -85,6 +85,7 @@ int run(const CheckInvocation& options, const std::vector<std::string>& host_env
     Request request;
     request.program = {Program::Kind::check, options.script, {}};
     request.overrides.incident_log = options.incident_log;
+    request.overrides.kernel = options.kernel;
     std::unique_ptr<const Plan> plan = make_plan(std::move(profile), request, host_env);
     const Analysis analysis = read_analysis(*plan, execute(*plan));
     log_incident(*plan, analysis);

@@ -88,6 +88,24 @@ CLI::Validator net_mode_validator() {
         "{" + names + "}");
 }
 
+// --kernel, for the fronts that can run a sandbox on gVisor (run, check).
+void add_kernel_option(CLI::App& command, std::optional<KernelChoice>& kernel) {
+    std::string names;
+    for (const auto& [value, name] : kKernels)
+        names += (names.empty() ? "" : ",") + std::string(name);
+    command
+        .add_option_function<std::string>(
+            "--kernel", [&kernel](const std::string& text) { kernel = kernel_named(text); },
+            "Which kernel answers the script's system calls: host, or gvisor (gVisor's runsc "
+            "in between; replaces the profile's sandbox.kernel)")
+        ->type_name("KERNEL")
+        ->check(CLI::Validator(
+            [](std::string& text) -> std::string {
+                return kernel_named(text) ? "" : "\"" + text + "\" is not a kernel";
+            },
+            "{" + names + "}"));
+}
+
 // --timeout means what the command does at it: `timeout` says so, per command.
 void add_limit_options(CLI::App& run, Overrides& o, const std::string& timeout) {
     parsed_option(
@@ -270,6 +288,7 @@ void add_run_command(CLI::App& app, Invocation& out) {
     add_limit_options(*run, r.request.overrides,
                       "Wall-clock limit, e.g. 5 (seconds), 0.5, 250ms, 1m30s (exit 124)");
     add_network_options(*run, r.request.overrides);
+    add_kernel_option(*run, r.request.overrides.kernel);
     add_file_options(*run, r.request.overrides);
     add_run_package_options(*run, r.packages);
     run->add_option("-c", r.code, "Run CODE instead of a script file")->type_name("CODE");
@@ -298,6 +317,7 @@ void add_check_command(CLI::App& app, Invocation& out) {
     check->add_option("-p,--profile", c.profile, "Profile whose [policy] applies")
         ->type_name("PROFILE");
     check->add_flag("--json", c.json, "Print one JSON object (schema pysandbox.check/v1)");
+    add_kernel_option(*check, c.kernel);
     add_incident_log_option(*check, c.incident_log);
     check->add_option("script", c.script, "The script to analyse")->required()->type_name("SCRIPT");
     check->callback([&out] { out.command = Command::check; });

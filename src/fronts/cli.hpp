@@ -72,6 +72,7 @@ struct CheckInvocation {
     std::string profile = "default";
     std::string script;
     std::optional<std::string> incident_log;
+    std::optional<KernelChoice> kernel;  // --kernel
     bool json = false;
 };
 

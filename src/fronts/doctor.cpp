@@ -22,6 +22,7 @@
 
 #include "embed/version.hpp"
 #include "engine/execute.hpp"
+#include "plan/gvisor.hpp"
 #include "plan/install_paths.hpp"
 #include "plan/landlock_rules.hpp"
 #include "plan/plan.hpp"
@@ -193,6 +194,41 @@ Check check_end_to_end(const Profile& profile) {
     return check;
 }
 
+// Optional: whether sandbox.kernel = "gvisor" (the paranoid profile) works here, by a real run on
+// it, with which runsc and platform.
+Check check_gvisor(Profile profile) {
+    Check check{"gVisor (sandbox.kernel = \"gvisor\")", false, false, {}, {}};
+    profile.kernel = KernelChoice::gvisor;
+    try {
+        Request request;
+        request.program = {Program::Kind::code, "pass", {}};
+        request.capture_output = true;  // runsc's complaints belong in the detail, not on stdout
+        auto plan = make_plan(profile, request, {});
+        Outcome outcome = execute(*plan);
+        check.ok = outcome.kind == Outcome::Kind::exited && outcome.exit_code == 0;
+        const std::string where =
+            plan->gvisor->runsc + ", platform " + std::string(gvisor::kPlatform);
+        if (check.ok) {
+            check.detail = "python ran on gVisor (" + where + ") in " +
+                           std::to_string((outcome.setup + outcome.wall).count()) + " ms";
+        } else {
+            std::string said = outcome.captured ? outcome.captured->stderr_text : "";
+            if (const auto end = said.find_last_not_of('\n'); end != std::string::npos)
+                said = said.substr(said.rfind('\n', end) + 1, end - said.rfind('\n', end));
+            check.detail = where + ": " +
+                           (outcome.kind == Outcome::Kind::exited
+                                ? "exited with " + std::to_string(outcome.exit_code)
+                                : outcome.step + ": " + outcome.detail) +
+                           (said.empty() ? "" : " (runsc: " + said + ")");
+            check.fix = "run `pysandbox run --kernel gvisor -c pass` to see runsc's messages";
+        }
+    } catch (const std::exception& e) {
+        check.detail = e.what();
+        check.fix = "apt-get install runsc, or keep sandbox.kernel = \"host\"";
+    }
+    return check;
+}
+
 bool all_required_pass(const std::vector<Check>& checks) {
     return std::ranges::all_of(checks, [](const Check& c) { return c.ok || !c.required; });
 }
@@ -227,7 +263,12 @@ std::vector<Check> run_checks() {
                           "reinstall pysandbox or fix the profile named above"});
     }
     checks.insert(checks.begin() + 1, check_apparmor(end_to_end));
-    if (end_to_end) checks.push_back(std::move(*end_to_end));
+    if (end_to_end) {
+        const bool sandbox_works = end_to_end->ok;
+        checks.push_back(std::move(*end_to_end));
+        if (sandbox_works)
+            checks.push_back(check_gvisor(load_profile("default", profile_search_dirs())));
+    }
     return checks;
 }
 

@@ -203,6 +203,7 @@ constexpr Step kSteps[] = {
     // After the script's directory exists: the environment is bound into it.
     {"bind the package environment", mounts::step_bind_packages, kCloned},
     {"populate /dev", mounts::step_populate_dev, kCloned},
+    {"mount gVisor's state directory", mounts::step_mount_gvisor_state, kCloned},
     {"mount /dev/shm", mounts::step_mount_shm},
     {"mount /tmp", mounts::step_mount_tmp},
     {"copy matplotlib's font list", mounts::step_copy_font_list},

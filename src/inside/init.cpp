@@ -80,9 +80,26 @@ int step_load_seccomp(ChildContext& ctx) noexcept {
 // Returns only when execve failed.
 int step_exec_interpreter(ChildContext& ctx) noexcept {
     const Plan& plan = ctx.plan;
-    ::execve(plan.interpreter.c_str(), const_cast<char* const*>(plan.argv_ptrs.data()),
+    const char* program = plan.gvisor ? plan.gvisor->runsc.c_str() : plan.interpreter.c_str();
+    ::execve(program, const_cast<char* const*>(plan.argv_ptrs.data()),
              const_cast<char* const*>(plan.envp_ptrs.data()));
-    return step_fail(ctx, "execve(%s)", plan.interpreter.c_str());
+    return step_fail(ctx, "execve(%s)", program);
+}
+
+// Under gVisor the interpreter's process is runsc, which exits as the script did, a signal as
+// 128 + its number (as a shell reports it). Before the container existed (no started file),
+// runsc itself failed: a setup failure, with runsc's own message on stderr. Otherwise a code
+// above 128 is taken for the signal: a script that exits with 137 by itself reads as SIGKILL.
+int runsc_status(const Plan& plan, int status, bool& runsc_failed) noexcept {
+    runsc_failed = false;
+    if (!plan.gvisor || !WIFEXITED(status)) return status;
+    if (::access(plan.gvisor->started_file.c_str(), F_OK) != 0) {
+        runsc_failed = true;
+        return status;
+    }
+    const int code = WEXITSTATUS(status);
+    if (code > 128 && code < 128 + NSIG) return code - 128;  // the wait status of that signal
+    return status;
 }
 
 std::int64_t monotonic_ns() noexcept {
@@ -193,6 +210,16 @@ void start_interpreter(ChildContext& ctx, int first_step) noexcept {
         // The script is gone; nothing it started may outlive it.
         ::kill(-1, SIGKILL);
         while (::waitpid(-1, &status, 0) > 0 || errno == EINTR) {
+        }
+        bool runsc_failed = false;
+        script_status = runsc_status(ctx.plan, script_status, runsc_failed);
+        if (runsc_failed) {
+            std::snprintf(ctx.detail, sizeof ctx.detail,
+                          "runsc exited with %d before its container existed (its message is on "
+                          "stderr; pysandbox doctor checks gVisor)",
+                          WEXITSTATUS(script_status));
+            fail_step(ctx, ReportKind::setup_failed, first_step + kInterpreterStepCount - 1,
+                      ECANCELED);
         }
         send_report(usage_report(script_status, exec_ns));
         ::_exit(0);

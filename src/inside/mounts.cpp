@@ -168,8 +168,13 @@ int step_bind_packages(ChildContext& ctx) noexcept {
 }
 
 int step_mount_staging_root(ChildContext& ctx) noexcept {
-    if (::mount("sandbox-root", kStagingRoot, "tmpfs", MS_NOSUID | MS_NODEV,
-                "mode=0755,size=64m") != 0)
+    // Under gVisor, runsc's gofer remounts the root read-only in a user namespace of its own,
+    // where this mount's flags are locked, and it names no flag but read-only: nosuid and nodev
+    // here would make that remount fail. Nothing on this tmpfs is a device or set-uid (the plan's
+    // files are 0444 at most, and no device can be made in a user namespace); what is bound onto
+    // it keeps its own flags.
+    const unsigned long flags = ctx.plan.gvisor ? 0 : MS_NOSUID | MS_NODEV;
+    if (::mount("sandbox-root", kStagingRoot, "tmpfs", flags, "mode=0755,size=64m") != 0)
         return step_fail(ctx, "mount(tmpfs -> %s)", kStagingRoot);
     return 0;
 }
@@ -220,6 +225,19 @@ int step_populate_dev(ChildContext& ctx) noexcept {
         if (::symlink(target, path.c_str()) != 0)
             return step_fail(ctx, "symlink(%s -> %s)", path.c_str(), target);
     }
+    return 0;
+}
+
+// Under gVisor, runsc's state (plan/gvisor.hpp): writable by runsc, in the read-only root, and
+// covered inside the container.
+int step_mount_gvisor_state(ChildContext& ctx) noexcept {
+    if (!ctx.plan.gvisor) return 0;
+    StagedPath state(ctx, kGvisorDir.data(), "state");  // a literal: NUL-terminated
+    if (make_dirs(state.c_str(), 0755) != 0) return step_fail(ctx, "mkdir(%s)", state.c_str());
+    if (::mount("sandbox-gvisor", state.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                ctx.plan.gvisor->state_mount_options.c_str()) != 0)
+        return step_fail(ctx, "mount(tmpfs -> %s, %s)", state.c_str(),
+                         ctx.plan.gvisor->state_mount_options.c_str());
     return 0;
 }
 
@@ -399,7 +417,10 @@ int step_pivot_root(ChildContext& ctx) noexcept {
 }
 
 int step_seal_root(ChildContext& ctx) noexcept {
-    if (set_attr("/", 0, kReadOnly) != 0) return step_fail(ctx, "mount_setattr(/, RDONLY)");
+    // Read-only alone under gVisor: runsc's gofer remounts it naming no other flag
+    // (step_mount_staging_root).
+    const std::uint64_t attr = ctx.plan.gvisor ? MOUNT_ATTR_RDONLY : kReadOnly;
+    if (set_attr("/", 0, attr) != 0) return step_fail(ctx, "mount_setattr(/, RDONLY)");
     return 0;
 }
 

@@ -22,6 +22,7 @@ int step_write_files(ChildContext& ctx) noexcept;
 int step_open_packages(ChildContext& ctx) noexcept;
 int step_bind_packages(ChildContext& ctx) noexcept;
 int step_populate_dev(ChildContext& ctx) noexcept;
+int step_mount_gvisor_state(ChildContext& ctx) noexcept;
 int step_mount_shm(ChildContext& ctx) noexcept;
 int step_mount_tmp(ChildContext& ctx) noexcept;
 int step_copy_font_list(ChildContext& ctx) noexcept;

@@ -16,6 +16,7 @@
 #include "embed/python_modules.hpp"
 #include "embed/zygote_helper_blob.hpp"
 #include "plan/env_store.hpp"
+#include "plan/gvisor.hpp"
 #include "plan/host_files.hpp"
 #include "plan/policy.hpp"
 #include "plan/program.hpp"
@@ -360,6 +361,7 @@ void apply_overrides(Profile& profile, const Overrides& overrides) {
     if (overrides.max_procs) limits.max_procs = *overrides.max_procs;
     if (overrides.no_preload) profile.preload.clear();
     if (overrides.net) profile.network.mode = *overrides.net;
+    if (overrides.kernel) profile.kernel = *overrides.kernel;
     // An allowed destination is added to the profile's list (a profile is the baseline, a flag one
     // more destination for this run) and asks for the proxy, whose list it is.
     for (const auto& rule : overrides.allow) profile.network.allow.add(rule);
@@ -465,9 +467,11 @@ void relax_for_nesting(Plan& plan) {
 }
 
 void point_into_strings(Plan& plan) {
-    for (const auto& arg : plan.argv) plan.argv_ptrs.push_back(arg.c_str());
+    const auto& argv = plan.gvisor ? plan.gvisor->argv : plan.argv;
+    const auto& envp = plan.gvisor ? plan.gvisor->envp : plan.envp;
+    for (const auto& arg : argv) plan.argv_ptrs.push_back(arg.c_str());
     plan.argv_ptrs.push_back(nullptr);
-    for (const auto& var : plan.envp) plan.envp_ptrs.push_back(var.c_str());
+    for (const auto& var : envp) plan.envp_ptrs.push_back(var.c_str());
     plan.envp_ptrs.push_back(nullptr);
 }
 
@@ -504,6 +508,7 @@ std::unique_ptr<const Plan> make_plan(Profile profile, const Request& request,
     add_font_list(*plan);
     add_kernel_layers(*plan);
     if (program.kind == Program::Kind::zygote) relax_for_nesting(*plan);
+    if (plan->profile.kernel == KernelChoice::gvisor) gvisor::put_on_gvisor(*plan, host_env);
     point_into_strings(*plan);
     open_incident_log(request.overrides.incident_log, *plan);  // last: bad input creates nothing
     return plan;

@@ -187,7 +187,21 @@ struct Plan {
     landlock::Ruleset landlock;  // abi 0: the kernel lacks Landlock (degraded)
     int verbose = 0;
 
-    // NULL-terminated views of argv/envp, built once so the child does not allocate.
+    // sandbox.kernel = "gvisor" (gvisor.hpp): init executes runsc, not the interpreter; the
+    // program above (interpreter, argv, envp) is the bundle's, which runsc starts inside gVisor.
+    struct Gvisor {
+        std::string runsc;  // absolute host path, also the path inside (bound read-only)
+        std::vector<std::string> argv;
+        std::vector<std::string> envp;
+        // runsc writes it once the container exists: init tells "runsc failed" from "the
+        // script failed" by it.
+        std::string started_file;
+        std::string state_mount_options;  // runsc's state directory: a tmpfs of its own
+    };
+    std::optional<Gvisor> gvisor;
+
+    // NULL-terminated views of argv/envp (runsc's under gVisor), built once so the child does not
+    // allocate.
     std::vector<const char*> argv_ptrs;
     std::vector<const char*> envp_ptrs;
 };

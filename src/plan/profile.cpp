@@ -225,6 +225,14 @@ NetMode parse_net_mode(const std::string& text) {
     throw std::invalid_argument("expected one of " + names + "; found \"" + text + "\"");
 }
 
+KernelChoice parse_kernel(const std::string& text) {
+    if (auto kernel = kernel_named(text)) return *kernel;
+    std::string names;
+    for (const auto& [kernel, name] : kKernels)
+        names += (names.empty() ? "\"" : ", \"") + std::string(name) + "\"";
+    throw std::invalid_argument("expected one of " + names + "; found \"" + text + "\"");
+}
+
 void add_top_keys(std::vector<KeySpec>& keys) {
     keys.push_back({"extends",
                     "string",
@@ -309,6 +317,18 @@ void add_network_keys(std::vector<KeySpec>& keys) {
                     [](Profile& p, toml::table& t, const std::string& leaf) {
                         t.insert_or_assign(leaf, to_array(p.network.allow.entries()));
                     }});
+}
+
+void add_sandbox_keys(std::vector<KeySpec>& keys) {
+    keys.push_back(
+        {"sandbox.kernel", "string",
+         "Which kernel answers the script's system calls: \"host\" (the host's, behind "
+         "seccomp and Landlock) or \"gvisor\" (gVisor's runsc, a kernel in user space in "
+         "between; run and check only).",
+         [](const toml::node& n, Profile& p) { p.kernel = parse_kernel(expect_string(n)); },
+         [](Profile& p, toml::table& t, const std::string& leaf) {
+             t.insert_or_assign(leaf, std::string(to_string(p.kernel)));
+         }});
 }
 
 KeySpec env_set_key() {
@@ -457,6 +477,7 @@ const std::vector<KeySpec>& key_specs() {
         add_top_keys(keys);
         add_limit_keys(keys);
         add_network_keys(keys);
+        add_sandbox_keys(keys);
         add_program_keys(keys);
         add_seccomp_keys(keys);
         add_policy_keys(keys);
@@ -677,6 +698,18 @@ std::string_view to_string(NetMode mode) {
 std::optional<NetMode> net_mode_named(std::string_view name) {
     for (const auto& entry : kNetModes)
         if (entry.name == name) return entry.mode;
+    return std::nullopt;
+}
+
+std::string_view to_string(KernelChoice kernel) {
+    for (const auto& entry : kKernels)
+        if (entry.kernel == kernel) return entry.name;
+    return "host";
+}
+
+std::optional<KernelChoice> kernel_named(std::string_view name) {
+    for (const auto& entry : kKernels)
+        if (entry.name == name) return entry.kernel;
     return std::nullopt;
 }
 

@@ -31,6 +31,19 @@ inline constexpr NetModeName kNetModes[] = {
 std::string_view to_string(NetMode mode);
 std::optional<NetMode> net_mode_named(std::string_view name);
 
+// The kernel that answers the script's system calls: the host's, behind the namespaces, seccomp and
+// Landlock, or gVisor's (runsc), a kernel in user space between the script and the host's
+// (plan/gvisor.hpp). Spelled here once, as the network modes are.
+enum class KernelChoice { host, gvisor };
+struct KernelName {
+    KernelChoice kernel;
+    std::string_view name;
+};
+inline constexpr KernelName kKernels[] = {{KernelChoice::host, "host"},
+                                          {KernelChoice::gvisor, "gvisor"}};
+std::string_view to_string(KernelChoice kernel);
+std::optional<KernelChoice> kernel_named(std::string_view name);
+
 inline constexpr std::uint64_t kMinMemory = 16ULL << 20;  // python3 cannot start with less
 inline constexpr std::uint64_t kMinTmpSize = 4096;
 
@@ -67,6 +80,7 @@ struct Profile {
     std::string description;
     Limits limits;
     Network network;
+    KernelChoice kernel = KernelChoice::host;
     std::vector<std::string> ro_paths;  // host paths bound read-only, same place inside
     std::string interpreter = "/usr/bin/python3";
     std::vector<std::string> interpreter_args;  // before the script, e.g. "-s"

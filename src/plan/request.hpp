@@ -34,6 +34,7 @@ struct Overrides {
     std::optional<std::uint64_t> max_procs;
     std::optional<std::uint64_t> cpus;
     std::optional<NetMode> net;
+    std::optional<KernelChoice> kernel;   // --kernel: replaces sandbox.kernel
     std::vector<proxy::AllowRule> allow;  // added to network.allow; the mode becomes "proxy"
     std::vector<std::string> env;         // "NAME=VALUE" sets NAME, "NAME" passes the host's
     std::vector<InputSpec> inputs;

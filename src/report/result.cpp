@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "embed/version.hpp"
+#include "plan/gvisor.hpp"
 #include "plan/units.hpp"
 #include "report/encoding.hpp"
 #include "report/exit_codes.hpp"
@@ -138,10 +139,12 @@ std::string human_summary(const Plan& plan, const Outcome& outcome,
                           const std::optional<PythonException>& exception) {
     const Limits& limits = plan.profile.limits;
     const std::string hook_warning =
-        hook_missing(plan, outcome)
-            ? "the [policy] audit hook did not report itself installed (only the kernel layers "
-              "applied); does python.args disable site or PYTHONPATH?"
-            : "";
+        !hook_missing(plan, outcome) ? ""
+        // runsc passes the script no descriptor but stdio (plan/gvisor.hpp).
+        : plan.gvisor ? "under gVisor the [policy] audit hook blocks inside, but its records do "
+                        "not reach pysandbox (blocked imports and calls are not listed)"
+                      : "the [policy] audit hook did not report itself installed (only the "
+                        "kernel layers applied); does python.args disable site or PYTHONPATH?";
     switch (outcome.kind) {
         case Kind::exited:
             if (hit_memory_limit(plan, outcome, exception))
@@ -306,9 +309,22 @@ std::string_view audit_hook_state(const Plan& plan, const Outcome& outcome) {
     return outcome.policy.hook_installed ? "installed" : "not confirmed";
 }
 
+// What serves the script under gVisor, and what the host still enforces around runsc itself
+// (plan/gvisor.hpp says why each layer is or is not there).
+json gvisor_json(const Plan& plan) {
+    if (!plan.gvisor) return nullptr;
+    return {{"runsc", plan.gvisor->runsc},
+            {"platform", gvisor::kPlatform},
+            {"inside", {"seccomp", "rlimits", "read_only_root", "network_none"}},
+            {"around_runsc",
+             {"namespaces", "read_only_root", "tmp_size", "no_new_privs", "seccomp_denylist",
+              "cpu_rlimit", "user_counts"}}};
+}
+
 json enforcement_json(const Plan& plan, const Outcome& outcome) {
     json degraded = json::array();
-    if (plan.landlock.abi == 0) degraded.push_back("landlock");
+    // Under gVisor, Landlock is left out by design (plan/gvisor.hpp), not for want of it.
+    if (plan.landlock.abi == 0 && !plan.gvisor) degraded.push_back("landlock");
     if (!plan.cgroup) degraded.push_back("cgroup");
     if (hook_missing(plan, outcome)) degraded.push_back("audit_hook");
     return {{"namespaces", {"user", "mount", "pid", "network", "ipc", "uts", "cgroup"}},
@@ -320,7 +336,9 @@ json enforcement_json(const Plan& plan, const Outcome& outcome) {
             {"resources", plan.cgroup ? "cgroup" : "rlimit"},
             {"audit_hook", audit_hook_state(plan, outcome)},
             {"host_uid", plan.ids.outer_uid},
-            {"degraded", degraded}};
+            {"degraded", degraded},
+            {"kernel", to_string(plan.profile.kernel)},
+            {"gvisor", gvisor_json(plan)}};
 }
 
 json error_json(const Plan& plan, const Outcome& outcome) {

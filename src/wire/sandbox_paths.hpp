@@ -17,6 +17,9 @@ inline constexpr std::string_view kZygoteJobSpecFile = "zygote_job.json";
 // A package environment's site-packages (`--with-env`, plan/env_store.hpp), read-only, on
 // PYTHONPATH after the sandbox's own modules.
 inline constexpr std::string_view kPackagesDir = "/sandbox/.packages";
+// sandbox.kernel = "gvisor" (plan/gvisor.hpp): runsc's bundle (bundle/config.json, in the read-only
+// root) and its state (state/, a tmpfs of its own), hidden from the container by a mount over it.
+inline constexpr std::string_view kGvisorDir = "/run/pysandbox-gvisor";
 // The script's working directory, where its artifacts are found.
 inline constexpr std::string_view kWorkDir = "/tmp/work";
 

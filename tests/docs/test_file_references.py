@@ -56,6 +56,7 @@ EXTERNAL = {
     "requirements.txt": "the user's requirements file, in the README's `env create -r` example",
     "env.json": "what `pysandbox env create` writes into each environment of the package store",
     "local.toml": "the profile a unit test writes into its own directory",
+    "bundle/config.json": "runsc's OCI bundle, which the plan writes into a gVisor sandbox's root",
     # Files the tools write or run, never committed.
     "startup.json": "what `bench/startup.py --json` is redirected into in bench/README.md",
     "session.json": "what `bench/session.py --json` is redirected into in bench/README.md",

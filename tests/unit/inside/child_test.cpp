@@ -183,13 +183,13 @@ TEST_SUITE("step tables") {
             if (step.births == kForked) forked_only.insert(step.name);
         }
         CHECK(cloned_only ==
-              std::set<std::string>{"blank the caller's command line", "switch to the sandbox ids",
-                                    "die with the supervisor", "join a fresh session keyring",
-                                    "open the prepared font list", "open the workdir",
-                                    "open the package environment", "bind the package environment",
-                                    "mount the staging root", "bind host paths read-only",
-                                    "write synthetic files", "populate /dev",
-                                    "pivot into the new root", "seal the root read-only"});
+              std::set<std::string>{
+                  "blank the caller's command line", "switch to the sandbox ids",
+                  "die with the supervisor", "join a fresh session keyring",
+                  "open the prepared font list", "open the workdir", "open the package environment",
+                  "bind the package environment", "mount gVisor's state directory",
+                  "mount the staging root", "bind host paths read-only", "write synthetic files",
+                  "populate /dev", "pivot into the new root", "seal the root read-only"});
         CHECK(forked_only == std::set<std::string>{"die with the zygote"});
     }
 

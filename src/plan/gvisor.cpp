@@ -1,0 +1,306 @@
+#include "plan/gvisor.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "plan/plan.hpp"
+#include "sys/errors.hpp"
+#include "wire/sandbox_paths.hpp"
+
+namespace pysandbox::gvisor {
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr std::string_view kDefaultPath =
+    "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+// The container's name in runsc's state directory: one container per sandbox.
+constexpr const char* kContainerId = "pysandbox";
+// What runsc may create of each namespace kind: its sandbox and its gofer each take a user, mount,
+// PID, network, IPC and UTS namespace, and the gofer a mount namespace more.
+constexpr std::uint64_t kRuncNamespaces = 8;
+
+// Calls runsc never makes whose kernel code is the most exposed to a hostile caller. Everything
+// else is runsc's to use: its own filters on the sentry and the gofer are the allowlist.
+constexpr const char* kDeniedAroundRunsc[] = {
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "fanotify_init",
+    "iopl",
+    "ioperm",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "quotactl",
+    "syslog",
+    "lookup_dcookie",
+    "vhangup",
+    "uselib",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "mount_setattr",
+};
+
+std::string path_of(const std::vector<std::string>& host_env) {
+    for (const auto& entry : host_env)
+        if (entry.starts_with("PATH=")) return entry.substr(5);
+    return std::string(kDefaultPath);
+}
+
+const char* rlimit_name(int resource) {
+    switch (resource) {
+        case RLIMIT_AS: return "RLIMIT_AS";
+        case RLIMIT_DATA: return "RLIMIT_DATA";
+        case RLIMIT_CPU: return "RLIMIT_CPU";
+        case RLIMIT_NPROC: return "RLIMIT_NPROC";
+        case RLIMIT_NOFILE: return "RLIMIT_NOFILE";
+        case RLIMIT_FSIZE: return "RLIMIT_FSIZE";
+        case RLIMIT_CORE: return "RLIMIT_CORE";
+        case RLIMIT_MEMLOCK: return "RLIMIT_MEMLOCK";
+        case RLIMIT_MSGQUEUE: return "RLIMIT_MSGQUEUE";
+        case RLIMIT_SIGPENDING: return "RLIMIT_SIGPENDING";
+        default: return nullptr;
+    }
+}
+
+const char* compare_name(std::uint64_t op) {
+    switch (op) {
+        case SCMP_CMP_NE: return "SCMP_CMP_NE";
+        case SCMP_CMP_LT: return "SCMP_CMP_LT";
+        case SCMP_CMP_LE: return "SCMP_CMP_LE";
+        case SCMP_CMP_EQ: return "SCMP_CMP_EQ";
+        case SCMP_CMP_GE: return "SCMP_CMP_GE";
+        case SCMP_CMP_GT: return "SCMP_CMP_GT";
+        case SCMP_CMP_MASKED_EQ: return "SCMP_CMP_MASKED_EQ";
+        default: return nullptr;
+    }
+}
+
+// A rule's action as OCI spells it; a call for the supervisor becomes the default's.
+json oci_action(std::uint32_t action, const json& denied) {
+    if (action == SCMP_ACT_ALLOW) return {{"action", "SCMP_ACT_ALLOW"}};
+    if ((action & SCMP_ACT_ERRNO(0xffffU)) == action && (action & ~0xffffU) == SCMP_ACT_ERRNO(0))
+        return {{"action", "SCMP_ACT_ERRNO"}, {"errnoRet", action & 0xffffU}};
+    return denied;
+}
+
+// The container: the sandbox's root read-only, its /tmp read-write, gVisor's own /proc, /dev and
+// /dev/shm, and the bundle's directory covered so the script cannot read runsc's state.
+json mounts(const Plan& plan) {
+    auto bind = [](std::string_view path) {
+        return json{{"destination", path},
+                    {"type", "bind"},
+                    {"source", path},
+                    {"options", {"rbind", "rw", "nosuid", "nodev", "noexec"}}};
+    };
+    auto read_only_tmpfs = [](std::string_view path) {
+        return json{{"destination", path},
+                    {"type", "tmpfs"},
+                    {"source", "tmpfs"},
+                    {"options", {"ro", "nosuid", "nodev", "noexec"}}};
+    };
+    // gVisor's own tmpfs takes no size here (its pages are the sentry's memory, beyond the
+    // script's rlimits), and the script is uid 0 inside (bundle_config), its owner: none is
+    // writable. What the script may write is the sandbox's tmpfs, bound in and sized by the host;
+    // /dev's nodes the script writes to are the sandbox's too (gVisor refuses writes to a device
+    // on a read-only mount).
+    json list = json::array();
+    list.push_back({{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}});
+    list.push_back(read_only_tmpfs("/dev"));
+    for (std::string_view device : {"/dev/null", "/dev/zero", "/dev/full"})
+        list.push_back(bind(device));
+    list.push_back(bind("/tmp"));
+    list.push_back(plan.shm_mount_options.empty() ? read_only_tmpfs("/dev/shm") : bind("/dev/shm"));
+    list.push_back(read_only_tmpfs(kGvisorDir));
+    return list;
+}
+
+std::string bundle_config(const Plan& plan, const seccomp::Recipe& inside) {
+    json rlimits = json::array();
+    for (const Rlimit& limit : plan.rlimits)
+        if (const char* name = rlimit_name(limit.resource))
+            rlimits.push_back({{"type", name}, {"hard", limit.hard}, {"soft", limit.soft}});
+    json config = {
+        {"ociVersion", "1.0.2"},
+        {"process",
+         {{"terminal", false},
+          // runsc --rootless maps the sandbox's uid to gVisor's 0, so /tmp's files are the
+          // script's as uid 0 there; with no capability, that root is an ordinary user of
+          // gVisor's kernel, and the host's uid is the sandbox's either way.
+          {"user", {{"uid", 0}, {"gid", 0}}},
+          {"args", plan.argv},
+          {"env", plan.envp},
+          {"cwd", plan.workdir},
+          {"capabilities",
+           {{"bounding", json::array()},
+            {"effective", json::array()},
+            {"inheritable", json::array()},
+            {"permitted", json::array()},
+            {"ambient", json::array()}}},
+          {"rlimits", std::move(rlimits)},
+          {"noNewPrivileges", true}}},
+        {"root", {{"path", "/"}, {"readonly", true}}},
+        {"hostname", plan.hostname},
+        {"mounts", mounts(plan)},
+        {"linux",
+         {{"namespaces",
+           {{{"type", "pid"}},
+            {{"type", "network"}},
+            {{"type", "ipc"}},
+            {{"type", "uts"}},
+            {{"type", "mount"}}}},
+          {"seccomp", json::parse(oci_seccomp(inside, plan.profile.seccomp.kill))}}},
+    };
+    return config.dump(1) + "\n";
+}
+
+}  // namespace
+
+std::string find_runsc(const std::vector<std::string>& host_env) {
+    std::stringstream dirs(path_of(host_env));
+    for (std::string dir; std::getline(dirs, dir, ':');) {
+        if (dir.empty() || dir.front() != '/') continue;  // only absolute entries count
+        const fs::path candidate = fs::path(dir) / "runsc";
+        if (::access(candidate.c_str(), X_OK) == 0) {
+            std::error_code ec;
+            const fs::path real = fs::canonical(candidate, ec);
+            if (!ec) return real.string();
+        }
+    }
+    throw SysError("sandbox.kernel = \"gvisor\": runsc (gVisor) not found on PATH", ENOENT,
+                   "install it (Debian and Ubuntu: apt-get install runsc), or run on the host "
+                   "kernel (--kernel host); pysandbox doctor says whether gVisor works here");
+}
+
+seccomp::Recipe runsc_recipe() {
+    seccomp::Recipe recipe;
+    recipe.default_action = SCMP_ACT_ALLOW;
+    for (const char* name : kDeniedAroundRunsc)
+        if (int nr = seccomp_syscall_resolve_name(name); nr != __NR_SCMP_ERROR && nr >= 0)
+            recipe.rules.push_back({SCMP_ACT_ERRNO(EPERM), nr, {}});
+    return recipe;
+}
+
+std::string oci_seccomp(const seccomp::Recipe& inside, bool kill) {
+    const json denied = kill ? json{{"action", "SCMP_ACT_KILL"}}
+                             : json{{"action", "SCMP_ACT_ERRNO"}, {"errnoRet", EPERM}};
+    json syscalls = json::array();
+    for (const auto& rule : inside.rules) {
+        std::unique_ptr<char, decltype(&std::free)> name(
+            seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, rule.nr), &std::free);
+        if (!name) continue;  // not a call of this architecture: the default refuses it
+        json entry = oci_action(rule.action, denied);
+        entry["names"] = {name.get()};
+        json args = json::array();
+        for (const auto& [index, op, value, value_two] : rule.args)
+            if (const char* compare = compare_name(op))
+                args.push_back(
+                    {{"index", index}, {"value", value}, {"valueTwo", value_two}, {"op", compare}});
+        if (!args.empty()) entry["args"] = std::move(args);
+        syscalls.push_back(std::move(entry));
+    }
+    json filter = denied;
+    filter["defaultAction"] = filter["action"];
+    filter.erase("action");
+    if (filter.contains("errnoRet")) filter["defaultErrnoRet"] = filter["errnoRet"];
+    filter.erase("errnoRet");
+    filter["architectures"] = {"SCMP_ARCH_X86_64"};
+    filter["syscalls"] = std::move(syscalls);
+    return filter.dump();
+}
+
+void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
+    if (plan.profile.network.mode == NetMode::proxy)
+        throw UsageError(
+            "sandbox.kernel = \"gvisor\" has network none or loopback, not the proxy: gVisor's "
+            "network stack would need a way out of the sandbox's namespace to reach it");
+    if (plan.program_kind == Program::Kind::driver || plan.program_kind == Program::Kind::zygote)
+        throw UsageError(
+            "sandbox.kernel = \"gvisor\" runs `pysandbox run` and `check`; sessions, the MCP "
+            "server, batch and the kernel do not run on gVisor yet: use a profile with "
+            "sandbox.kernel = \"host\" for them");
+    if (plan.trace_syscalls)
+        throw UsageError(
+            "--trace-syscalls lists what the host kernel's seccomp filter sees; "
+            "under sandbox.kernel = \"gvisor\" the script's calls go to gVisor");
+    Plan::Gvisor gvisor;
+    gvisor.runsc = find_runsc(host_env);
+    const bool visible = std::ranges::any_of(plan.ro_binds, [&](const BindMount& bind) {
+        const auto rel = fs::path(gvisor.runsc).lexically_relative(bind.source);
+        return bind.is_directory && !rel.empty() && *rel.begin() != "..";
+    });
+    if (!visible) plan.ro_binds.push_back({gvisor.runsc, false});
+    const std::string dir(kGvisorDir);
+    const std::string state = dir + "/state";
+    gvisor.started_file = state + "/container.pid";
+    gvisor.argv = {gvisor.runsc,
+                   "--rootless",
+                   "--network=none",
+                   "--platform=" + std::string(kPlatform),
+                   "--root=" + state + "/runsc",
+                   "--ignore-cgroups",
+                   "--oci-seccomp",
+                   "run",
+                   "--bundle=" + dir + "/bundle",
+                   "--pid-file=" + gvisor.started_file,
+                   kContainerId};
+    gvisor.state_mount_options =
+        "size=16m,nr_inodes=4096,mode=0700,uid=" + std::to_string(plan.ids.inner_uid) +
+        ",gid=" + std::to_string(plan.ids.inner_gid);
+    gvisor.envp = {"PATH=" + std::string(kDefaultPath), "TMPDIR=" + state, "HOME=" + state};
+
+    // The script's own filter, without the supervisor: inside, gVisor enforces it.
+    const seccomp::Recipe inside = seccomp::recipe(plan.profile.seccomp,
+                                                   plan.profile.network.mode == NetMode::none
+                                                       ? seccomp::Sockets::unix_only
+                                                       : seccomp::Sockets::unix_and_inet,
+                                                   std::nullopt);
+    plan.files.push_back({dir + "/bundle/config.json", bundle_config(plan, inside), 0444});
+    plan.gvisor = std::move(gvisor);
+
+    // A user namespace may mount procfs only where a fully visible one exists: runsc's gofer and
+    // sandbox mount their own, so nothing is masked on the sandbox's, which only runsc sees (the
+    // script sees gVisor's /proc).
+    plan.proc_masked.clear();
+    plan.proc_readonly.clear();
+    plan.landlock = {};
+    plan.seccomp_listener = false;
+    plan.seccomp_program = seccomp::compile(runsc_recipe());
+    for (UserCount& count : plan.user_counts)
+        if (count.name.ends_with("_namespaces") && count.name != "max_time_namespaces")
+            count.max = kRuncNamespaces;
+    std::erase_if(plan.rlimits, [](const Rlimit& limit) {
+        return limit.resource == RLIMIT_AS || limit.resource == RLIMIT_DATA ||
+               limit.resource == RLIMIT_NPROC || limit.resource == RLIMIT_NOFILE ||
+               limit.resource == RLIMIT_FSIZE;
+    });
+}
+
+}  // namespace pysandbox::gvisor

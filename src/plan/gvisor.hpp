@@ -1,0 +1,71 @@
+#pragma once
+// sandbox.kernel = "gvisor": the script's system calls are answered by gVisor (Debian's runsc), a
+// kernel in user space, instead of the host's.
+//
+// The sandbox is built as for the host kernel (its namespaces, the read-only root, the size-capped
+// /tmp, the inputs and the workdir, the ids, the host user's counts), and init starts runsc where
+// it would start the interpreter. runsc runs the script in a container whose root is the sandbox's
+// own root, read-only, served by runsc's file proxy (the gofer), with the sandbox's /tmp bound in
+// read-write; /proc, /dev and the network are gVisor's own. The script's program, environment,
+// working directory, ids, rlimits and seccomp policy go to runsc as an OCI bundle
+// (bundle/config.json), which the plan writes into the sandbox's root, where the container cannot
+// see it.
+//
+// What changes around runsc, and why (each is a field of the plan set here, nothing else):
+// - No Landlock: a Landlock-restricted task cannot mount or pivot_root, which runsc's gofer and
+//   sandbox do in their own namespaces. gVisor's gofer serves only the bundle's mounts instead.
+// - The host filter is not the profile's allowlist (runsc needs ptrace, namespaces, mounts) but
+//   a denylist of what runsc never needs (runsc_recipe); runsc then puts its own strict filters
+//   on its sentry and gofer. The profile's allowlist goes inside, to gVisor's seccomp, which
+//   checks each call of the script before gVisor serves it. There is no supervisor to ask: a
+//   denied call gets EPERM (or, with action = "kill", ends the script with SIGSYS) and is not
+//   listed in the result.
+// - The script's rlimits (address space, CPU, processes, files) are gVisor's, in the bundle: on
+//   runsc itself an address-space limit would stop its Go runtime, and a process limit its
+//   threads. runsc keeps the CPU-time, core, locked-memory, message-queue and signal limits.
+// - Nothing masked on the sandbox's /proc: runsc mounts procfs in its namespaces, which a user
+//   namespace may only do where a fully visible one exists. Only runsc sees that /proc.
+// - The host user's namespace counts allow runsc's own namespaces (a few of each kind).
+// - The [policy] audit hook runs inside and blocks, but its records have no way out: runsc
+//   passes the container no descriptor but stdio, so the policy channel stays outside and the
+//   result says the hook was not confirmed.
+// - Network none and loopback are runsc's --network=none (gVisor's loopback alone, in the
+//   sandbox's empty network namespace); the proxy is refused.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "plan/seccomp.hpp"
+
+namespace pysandbox {
+
+struct Plan;
+
+namespace gvisor {
+
+// How gVisor intercepts the script's calls. ptrace works wherever user namespaces do; kvm needs
+// /dev/kvm (and hung in a nested VM), systrap is newer than Debian 12's runsc.
+inline constexpr std::string_view kPlatform = "ptrace";
+
+// runsc on the caller's PATH (else the standard directories): its absolute path. Throws SysError
+// (exit 125) when there is none, saying how to install it.
+std::string find_runsc(const std::vector<std::string>& host_env);
+
+// The filter on runsc and everything it starts, on the host: every call allowed but those runsc
+// never makes and that widen the host kernel's surface most (bpf, io_uring, perf_event_open,
+// userfaultfd, keys, modules, kexec...), which get EPERM.
+seccomp::Recipe runsc_recipe();
+
+// The recipe `inside` (the profile's allowlist) as an OCI linux.seccomp object's JSON text, for
+// gVisor to enforce on the script: calls the recipe sends to the supervisor get `kill` ? the
+// process killed : EPERM.
+std::string oci_seccomp(const seccomp::Recipe& inside, bool kill);
+
+// Puts a planned sandbox on gVisor, as the comment at the top says. Called once the host-kernel
+// plan is complete (make_plan). Throws SysError when runsc is missing, UsageError for what this
+// kernel cannot do (the proxy; a session's, a server's or a fork server's sandbox).
+void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env);
+
+}  // namespace gvisor
+}  // namespace pysandbox
