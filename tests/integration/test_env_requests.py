@@ -14,11 +14,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 import unittest
 from pathlib import Path
 
 from harness import profile, run
 from test_env import INSTALL_ERROR, EnvTestCase, Index, mcp_answer
+from test_session import (HOST_PID_NAMESPACE, SandboxWatch, alive, pid_namespace,
+                          process_identity)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the support package
 from support.env import PYSANDBOX, command_prefix  # noqa: E402
@@ -37,6 +40,7 @@ PROBE = ("import sys\n"
          "    print('wrote')\n"
          "except OSError as e:\n"
          "    print('refused', e.errno)\n")
+WHERE = "import os\nprint(os.readlink('/proc/self/ns/pid'))\n"
 PLAIN = "import importlib.util\nprint(importlib.util.find_spec('usespkg') is None)\n"
 
 
@@ -71,6 +75,33 @@ class McpClient:
         return self.proc.wait(timeout=60), stderr
 
 
+def interpreters(watch: SandboxWatch) -> dict:
+    """The sandboxed interpreters among the front's descendants: identity -> PID namespace."""
+    found = {}
+    for pid in watch.family():
+        namespace = pid_namespace(pid)
+        try:
+            if namespace not in ("", HOST_PID_NAMESPACE) and \
+                    os.path.basename(os.readlink(f"/proc/{pid}/exe")).startswith("python"):
+                found[process_identity(pid)] = namespace
+        except OSError:
+            pass  # gone meanwhile
+    return found
+
+
+def started_since(watch: SandboxWatch, before: dict, timeout: float = 30) -> dict:
+    """The interpreters started after `before` was taken, once one is there and the ones of
+    `before` that were serving are gone (only warm sandboxes are left)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = interpreters(watch)
+        new = {identity: ns for identity, ns in now.items() if identity not in before}
+        if new and len(now) <= 2:  # the profile's warm one and the environment's
+            return new
+        time.sleep(0.01)
+    raise AssertionError(f"no warm sandbox was started: {interpreters(watch)}")
+
+
 class RequestRequirementsTest(EnvTestCase):
     def profile(self, sources=None):
         sources = sources or f'find_links = ["{self.house}"]'
@@ -94,6 +125,7 @@ class RequestRequirementsTest(EnvTestCase):
     def test_mcp_calls_and_sessions_install_once_then_reuse(self):
         client = McpClient(["-p", str(self.profile()), "--cache-dir", str(self.store)])
         try:
+            watch = SandboxWatch(client.proc.pid)
             client.call(1, "run_python", {"code": PROBE, "requirements": ["usespkg"]})
             first = client.answer()
             self.assertEqual(first["id"], 1, first)
@@ -101,8 +133,14 @@ class RequestRequirementsTest(EnvTestCase):
             # Nothing could be installed again now: the packages are gone from the source.
             for wheel in self.house.glob("*.whl"):
                 wheel.unlink()
-            client.call(2, "run_python", {"code": PROBE, "requirements": ["usespkg"]})
-            self.assert_probe(client.answer()["result"]["structuredContent"], "again")
+            # The environment's pool starts a sandbox ahead of the next call, as the
+            # profile's does: the call runs in it, started before the call was sent.
+            warm = started_since(watch, interpreters(watch))
+            client.call(2, "run_python", {"code": PROBE + WHERE, "requirements": ["usespkg"]})
+            again = client.answer()["result"]["structuredContent"]
+            self.assert_probe(again, "again")
+            self.assertIn(again["stdout"].splitlines()[3], warm.values(), (again, warm))
+            self.assertTrue(any(alive(identity) for identity in warm))
             client.call(3, "start_session", {"requirements": ["usespkg"]})
             started = client.answer()["result"]["structuredContent"]
             client.call(4, "run_python", {"code": "import usespkg\nusespkg.VALUE",
