@@ -20,8 +20,7 @@ from pathlib import Path
 
 from harness import profile, run
 from test_env import INSTALL_ERROR, EnvTestCase, Index, mcp_answer
-from test_session import (HOST_PID_NAMESPACE, SandboxWatch, alive, pid_namespace,
-                          process_identity)
+from test_session import HOST_PID_NAMESPACE, SandboxWatch, pid_namespace, process_identity
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the support package
 from support.env import PYSANDBOX, command_prefix  # noqa: E402
@@ -89,15 +88,28 @@ def interpreters(watch: SandboxWatch) -> dict:
     return found
 
 
-def started_since(watch: SandboxWatch, before: dict, timeout: float = 30) -> dict:
-    """The interpreters started after `before` was taken, once one is there and the ones of
-    `before` that were serving are gone (only warm sandboxes are left)."""
+def boot_ticks() -> int:
+    """Now, in the unit of a process's start time in /proc/PID/stat."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * os.sysconf("SC_CLK_TCK"))
+
+
+def packaged(identity) -> bool:
+    """Whether the process's sandbox has an environment mounted."""
+    try:
+        with open(f"/proc/{identity[0]}/mountinfo") as mounts:
+            return " /sandbox/.packages " in mounts.read()
+    except OSError:
+        return False
+
+
+def warm_sandbox(watch: SandboxWatch, after: int, besides: str, timeout: float = 30) -> str:
+    """The PID namespace of a sandbox with an environment, started after `after` (boot ticks)
+    and not in namespace `besides`, once there is one."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        now = interpreters(watch)
-        new = {identity: ns for identity, ns in now.items() if identity not in before}
-        if new and len(now) <= 2:  # the profile's warm one and the environment's
-            return new
+        for identity, namespace in interpreters(watch).items():
+            if identity[1] > after and namespace != besides and packaged(identity):
+                return namespace
         time.sleep(0.01)
     raise AssertionError(f"no warm sandbox was started: {interpreters(watch)}")
 
@@ -130,22 +142,25 @@ class RequestRequirementsTest(EnvTestCase):
             first = client.answer()
             self.assertEqual(first["id"], 1, first)
             self.assert_probe(validate(first["result"]["structuredContent"]), "run_python")
+            answered = boot_ticks()
             # Nothing could be installed again now: the packages are gone from the source.
             for wheel in self.house.glob("*.whl"):
                 wheel.unlink()
-            # The environment's pool starts a sandbox ahead of the next call, as the
-            # profile's does: the call runs in it, started before the call was sent.
-            warm = started_since(watch, interpreters(watch))
-            client.call(2, "run_python", {"code": PROBE + WHERE, "requirements": ["usespkg"]})
+            client.call(2, "start_session", {"requirements": ["usespkg"]})
+            started = client.answer()["result"]["structuredContent"]
+            client.call(3, "run_python", {"code": WHERE + "import usespkg\nusespkg.VALUE",
+                                          "session_id": started["session_id"]})
+            cell = client.answer()["result"]["structuredContent"]
+            self.assertEqual(cell["value"], "43", cell)
+            # The environment's pool starts a sandbox ahead of the next call, as the profile's
+            # does (the first call's sandbox started before it was answered; the session's
+            # lives on, so no other sandbox has its namespace's number meanwhile): the call
+            # runs in it.
+            warm = warm_sandbox(watch, answered, cell["stdout"].strip())
+            client.call(4, "run_python", {"code": PROBE + WHERE, "requirements": ["usespkg"]})
             again = client.answer()["result"]["structuredContent"]
             self.assert_probe(again, "again")
-            self.assertIn(again["stdout"].splitlines()[3], warm.values(), (again, warm))
-            self.assertTrue(any(alive(identity) for identity in warm))
-            client.call(3, "start_session", {"requirements": ["usespkg"]})
-            started = client.answer()["result"]["structuredContent"]
-            client.call(4, "run_python", {"code": "import usespkg\nusespkg.VALUE",
-                                          "session_id": started["session_id"]})
-            self.assertEqual(client.answer()["result"]["structuredContent"]["value"], "43")
+            self.assertEqual(again["stdout"].splitlines()[3], warm, again)
             client.call(5, "run_python", {"code": PLAIN})
             self.assertEqual(client.answer()["result"]["structuredContent"]["stdout"], "True\n",
                              "a call without requirements has no packages")
