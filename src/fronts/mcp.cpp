@@ -691,14 +691,15 @@ class Server {
             call.session_id = *run.session_id;
         } else {
             call.offer = &offer_named(run.profile);
-            if (!run.requirements.empty())
-                call.asked = environments_.ask(index_of(*call.offer), run.requirements);
         }
         // The profile's limits: an environment's offer is of the same profile.
         call.cell = parse_cell_fields(arguments, call.offer->plan->profile.limits);
         call.cell.id = client_id(id);
         call.progress = progress_for(params, call.offer->plan->profile.limits);
         if (call.progress) call.cell.on_output = call.progress->output.observer();
+        // Last: a call refused for any other reason installs nothing.
+        if (!run.requirements.empty())
+            call.asked = environments_.ask(index_of(*call.offer), run.requirements);
         if (!call.session_id.empty()) sessions_.at(call.session_id).last_call = Clock::now();
         waiting_.push_back(std::move(call));
     }
