@@ -161,6 +161,15 @@ class RequestRequirementsTest(EnvTestCase):
             again = client.answer()["result"]["structuredContent"]
             self.assert_probe(again, "again")
             self.assertEqual(again["stdout"].splitlines()[3], warm, again)
+            # Other packages would be a new install, and the source has none now: that call
+            # alone is answered with the install_error, and the server goes on.
+            client.call(6, "run_python", {"code": "print('never')", "requirements": ["tinypkg"]})
+            failed = client.answer()["result"]
+            self.assertTrue(failed["isError"], failed)
+            self.assertIn("install_error", failed["content"][0]["text"])
+            self.assertIn("tinypkg", failed["content"][0]["text"])
+            result = validate(failed["structuredContent"])
+            self.assertEqual((result["status"], result["id"]), ("install_error", 6), result)
             client.call(5, "run_python", {"code": PLAIN})
             self.assertEqual(client.answer()["result"]["structuredContent"]["stdout"], "True\n",
                              "a call without requirements has no packages")
