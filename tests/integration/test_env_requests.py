@@ -40,6 +40,9 @@ PROBE = ("import sys\n"
          "except OSError as e:\n"
          "    print('refused', e.errno)\n")
 WHERE = "import os\nprint(os.readlink('/proc/self/ns/pid'))\n"
+# A job forked by a zygote goes on as the zygote's interpreter, command line and all.
+BIRTH = ("print('forked' if b'pysandbox_zygote' in open('/proc/self/cmdline', 'rb').read() "
+         "else 'cloned')\n")
 PLAIN = "import importlib.util\nprint(importlib.util.find_spec('usespkg') is None)\n"
 
 
@@ -181,12 +184,12 @@ class RequestRequirementsTest(EnvTestCase):
 
     def test_batch_jobs_with_and_without_requirements_cloned_and_forked(self):
         named = self.profile()
-        jobs = [{"id": "plain", "code": PLAIN},
-                {"id": "pkg", "code": PROBE, "requirements": ["usespkg"]},
+        jobs = [{"id": "plain", "code": PLAIN + BIRTH},
+                {"id": "pkg", "code": PROBE + BIRTH, "requirements": ["usespkg"]},
                 {"id": "missing", "code": "print('never')", "requirements": ["nosuchpkg"]},
                 {"id": "bad", "code": "print('never')", "requirements": ["--index-url=http://x"]},
-                {"id": "pkg2", "code": PROBE, "requirements": ["usespkg"]},
-                {"id": "plain2", "code": PLAIN}]
+                {"id": "pkg2", "code": PROBE + BIRTH, "requirements": ["usespkg"]},
+                {"id": "plain2", "code": PLAIN + BIRTH}]
         text = "".join(json.dumps(job) + "\n" for job in jobs).encode()
         for fork in ([], ["--fork"]):
             with self.subTest(fork=fork):
@@ -198,11 +201,15 @@ class RequestRequirementsTest(EnvTestCase):
                 self.assertEqual(r.returncode, 0, r.describe())
                 results = {result["id"]: result for result in parse_lines(r.stdout)}
                 self.assertEqual(set(results), {job["id"] for job in jobs}, r.describe())
+                # With --fork each job is forked by its zygote: the profile's, or the
+                # environment's, which alone could preload the package (assert_probe).
+                birth = "forked" if fork else "cloned"
                 for plain in ("plain", "plain2"):
                     self.assertEqual((results[plain]["status"], results[plain]["stdout"]),
-                                     ("ok", "True\n"), results[plain])
-                self.assert_probe(results["pkg"], f"batch {fork}")
-                self.assert_probe(results["pkg2"], f"batch {fork}")
+                                     ("ok", f"True\n{birth}\n"), results[plain])
+                for pkg in ("pkg", "pkg2"):
+                    self.assert_probe(results[pkg], f"batch {fork}")
+                    self.assertEqual(results[pkg]["stdout"].splitlines()[3], birth, results[pkg])
                 self.assertEqual(results["bad"]["status"], "bad_request")
                 self.assertIn('requirements[0]: "--index-url=http://x" is not a requirement',
                               results["bad"]["message"])
