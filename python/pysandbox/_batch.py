@@ -24,7 +24,9 @@ class Job:
     Exactly one of ``code`` and ``script`` (a host file) is the program. ``timeout`` is in
     seconds or a duration string (``"500ms"``), at most the profile's limit; ``profile`` must be
     one the batch allows; ``inputs`` are host files (``"FILE"`` or ``"FILE=NAME"``) placed in
-    /tmp/work."""
+    /tmp/work; ``requirements`` are pip requirement specifiers the job needs besides the
+    profile's, installed (once) inside a sandbox by the batch (a result of status
+    ``install_error`` when they cannot be)."""
 
     code: str | None = None
     script: StrPath | None = None
@@ -34,6 +36,7 @@ class Job:
     timeout: float | str | None = None
     profile: str | None = None
     inputs: Sequence[str] = ()
+    requirements: Sequence[str] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The job as the JSON object ``pysandbox batch`` reads (unset fields left out)."""
@@ -54,6 +57,8 @@ class Job:
             obj["profile"] = self.profile
         if self.inputs:
             obj["inputs"] = list(self.inputs)
+        if self.requirements:
+            obj["requirements"] = list(self.requirements)
         return obj
 
 

@@ -56,6 +56,15 @@ def test_bad_lines_are_bad_request_results_and_the_batch_goes_on():
     assert results["good"].ok and results["good"].stdout == "fine\n"
 
 
+def test_a_jobs_requirements_reach_the_batch_which_checks_them():
+    # Installing them is tests/integration/test_env_requests.py's: here, that the field is sent.
+    job = Job(id="pip-option", code="1", requirements=["--index-url=http://x"])
+    assert job.to_json()["requirements"] == ["--index-url=http://x"]
+    [result] = run_batch([job])
+    assert result.status is Status.BAD_REQUEST, result
+    assert 'requirements[0]: "--index-url=http://x" is not a requirement' in result.message
+
+
 def test_job_fields_reach_the_sandbox(shared_dir):
     data = shared_dir.file("data.txt", "from a file")
     script = shared_dir.file("job.py", "import sys\nprint(sys.argv[1:], sys.stdin.read(), "

@@ -97,6 +97,23 @@ void Pool::refill() {
     }
 }
 
+Offer plan_offer(const std::string& name, const Overrides& overrides,
+                 const std::optional<std::string>& environment, int verbose,
+                 const std::vector<std::string>& host_env, bool forked) {
+    Request request;
+    request.program.kind = Program::Kind::driver;
+    request.overrides = overrides;
+    if (environment) request.overrides.packages = *environment;
+    request.capture_output = true;
+    request.verbose = verbose > 1 ? verbose - 1 : 0;
+    request.forked = forked;
+    Offer offer;
+    offer.name = name;
+    offer.plan = make_plan(load_profile(name, profile_search_dirs()), request, host_env);
+    if (forked) offer.zygote_plan = plan_zygote(*offer.plan, name, request.overrides, host_env);
+    return offer;
+}
+
 std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
                                const std::map<std::string, std::string>& environments, int verbose,
                                const std::vector<std::string>& host_env, bool forked) {
@@ -107,19 +124,12 @@ std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Over
     std::vector<Offer> offers;
     for (const std::string& name : profiles) {
         if (std::ranges::find(offers, name, &Offer::name) != offers.end()) continue;
-        Request request;
-        request.program.kind = Program::Kind::driver;
-        request.overrides = overrides;
-        if (const auto environment = environments.find(name); environment != environments.end())
-            request.overrides.packages = environment->second;
-        request.capture_output = true;
-        request.verbose = verbose > 1 ? verbose - 1 : 0;
-        request.forked = forked;
-        Offer offer;
-        offer.name = name;
-        offer.plan = make_plan(load_profile(name, profile_search_dirs()), request, host_env);
-        if (forked) offer.zygote_plan = plan_zygote(*offer.plan, name, request.overrides, host_env);
-        offers.push_back(std::move(offer));
+        const auto environment = environments.find(name);
+        offers.push_back(plan_offer(name, overrides,
+                                    environment != environments.end()
+                                        ? std::optional<std::string>(environment->second)
+                                        : std::nullopt,
+                                    verbose, host_env, forked));
     }
     return offers;
 }

@@ -12,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -95,6 +96,14 @@ struct Offer {
 std::vector<Offer> plan_offers(std::span<const std::string> profiles, const Overrides& overrides,
                                const std::map<std::string, std::string>& environments, int verbose,
                                const std::vector<std::string>& host_env, bool forked = false);
+
+// One profile's offer, planned now: its sandboxes mount `environment` when given (an ID in the
+// store of overrides.cache_dir), else what overrides.packages names. A front that serves requests
+// asking for packages of their own plans one such offer per environment (fronts/env_requests.hpp).
+// Throws what make_plan throws.
+Offer plan_offer(const std::string& name, const Overrides& overrides,
+                 const std::optional<std::string>& environment, int verbose,
+                 const std::vector<std::string>& host_env, bool forked = false);
 
 // The CPUs online: the default of how many calls or jobs run at once.
 std::size_t online_cpus();

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -17,6 +18,7 @@
 
 #include "engine/pool.hpp"
 #include "fronts/env.hpp"
+#include "fronts/env_requests.hpp"
 #include "fronts/front_loop.hpp"
 #include "fronts/junit.hpp"
 #include "plan/plan.hpp"
@@ -53,16 +55,32 @@ std::optional<std::size_t> count_lines(int fd) {
 
 struct Running {
     std::size_t line = 0;  // 1-based, the job's place in the input
-    std::size_t offer = 0;
+    Offer* offer = nullptr;
+    std::shared_ptr<Offer> environment;  // the offer, when it is that of the job's packages
     std::unique_ptr<Session> session;
 };
+
+// A job whose packages are being installed (RequestEnvironments): it starts once they are.
+struct Installing {
+    std::size_t line = 0;
+    Job job;
+    std::shared_ptr<const AskedEnvironment> environment;
+};
+
+// Jobs held while their packages install: past that, the batch reads no further line until
+// one of them starts (each holds its code, stdin and input files).
+constexpr std::size_t kMaxInstallingJobs = 256;
 
 class Batch {
   public:
     Batch(std::vector<Offer> offers, const BatchInvocation& invocation, int jobs_fd,
-          JunitReport* junit)
+          JunitReport* junit, const std::vector<std::string>& host_env)
         : loop_(offers.front().plan->ids.privileged, jobs_fd, kMaxRequestLine),
           offers_(std::move(offers)),
+          environments_(offers_,
+                        {invocation.overrides, invocation.verbose, host_env, invocation.jobs,
+                         invocation.fork, "batch"},
+                        loop_.poller()),
           parallel_(invocation.jobs),
           keep_order_(invocation.keep_order),
           fail_on_error_(invocation.fail_on_error),
@@ -107,13 +125,16 @@ class Batch {
         for (;;) {
             loop_.poller().poll_once();
             stop_warming_if_done();
+            environments_.advance();
             for (Offer& offer : offers_) offer.pool->advance();
+            for (Offer* offer : environments_.offers()) offer->pool->advance();
             collect();
+            start_installed();
             start_jobs();
             stop_warming_if_done();
             if (loop_.output().broken()) return finish(exit_codes::kSignalBase + SIGPIPE);
             if (loop_.stopping()) return finish(loop_.exit_code());  // a signal
-            if (loop_.input().exhausted() && running_.empty())
+            if (loop_.input().exhausted() && running_.empty() && installing_.empty())
                 return finish(setup_failed_ ? 125 : 0);
         }
     }
@@ -125,11 +146,52 @@ class Batch {
     void stop_warming_if_done() {
         if (pools_closed_ || !loop_.input().exhausted()) return;
         for (Offer& offer : offers_) offer.pool->close();
+        environments_.close_pools();
         pools_closed_ = true;
     }
 
+    // The jobs whose packages were installed (or failed to be), in the input's order, as far as
+    // there is room.
+    void start_installed() {
+        for (auto it = installing_.begin();
+             it != installing_.end() && running_.size() < parallel_;) {
+            const AskedEnvironment& environment = *it->environment;
+            if (environment.state == AskedEnvironment::State::installing) {
+                ++it;
+                continue;
+            }
+            if (environment.state == AskedEnvironment::State::failed) {
+                ordered_json failure = environment.failure;
+                failure["id"] = it->job.cell.id;
+                count("install_error");
+                emit(it->line, std::move(failure));
+            } else {
+                try {
+                    std::shared_ptr<Offer> offer = environments_.offer(environment);
+                    Offer& chosen = *offer;  // before the pointer is moved into the job
+                    start(it->line, chosen, std::move(offer), std::move(it->job.cell));
+                } catch (const std::runtime_error& e) {  // its plan (the store changed)
+                    count("bad_request");
+                    emit(it->line,
+                         bad_request_json(
+                             {it->job.cell.id, std::string("the job's packages were installed, but "
+                                                           "its sandbox cannot be planned: ") +
+                                                   e.what()}));
+                }
+            }
+            it = installing_.erase(it);
+        }
+    }
+
+    void start(std::size_t line, Offer& offer, std::shared_ptr<Offer> environment, Cell cell) {
+        Running run{line, &offer, std::move(environment), offer.pool->take()};
+        run.session->name_output("job-" + std::to_string(line), false);
+        run.session->run(std::move(cell));
+        running_.push_back(std::move(run));
+    }
+
     void start_jobs() {
-        while (running_.size() < parallel_) {
+        while (running_.size() < parallel_ && installing_.size() < kMaxInstallingJobs) {
             auto line = loop_.input().next();
             if (!line) return;
             const std::size_t number = ++lines_;
@@ -150,10 +212,18 @@ class Batch {
                 continue;
             }
             Job& job = std::get<Job>(parsed);
-            Running run{number, job.profile, offers_[job.profile].pool->take()};
-            run.session->name_output("job-" + std::to_string(number), false);
-            run.session->run(std::move(job.cell));
-            running_.push_back(std::move(run));
+            if (job.requirements.empty()) {
+                start(number, offers_[job.profile], nullptr, std::move(job.cell));
+                continue;
+            }
+            try {
+                auto environment = environments_.ask(job.profile, job.requirements);
+                installing_.push_back({number, std::move(job), std::move(environment)});
+            } catch (const std::invalid_argument& e) {  // --with-env: one environment for all
+                count("bad_request");
+                emit(number, bad_request_json({job.cell.id, e.what()}));
+            }
+            start_installed();  // one found ready starts now, in its turn
         }
     }
 
@@ -169,7 +239,7 @@ class Batch {
             if (status == "sandbox_error") setup_failed_ = true;
             count(status);
             emit(it->line, one_shot_result(std::move(*result)));
-            offers_[it->offer].pool->retire(std::move(it->session));
+            it->offer->pool->retire(std::move(it->session));
             it = running_.erase(it);
         }
     }
@@ -228,6 +298,8 @@ class Batch {
 
     void close_sandboxes() {
         running_.clear();
+        installing_.clear();
+        for (Offer* offer : environments_.offers()) offer->pool->close();
         for (Offer& offer : offers_) {
             if (offer.pool) offer.pool->close();
             offer.pool.reset();
@@ -269,6 +341,8 @@ class Batch {
 
     FrontLoop loop_;  // first: the signals are blocked before the first sandbox is cloned
     std::vector<Offer> offers_;
+    // The offers of the jobs' own packages, and their installs (killed when the batch ends).
+    RequestEnvironments environments_;
     std::vector<std::string> names_;
     std::vector<const Limits*> limits_;
     const std::size_t parallel_;
@@ -282,6 +356,7 @@ class Batch {
     std::optional<std::size_t> total_;
     Clock::time_point start_;
     std::vector<Running> running_;
+    std::deque<Installing> installing_;
     std::size_t lines_ = 0;
     std::size_t next_line_ = 1;
     std::map<std::size_t, std::string> finished_;
@@ -321,7 +396,7 @@ int run_batch(const BatchInvocation& invocation, const std::vector<std::string>&
                       options.jobs_file == "-"
                           ? std::string("stdin")
                           : std::filesystem::path(options.jobs_file).filename().string());
-    Batch batch(std::move(offers), options, jobs_fd, junit ? &*junit : nullptr);
+    Batch batch(std::move(offers), options, jobs_fd, junit ? &*junit : nullptr, host_env);
     return batch.run();
 }
 

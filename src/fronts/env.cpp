@@ -81,14 +81,6 @@ bool is_option(std::string_view spec) {
     return first != spec.end() && *first == '-';
 }
 
-// One requirement as pip reads it from a requirements file: never an option, never two lines.
-void check_requirement(const std::string& spec, const std::string& origin) {
-    if (spec.empty() || is_option(spec) || spec.find_first_of("\n\r") != std::string::npos)
-        throw UsageError(origin + ": \"" + spec +
-                         "\" is not a requirement (pip options go on the command line: "
-                         "--index-url, --find-links, --allow-build)");
-}
-
 std::vector<std::string> requirements_file(const std::string& path, std::string_view flag) {
     std::vector<std::string> specs;
     std::istringstream lines(read_text(path, flag));
@@ -530,14 +522,6 @@ std::vector<std::string> pip_arguments(const EnvInvocation& invocation, const st
     return args;
 }
 
-std::string tail(const std::string& text, std::size_t lines) {
-    std::size_t at = text.size();
-    if (at > 0 && text[at - 1] == '\n') --at;
-    for (std::size_t n = 0; at > 0; --at)
-        if (text[at - 1] == '\n' && ++n == lines) break;
-    return text.substr(at);
-}
-
 // pip's first ERROR line names the package that failed.
 std::string first_error(const std::string& output) {
     std::istringstream lines(output);
@@ -728,6 +712,21 @@ void remove_env(const Store& opened, const std::string& id) {
 }
 
 }  // namespace
+
+std::string tail(const std::string& text, std::size_t lines) {
+    std::size_t at = text.size();
+    if (at > 0 && text[at - 1] == '\n') --at;
+    for (std::size_t n = 0; at > 0; --at)
+        if (text[at - 1] == '\n' && ++n == lines) break;
+    return text.substr(at);
+}
+
+void check_requirement(const std::string& spec, const std::string& origin) {
+    if (spec.empty() || is_option(spec) || spec.find_first_of("\n\r") != std::string::npos)
+        throw UsageError(origin + ": \"" + spec +
+                         "\" is not a requirement (pip options go on the command line: "
+                         "--index-url, --find-links, --allow-build)");
+}
 
 namespace {
 

@@ -25,6 +25,15 @@ int show(const EnvInvocation& invocation, const std::vector<std::string>& host_e
 int remove(const EnvInvocation& invocation, const std::vector<std::string>& host_env);
 int prune(const EnvInvocation& invocation, const std::vector<std::string>& host_env);
 
+// One requirement as pip reads it from a requirements file: never an option, never two lines.
+// Every spec pysandbox passes to pip is checked here, whoever gave it (PKG, --with, a
+// requirements file, inline metadata, a request's "requirements"). Throws UsageError naming
+// `origin`.
+void check_requirement(const std::string& spec, const std::string& origin);
+
+// The last `lines` lines of `text` (of pip's output, in an install_error).
+std::string tail(const std::string& text, std::size_t lines);
+
 // A run's packages, unless it names an environment (--with-env): the profile's
 // python.requirements, the dependencies of the script's inline metadata (PEP 723),
 // `packages.specs` (run --with) and `packages.requirement_files` (--requirements), all

@@ -25,6 +25,7 @@
 #include "engine/pool.hpp"
 #include "engine/session.hpp"
 #include "fronts/env.hpp"
+#include "fronts/env_requests.hpp"
 #include "fronts/front_loop.hpp"
 #include "fronts/mcp_http.hpp"
 #include "fronts/mcp_protocol.hpp"
@@ -93,6 +94,10 @@ struct Call {
     json id;             // the JSON-RPC request's (over HTTP, the server's own number for it)
     std::string client;  // whose: over HTTP its Mcp-Session-Id; on stdio empty
     Offer* offer = nullptr;
+    // With requirements: their environment (the call waits while it installs), then its offer,
+    // which `offer` points to once the call runs.
+    std::shared_ptr<const AskedEnvironment> asked;
+    std::shared_ptr<Offer> environment;
     std::string session_id;  // empty: a one-shot sandbox
     Cell cell;
     std::unique_ptr<Progress> progress;  // with a progressToken; the cell's observer points in
@@ -106,6 +111,7 @@ struct OneShot {
 
 struct NamedSession {
     Offer* offer = nullptr;
+    std::shared_ptr<Offer> environment;  // the offer, when it is that of start_session's packages
     std::string client;  // the only one that may use it (over HTTP: its Mcp-Session-Id)
     std::unique_ptr<Session> session;
     std::optional<Call> running;  // its cell, or cancelled: its result is not answered
@@ -115,6 +121,20 @@ struct NamedSession {
     // Why the session ends, once it does (end_session, its lifetime): it takes no more calls,
     // and goes once its running cell, killed, is answered.
     std::string ending;
+};
+
+// A start_session with requirements, answered once they are installed (or failed to be).
+struct Starting {
+    json id;
+    std::string client;
+    std::shared_ptr<const AskedEnvironment> asked;
+};
+
+// A sandbox that served a call, killed once the client has read the answer (advance_pools).
+struct Served {
+    Pool* pool;
+    std::unique_ptr<Session> session;
+    std::shared_ptr<Offer> environment;  // keeps the pool of an environment's offer
 };
 
 // Why sessions ended, for the calls that still name them: the last kRememberedEnds.
@@ -152,9 +172,13 @@ class Server {
     // still answers initialize and tools/list, and every tools/call with it.
     // `http`: the options of the HTTP transport the messages come from instead of stdin.
     Server(std::vector<Offer> offers, const McpInvocation& invocation, Unavailable unavailable,
-           const std::optional<mcp::HttpOptions>& http)
+           const std::optional<mcp::HttpOptions>& http, const std::vector<std::string>& host_env)
         : loop_(!offers.empty() && offers.front().plan->ids.privileged, STDIN_FILENO, kMaxMessage),
           offers_(std::move(offers)),
+          environments_(
+              offers_,
+              {invocation.overrides, invocation.verbose, host_env, invocation.pool, false, "mcp"},
+              loop_.poller()),
           max_sessions_(invocation.max_sessions),
           max_calls_(invocation.max_calls),
           verbose_(invocation.verbose),
@@ -201,6 +225,7 @@ class Server {
     int run() {
         for (;;) {
             loop_.poller().poll_once();
+            environments_.advance();
             // The answers first, written at once: the rest of the round (the sandboxes that
             // served killed, new ones cloned and starting) would hold them back.
             const bool one_shot = answer_one_shots();
@@ -216,11 +241,13 @@ class Server {
                 if (!line) break;
                 on_line(*line);
             }
+            start_sessions();
             start_calls();
             arm_session_clock();
             if (loop_.output().broken()) stop(served_code());
             // Stdin closed: the calls already made are answered, then the server ends.
-            if (!http_ && loop_.input().exhausted() && waiting_.empty() && running() == 0)
+            if (!http_ && loop_.input().exhausted() && waiting_.empty() && starting_.empty() &&
+                running() == 0)
                 stop(served_code());
             if (loop_.stopping() && loop_.output().flushed() && (!http_ || http_->flushed()))
                 return loop_.exit_code();
@@ -444,6 +471,7 @@ class Server {
         for (const std::string& session_id : owned)
             end_named_session(session_id, "its client's HTTP session ended (DELETE)");
         std::erase_if(waiting_, [&](const Call& call) { return call.client == client; });
+        std::erase_if(starting_, [&](const Starting& start) { return start.client == client; });
         for (auto it = one_shots_.begin(); it != one_shots_.end();)
             if (it->call.client == client) {
                 it->call.offer->pool->retire(std::move(it->session));
@@ -570,7 +598,8 @@ class Server {
                   "run_python runs Python 3 in an isolated sandbox (no network, no host files, "
                   "limits on time, memory and output) and returns its output, the value of a "
                   "final expression, figures as images and the files it wrote. For state "
-                  "across calls, start_session and pass its session_id."}});
+                  "across calls, start_session and pass its session_id. For packages the code "
+                  "imports that are missing, give either tool requirements (pip specifiers)."}});
     }
 
     // Arguments a tool cannot run with. Up to 2025-06-18 they are among the protocol errors;
@@ -617,6 +646,24 @@ class Server {
         return *std::ranges::find(offers_, *name, &Offer::name);
     }
 
+    std::size_t index_of(const Offer& offer) const {
+        return static_cast<std::size_t>(&offer - offers_.data());
+    }
+
+    // A call or a session whose packages could not be installed: a tool error the model reads,
+    // with the install_error result where the protocol has structured results.
+    ordered_json install_failure(const AskedEnvironment& asked, const json& id) const {
+        ordered_json failure = asked.failure;
+        failure["id"] = client_id(id);
+        const ordered_json& install = failure["install"];
+        std::string text = "install_error: " + failure.value("message", std::string());
+        if (install.is_object() && !install.value("output_tail", std::string()).empty())
+            text += "\n" + install["output_tail"].get<std::string>();
+        ordered_json answer = mcp::tool_error(text);
+        if (protocol().structured_content) answer["structuredContent"] = std::move(failure);
+        return answer;
+    }
+
     NamedSession& session_named(const std::string& session_id) {
         // Another client's session is as unknown to this one as a session never started.
         auto it = sessions_.find(session_id);
@@ -645,10 +692,14 @@ class Server {
         } else {
             call.offer = &offer_named(run.profile);
         }
+        // The profile's limits: an environment's offer is of the same profile.
         call.cell = parse_cell_fields(arguments, call.offer->plan->profile.limits);
         call.cell.id = client_id(id);
         call.progress = progress_for(params, call.offer->plan->profile.limits);
         if (call.progress) call.cell.on_output = call.progress->output.observer();
+        // Last: a call refused for any other reason installs nothing.
+        if (!run.requirements.empty())
+            call.asked = environments_.ask(index_of(*call.offer), run.requirements);
         if (!call.session_id.empty()) sessions_.at(call.session_id).last_call = Clock::now();
         waiting_.push_back(std::move(call));
     }
@@ -671,27 +722,70 @@ class Server {
     }
 
     void start_session(const json& id, const json& arguments) {
-        Offer& offer = offer_named(mcp::parse_start_arguments(arguments, offered_));
-        if (sessions_.size() >= max_sessions_)
+        const mcp::StartArguments start = mcp::parse_start_arguments(arguments, offered_);
+        Offer& offer = offer_named(start.profile);
+        if (sessions_.size() + starting_.size() >= max_sessions_)
             throw std::invalid_argument("this server keeps at most " +
                                         std::to_string(max_sessions_) +
                                         " sessions (--max-sessions): end one first");
         if (std::cmp_greater_equal(
                 std::ranges::count(sessions_, client_,
-                                   [](const auto& entry) { return entry.second.client; }),
+                                   [](const auto& entry) { return entry.second.client; }) +
+                    std::ranges::count(starting_, client_, &Starting::client),
                 max_client_sessions_))
             throw std::invalid_argument("this server keeps at most " +
                                         std::to_string(max_client_sessions_) +
                                         " sessions a client (--max-client-sessions): end one "
                                         "first");
+        if (start.requirements.empty()) {
+            open_session(id, offer, nullptr);
+            return;
+        }
+        starting_.push_back({id, client_, environments_.ask(index_of(offer), start.requirements)});
+    }
+
+    // The sessions whose packages were installed start now; those whose install failed are
+    // answered with it. As client_ each (the protocol they negotiated).
+    void start_sessions() {
+        for (auto it = starting_.begin(); it != starting_.end();) {
+            const AskedEnvironment& asked = *it->asked;
+            if (asked.state == AskedEnvironment::State::installing) {
+                ++it;
+                continue;
+            }
+            client_ = it->client;
+            if (asked.state == AskedEnvironment::State::failed) {
+                respond(it->id, install_failure(asked, it->id));
+            } else {
+                try {
+                    std::shared_ptr<Offer> environment = environments_.offer(asked);
+                    open_session(it->id, *environment, environment);
+                } catch (const std::runtime_error& e) {
+                    respond(it->id, mcp::tool_error(std::string("the session's packages were "
+                                                                "installed, but its sandbox "
+                                                                "cannot be planned: ") +
+                                                    e.what()));
+                }
+            }
+            client_.clear();
+            it = starting_.erase(it);
+        }
+    }
+
+    // A session of client_'s, from `offer`'s pool, answered with its id.
+    void open_session(const json& id, Offer& offer, std::shared_ptr<Offer> environment) {
         std::string session_id = encoding::random_hex(12);
         NamedSession& named = sessions_[session_id];
         named.offer = &offer;
+        named.environment = std::move(environment);
         named.client = client_;
         named.started = named.last_call = Clock::now();
         named.session = take_from(offer);
         named.session->name_output("session-" + session_id, true);
-        say("session " + session_id + " started (" + offer.name + ")");
+        say("session " + session_id + " started (" + offer.name +
+            (named.environment ? ", packages " + named.environment->plan->packages_id.substr(0, 12)
+                               : std::string()) +
+            ")");
         respond(id, mcp::text_result("session_id: " + session_id, {{"session_id", session_id}},
                                      protocol()));
     }
@@ -783,6 +877,8 @@ class Server {
     // None of them is answered (MCP "Cancellation").
     void cancel(const json& id) {
         if (std::erase_if(waiting_, [&](const Call& call) { return call.id == id; }) > 0) return;
+        if (std::erase_if(starting_, [&](const Starting& start) { return start.id == id; }) > 0)
+            return;
         if (const auto it =
                 std::ranges::find(one_shots_, id, [](const OneShot& o) { return o.call.id; });
             it != one_shots_.end()) {
@@ -810,6 +906,31 @@ class Server {
     // In arrival order, as many as the cap lets run; a session's calls one at a time, in order.
     void start_calls() {
         for (auto it = waiting_.begin(); it != waiting_.end() && running() < max_calls_;) {
+            if (it->asked && !it->environment) {
+                const AskedEnvironment& asked = *it->asked;
+                if (asked.state == AskedEnvironment::State::installing) {
+                    ++it;  // the calls behind it go on meanwhile
+                    continue;
+                }
+                if (asked.state == AskedEnvironment::State::failed) {
+                    client_ = it->client;
+                    respond(it->id, install_failure(asked, it->id));
+                    client_.clear();
+                    it = waiting_.erase(it);
+                    continue;
+                }
+                try {
+                    it->environment = environments_.offer(asked);
+                } catch (const std::runtime_error& e) {
+                    respond(it->id,
+                            mcp::tool_error(std::string("the call's packages were installed, but "
+                                                        "its sandbox cannot be planned: ") +
+                                            e.what()));
+                    it = waiting_.erase(it);
+                    continue;
+                }
+                it->offer = it->environment.get();
+            }
             if (it->session_id.empty()) {
                 OneShot one{std::move(*it), take_from(*it->offer)};
                 one.session->name_output("call-" + std::to_string(++one_shot_count_), false);
@@ -908,7 +1029,8 @@ class Server {
                 answered = true;
                 respond(it->call.id,
                         result_of(one_shot_result(std::move(*result)), it->call.client));
-                served_.emplace_back(it->call.offer->pool.get(), std::move(it->session));
+                served_.push_back({it->call.offer->pool.get(), std::move(it->session),
+                                   std::move(it->call.environment)});
                 it = one_shots_.erase(it);
             } else {
                 ++it;
@@ -960,18 +1082,20 @@ class Server {
         if (answered) client_turn_ = now + kClientTurn;
         const bool turn_over = now >= client_turn_;
         if (turn_over || loop_.stopping()) {
-            for (auto& [pool, session] : served_) pool->retire(std::move(session));
+            for (Served& served : served_) served.pool->retire(std::move(served.session));
             served_.clear();
         }
-        for (Offer& offer : offers_) offer.pool->advance(false);
+        std::vector<Offer*> offers = environments_.offers();
+        for (Offer& offer : offers_) offers.push_back(&offer);
+        for (Offer* offer : offers) offer->pool->advance(false);
         // A sandbox killed (served, cancelled) is gone first: its end and a new start would
         // share the cores.
         const bool retiring =
-            std::ranges::any_of(offers_, [](const Offer& offer) { return offer.pool->retiring(); });
+            std::ranges::any_of(offers, [](const Offer* offer) { return offer->pool->retiring(); });
         const bool due = refill_due_ && now >= *refill_due_;
         const bool start = due || (turn_over && running() == 0 && !retiring);
         if (start) {
-            for (Offer& offer : offers_) offer.pool->refill();
+            for (Offer* offer : offers) offer->pool->refill();
             refill_due_.reset();
         }
         std::optional<Clock::time_point> wake;
@@ -1054,6 +1178,7 @@ class Server {
         const std::string why =
             "the server stopped (signal " + std::to_string(sig) + ") before this call finished";
         for (const Call& call : waiting_) respond(call.id, mcp::tool_error(why));
+        for (const Starting& start : starting_) respond(start.id, mcp::tool_error(why));
         for (const OneShot& one : one_shots_) respond(one.call.id, mcp::tool_error(why));
         for (const auto& [session_id, named] : sessions_)
             if (named.running && !named.cancelled) respond(named.running->id, mcp::tool_error(why));
@@ -1067,14 +1192,19 @@ class Server {
         batches_.clear();
         if (http_) http_->stop();
         waiting_.clear();
+        starting_.clear();
         one_shots_.clear();
         served_.clear();
         sessions_.clear();
+        environments_.close_pools();
+        for (Offer* offer : environments_.offers()) offer->pool->close();
         for (Offer& offer : offers_) offer.pool->close();
     }
 
     FrontLoop loop_;  // first: the signals are blocked before the first sandbox is cloned
     std::vector<Offer> offers_;
+    // The offers of the calls' and sessions' own packages, and their installs.
+    RequestEnvironments environments_;
     std::vector<std::string> offered_;
     const std::size_t max_sessions_;
     const std::size_t max_calls_;
@@ -1108,9 +1238,10 @@ class Server {
     std::uint64_t batch_count_ = 0;
     std::uint64_t reading_batch_ = 0;  // the batch of the message being read
     std::deque<Call> waiting_;
+    std::deque<Starting> starting_;
     std::vector<OneShot> one_shots_;
     // The sandboxes of the calls answered, with their pools: killed after the client's turn.
-    std::vector<std::pair<Pool*, std::unique_ptr<Session>>> served_;
+    std::vector<Served> served_;
     std::map<std::string, NamedSession> sessions_;
     struct EndedSession {
         std::string id;
@@ -1224,7 +1355,7 @@ int run_mcp(const McpInvocation& invocation, const std::vector<std::string>& hos
     // sandbox starts: a server nobody can reach safely is no server.
     std::optional<mcp::HttpOptions> http;
     if (!options.http.empty()) http = http_options(options, host_env);
-    Server server(std::move(offers), options, std::move(unavailable), http);
+    Server server(std::move(offers), options, std::move(unavailable), http, host_env);
     if (http) pysandbox::say("mcp listening on " + http_url(http->address, server.port()));
     server.start_pools(options.pool);
     return server.run();

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <stdexcept>
 
+#include "fronts/requests.hpp"
 #include "plan/host_files.hpp"
 #include "plan/units.hpp"
 #include "report/encoding.hpp"
@@ -175,6 +176,20 @@ void file_blocks(const ordered_json& file, std::size_t& embedded, const Protocol
                                {"size", size}});
 }
 
+// The requirements argument: run_python's and start_session's.
+ordered_json requirements_input(std::string_view what) {
+    return {{"type", "array"},
+            {"items", {{"type", "string"}, {"minLength", 1}}},
+            {"maxItems", kMaxRequirements},
+            {"description",
+             "Python packages " + std::string(what) +
+                 " needs beyond the standard library and the profile's, as pip requirement "
+                 "specifiers (\"requests\", \"numpy>=1.26\"). They are installed inside a "
+                 "sandbox from the operator's package sources, the first time (seconds), and "
+                 "mounted read-only; the same list later is ready at once. A package that cannot "
+                 "be installed answers with status install_error."}};
+}
+
 // run_python's inputSchema; `profile`: the profile argument's schema.
 ordered_json run_python_input(const ordered_json& profile) {
     ordered_json file = object_schema(
@@ -205,7 +220,9 @@ ordered_json run_python_input(const ordered_json& profile) {
            {"items", file},
            {"description",
             "Files placed in /tmp/work (the working directory) before the code "
-            "runs; in a session they stay"}}}},
+            "runs; in a session they stay"}}},
+         {"requirements", requirements_input("the code (without session_id; a session has "
+                                             "those start_session gave it)")}},
         {"code"});
     return run_input;
 }
@@ -240,13 +257,16 @@ ordered_json tool_list(std::span<const std::string> profiles, const ordered_json
               "limits. Returns the output, the value of a final expression, the exception if one "
               "was raised, each open matplotlib figure as an image, and the files the code wrote "
               "in its working directory /tmp/work. Use a session (start_session) to keep "
-              "variables between calls.",
+              "variables between calls. Packages the code imports that are not there can be "
+              "asked for with requirements.",
               std::move(run_input), result_schema, protocol),
          tool("start_session", "Start a Python session",
               "Starts a sandboxed Python interpreter that keeps its variables, imports and files "
               "across run_python calls given its session_id, like a notebook. End it with "
-              "end_session.",
-              object_schema({{"profile", profile}}, ordered_json::array()),
+              "end_session. Give requirements to have packages installed for it.",
+              object_schema({{"profile", profile},
+                             {"requirements", requirements_input("the session's code")}},
+                            ordered_json::array()),
               object_schema({{"session_id", id}}, {"session_id"}), protocol),
          tool("end_session", "End a Python session", "Ends a session and everything in it.",
               object_schema({{"session_id", id}}, {"session_id"}),

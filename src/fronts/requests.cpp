@@ -13,11 +13,13 @@
 #include <stdexcept>
 
 #include "embed/version.hpp"
+#include "fronts/env.hpp"
 #include "plan/host_files.hpp"
 #include "plan/request.hpp"
 #include "plan/units.hpp"
 #include "report/encoding.hpp"
 #include "report/result.hpp"
+#include "sys/errors.hpp"
 #include "sys/unique_fd.hpp"
 
 namespace pysandbox {
@@ -26,21 +28,22 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::string_view kCellFields = "id, code, timeout, files, stream";
-constexpr std::string_view kJobFields = "id, code, script, args, stdin, timeout, profile, inputs";
+constexpr std::string_view kJobFields =
+    "id, code, script, args, stdin, timeout, profile, inputs, requirements";
 
 // JSON's name for a value's type ("number" for every kind of number).
 std::string type_of(const json& value) {
     return value.type_name();
 }
 
-// A request that asks for packages: they are installed once, before the front serves (its
-// profile's python.requirements, or --with-env), never per request. `front` says whose they are.
-void refuse_requirements(const json& request, std::string_view front) {
+// A session's cell that asks for packages: a session is one sandbox, whose packages are
+// installed once, before it starts, from its profile's python.requirements or --with-env.
+void refuse_requirements(const json& request) {
     if (request.is_object() && request.contains("requirements"))
         throw std::invalid_argument(
-            "\"requirements\" cannot be given per request: " + std::string(front) +
-            "'s packages are installed once, before it starts, from its profile's "
-            "python.requirements or the environment --with-env names (pysandbox env create)");
+            "\"requirements\" cannot be given per request: a session's packages are installed "
+            "once, before it starts, from its profile's python.requirements or the environment "
+            "--with-env names (pysandbox env create)");
 }
 
 std::string offered_list(std::span<const std::string> profiles) {
@@ -102,11 +105,26 @@ std::vector<CellFile> read_inputs(const json& inputs, std::uint64_t max_bytes) {
     return files;
 }
 
+// "requirements": pip requirement specs, each checked as every spec pysandbox gives pip is.
+std::vector<std::string> parse_requirements(const json& value) {
+    std::vector<std::string> specs = string_list(value, "requirements");
+    if (specs.size() > kMaxRequirements)
+        throw std::invalid_argument("\"requirements\" names " + std::to_string(specs.size()) +
+                                    " packages: at most " + std::to_string(kMaxRequirements));
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+        try {
+            env::check_requirement(specs[i], "requirements[" + std::to_string(i) + "]");
+        } catch (const UsageError& e) {
+            throw std::invalid_argument(e.what());
+        }
+    }
+    return specs;
+}
+
 Job parse_job_fields(const json& request, std::span<const std::string> profiles,
                      std::span<const Limits* const> limits) {
-    static constexpr std::string_view kKnown[] = {"id",    "code",    "script",  "args",
-                                                  "stdin", "timeout", "profile", "inputs"};
-    refuse_requirements(request, "a batch");
+    static constexpr std::string_view kKnown[] = {
+        "id", "code", "script", "args", "stdin", "timeout", "profile", "inputs", "requirements"};
     for (const auto& [key, _] : request.items())
         if (std::ranges::find(kKnown, key) == std::end(kKnown))
             throw std::invalid_argument("unknown field \"" + key +
@@ -154,6 +172,8 @@ Job parse_job_fields(const json& request, std::span<const std::string> profiles,
         job.cell.timeout = capped_timeout(*timeout, limit, job.cell.warnings);
     if (const auto inputs = request.find("inputs"); inputs != request.end())
         job.cell.files = read_inputs(*inputs, limit.tmp_size);
+    if (const auto requirements = request.find("requirements"); requirements != request.end())
+        job.requirements = parse_requirements(*requirements);
     return job;
 }
 
@@ -297,7 +317,7 @@ std::variant<CellRequest, BadRequest> parse_cell_request(std::string_view line,
         return BadRequest{nullptr, "the request must be a JSON object, not " + type_of(request)};
     json id = request.contains("id") ? request["id"] : json(nullptr);
     try {
-        refuse_requirements(request, "a session");
+        refuse_requirements(request);
         for (const auto& [key, _] : request.items())
             if (key != "id" && key != "code" && key != "timeout" && key != "files" &&
                 key != "stream")
@@ -349,8 +369,7 @@ std::variant<Job, BadRequest> parse_job(std::string_view line,
 namespace mcp {
 
 RunArguments parse_run_arguments(const json& arguments, std::span<const std::string> profiles) {
-    refuse_requirements(arguments, "this server");
-    check_fields(arguments, {"code", "session_id", "timeout", "profile", "files"});
+    check_fields(arguments, {"code", "session_id", "timeout", "profile", "files", "requirements"});
     if (const auto timeout = arguments.find("timeout");
         timeout != arguments.end() && !timeout->is_number())
         throw std::invalid_argument("\"timeout\" must be a number of seconds, not " +
@@ -360,14 +379,24 @@ RunArguments parse_run_arguments(const json& arguments, std::span<const std::str
     run.profile = profile_argument(arguments, profiles);
     if (run.session_id && run.profile)
         throw std::invalid_argument("a session has its profile: give session_id or profile");
+    if (const auto requirements = arguments.find("requirements");
+        requirements != arguments.end() && !requirements->is_null())
+        run.requirements = parse_requirements(*requirements);
+    if (run.session_id && !run.requirements.empty())
+        throw std::invalid_argument(
+            "a session has its packages: give \"requirements\" to start_session, or run "
+            "without session_id");
     return run;
 }
 
-std::optional<std::string> parse_start_arguments(const json& arguments,
-                                                 std::span<const std::string> profiles) {
-    refuse_requirements(arguments, "this server");
-    check_fields(arguments, {"profile"});
-    return profile_argument(arguments, profiles);
+StartArguments parse_start_arguments(const json& arguments, std::span<const std::string> profiles) {
+    check_fields(arguments, {"profile", "requirements"});
+    StartArguments start;
+    start.profile = profile_argument(arguments, profiles);
+    if (const auto requirements = arguments.find("requirements");
+        requirements != arguments.end() && !requirements->is_null())
+        start.requirements = parse_requirements(*requirements);
+    return start;
 }
 
 std::string parse_end_arguments(const json& arguments) {

@@ -69,14 +69,21 @@ nlohmann::ordered_json bad_request_json(const BadRequest& bad);
 
 // ------------------------------------------------------------------ batch
 
-// One line of a jobs file, read: the cell it runs and the profile (an index into those offered).
+// The most packages a request's "requirements" may name.
+inline constexpr std::size_t kMaxRequirements = 256;
+
+// One line of a jobs file, read: the cell it runs, the profile (an index into those offered) and
+// the packages it asks for besides the profile's (none: the profile's environment, if any).
 struct Job {
     Cell cell;
     std::size_t profile = 0;
+    std::vector<std::string> requirements;
 };
 
-// {"id", "code" | "script", "args", "stdin", "timeout", "profile", "inputs"}. A script and the
-// inputs are host files, read now as the caller. `limits[i]`: the limits of offered profile i.
+// {"id", "code" | "script", "args", "stdin", "timeout", "profile", "inputs", "requirements"}.
+// "requirements": pip requirement specs, each checked as env::check_requirement checks one. A
+// script and the inputs are host files, read now as the caller. `limits[i]`: the limits of offered
+// profile i.
 std::variant<Job, BadRequest> parse_job(std::string_view line,
                                         std::span<const std::string> profiles,
                                         std::span<const Limits* const> limits);
@@ -91,13 +98,19 @@ namespace mcp {
 struct RunArguments {
     std::optional<std::string> session_id;
     std::optional<std::string> profile;
+    std::vector<std::string> requirements;  // packages besides the profile's (not with a session)
 };
 RunArguments parse_run_arguments(const nlohmann::json& arguments,
                                  std::span<const std::string> profiles);
 
-// start_session's and end_session's: the profile (checked against those offered), the id.
-std::optional<std::string> parse_start_arguments(const nlohmann::json& arguments,
-                                                 std::span<const std::string> profiles);
+// start_session's and end_session's: the profile (checked against those offered) and the
+// packages, the id.
+struct StartArguments {
+    std::optional<std::string> profile;
+    std::vector<std::string> requirements;
+};
+StartArguments parse_start_arguments(const nlohmann::json& arguments,
+                                     std::span<const std::string> profiles);
 std::string parse_end_arguments(const nlohmann::json& arguments);
 
 }  // namespace mcp

@@ -170,7 +170,9 @@ TEST_SUITE("mcp tools") {
         CHECK(tools[0]["inputSchema"]["required"] == ordered_json{"code"});
         CHECK(tools[0]["inputSchema"]["properties"]["profile"]["enum"] ==
               ordered_json{"default", "datascience"});
+        CHECK(tools[0]["inputSchema"]["properties"]["requirements"]["items"]["type"] == "string");
         CHECK(tools[1]["name"] == "start_session");
+        CHECK(tools[1]["inputSchema"]["properties"].contains("requirements"));
         CHECK(tools[2]["inputSchema"]["required"] == ordered_json{"session_id"});
         for (const auto& tool : tools) {
             CHECK(tool["inputSchema"]["additionalProperties"] == false);
@@ -182,7 +184,8 @@ TEST_SUITE("mcp tools") {
         CHECK(refusal({{"code", "1"}}).empty());
         CHECK(refusal(json::array()) == "the arguments must be an object, not array");
         CHECK(refusal({{"code", "1"}, {"cmd", "ls"}}) ==
-              "unknown argument \"cmd\" (arguments: code, session_id, timeout, profile, files)");
+              "unknown argument \"cmd\" (arguments: code, session_id, timeout, profile, files, "
+              "requirements)");
         CHECK(refusal({{"code", "1"}, {"timeout", "2s"}}) ==
               "\"timeout\" must be a number of seconds, not string");
         CHECK(refusal({{"code", "1"}, {"profile", "network"}}) ==
@@ -195,10 +198,35 @@ TEST_SUITE("mcp tools") {
             mcp::parse_run_arguments({{"code", "1"}, {"profile", "datascience"}}, kOffered);
         CHECK(run.profile == "datascience");
         CHECK_FALSE(run.session_id);
+        CHECK(run.requirements.empty());
+    }
+
+    TEST_CASE("requirements: pip specs, each checked, never with a session") {
+        const auto run = mcp::parse_run_arguments(
+            {{"code", "1"}, {"requirements", {"tinypkg==1.0", "usespkg"}}}, kOffered);
+        CHECK(run.requirements == std::vector<std::string>{"tinypkg==1.0", "usespkg"});
+        CHECK(mcp::parse_run_arguments({{"code", "1"}, {"requirements", nullptr}}, kOffered)
+                  .requirements.empty());
+        CHECK(refusal({{"code", "1"}, {"requirements", "tinypkg"}}) ==
+              "\"requirements\" must be an array of strings, not string");
+        CHECK(refusal({{"code", "1"}, {"requirements", {"tinypkg", 3}}}) ==
+              "\"requirements\" must be an array of strings");
+        for (const char* bad : {"", "--index-url=http://x", " -e .", "a\nb"})
+            CHECK(refusal({{"code", "1"}, {"requirements", {"ok", bad}}})
+                      .starts_with("requirements[1]: \""));
+        CHECK(refusal({{"code", "1"}, {"session_id", "s"}, {"requirements", {"tinypkg"}}})
+                  .starts_with("a session has its packages"));
+        CHECK(
+            refusal({{"code", "1"}, {"requirements", json(std::vector<std::string>(257, "a"))}}) ==
+            "\"requirements\" names 257 packages: at most 256");
+        const auto start = mcp::parse_start_arguments({{"requirements", {"usespkg"}}}, kOffered);
+        CHECK(start.requirements == std::vector<std::string>{"usespkg"});
+        CHECK_THROWS_WITH(mcp::parse_start_arguments({{"requirements", {"-r x"}}}, kOffered),
+                          doctest::Contains("requirements[0]: \"-r x\" is not a requirement"));
     }
 
     TEST_CASE("start_session and end_session") {
-        CHECK(mcp::parse_start_arguments(json::object(), kOffered) == std::nullopt);
+        CHECK(mcp::parse_start_arguments(json::object(), kOffered).profile == std::nullopt);
         CHECK_THROWS_WITH(mcp::parse_start_arguments({{"profile", "x"}}, kOffered),
                           "profile \"x\" is not offered by this server (offered: default, "
                           "datascience)");

@@ -170,6 +170,15 @@ TEST_SUITE("batch jobs") {
         CHECK(job.cell.stdin_data == "in");
         CHECK(job.cell.timeout == std::chrono::seconds(2));
         CHECK(job.cell.filename.empty());
+        CHECK(job.requirements.empty());
+    }
+
+    TEST_CASE("requirements: the packages a job asks for besides its profile's") {
+        const auto parsed = parse_job(
+            R"({"code": "x", "requirements": ["usespkg", "tinypkg==1.0"]})", kProfiles, kLimits);
+        REQUIRE(std::holds_alternative<Job>(parsed));
+        CHECK(std::get<Job>(parsed).requirements ==
+              std::vector<std::string>{"usespkg", "tinypkg==1.0"});
     }
 
     TEST_CASE("a script and inputs are host files, read now") {
@@ -210,7 +219,14 @@ TEST_SUITE("batch jobs") {
               "profile \"network\" is not one this batch allows (-p: default, datascience)");
         CHECK(problem(R"({"code": "", "env": {}})") ==
               "unknown field \"env\" (fields: id, code, script, args, stdin, timeout, profile, "
-              "inputs)");
+              "inputs, requirements)");
+        CHECK(problem(R"({"code": "", "requirements": "tinypkg"})") ==
+              "\"requirements\" must be an array of strings, not string");
+        CHECK(problem(R"({"code": "", "requirements": null})") ==
+              "\"requirements\" must be an array of strings, not null");
+        CHECK(problem(R"({"code": "", "requirements": ["ok", "--index-url=http://x"]})") ==
+              "requirements[1]: \"--index-url=http://x\" is not a requirement (pip options go on "
+              "the command line: --index-url, --find-links, --allow-build)");
         CHECK(problem(R"({"script": "/nonexistent/x.py"})") ==
               "script \"/nonexistent/x.py\": No such file or directory");
         const auto parsed = parse_job(R"({"id": "j", "code": 1})", kProfiles, kLimits);
