@@ -259,6 +259,17 @@ def test_a_server_that_refuses_its_options_raises_sandbox_error():
         pysandbox.dask.run_jobs([(1, '{"code": "1"}')], options=["--timeout", "soon"])
 
 
+def test_a_line_that_cannot_be_sent_whole_is_refused_and_later_results_stay_theirs():
+    for bad in ('{"code": "print(1)"}\n{"code": "print(2)"}', '{"code": "print(\'\ud800\')"}',
+                " "):
+        with pytest.raises(ValueError):
+            pysandbox.dask.run_jobs([(1, bad)])
+    results = pysandbox.dask.run_jobs([(n, f'{{"id": {n}, "code": "print({n})"}}')
+                                       for n in (1, 2, 3)])
+    assert [(r["id"], r["stdout"], r["line"]) for r in results] == [
+        (1, "1\n", 1), (2, "2\n", 2), (3, "3\n", 3)]
+
+
 def test_a_blank_job_is_refused_before_any_task(cluster):
     with pytest.raises(ValueError, match="job 1 is a blank line"):
         pysandbox.dask.run_many(cluster.client, [{"code": "1"}, "  "])

@@ -167,8 +167,6 @@ def run_jobs(jobs: Sequence[tuple[int, str]], profiles: Sequence[str] = (),
     servers = _servers(worker)
     waiting: list[Any] = []
     for _, line in jobs:
-        if not line.strip():
-            raise ValueError("a job line is blank")
         profile = _profiles_for(line, profiles)
         waiting.append(None if profile is None else servers.send(profile, options, line))
     name = None if worker is None else str(worker.name)

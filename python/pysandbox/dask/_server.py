@@ -143,6 +143,12 @@ class Server:
         Raises:
             ServerGone: the server had ended before it was sent.
         """
+        # Checked and encoded first: pysandbox batch answers each line but a blank one, and a
+        # line that is not sent whole (two lines in one, a lone surrogate) must fail before it
+        # has a number, or later results would be handed to other jobs than their own.
+        if "\n" in line or not line.strip():
+            raise ValueError("a job line is blank or holds a newline")
+        data = line.encode("utf-8") + b"\n"
         self._slots.acquire()  # given back with the job's answer
         waiter = _Waiter()
         with self._send_lock:
@@ -154,7 +160,7 @@ class Server:
                 self._waiting[self._lines] = (waiter, line)
             try:
                 assert self._process.stdin is not None
-                self._process.stdin.write(line.encode("utf-8") + b"\n")
+                self._process.stdin.write(data)
                 self._process.stdin.flush()
             except (BrokenPipeError, ValueError):
                 pass  # ended meanwhile: the reading thread answers the job registered above
