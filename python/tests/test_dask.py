@@ -268,6 +268,9 @@ def test_a_line_that_cannot_be_sent_whole_is_refused_and_later_results_stay_thei
                                        for n in (1, 2, 3)])
     assert [(r["id"], r["stdout"], r["line"]) for r in results] == [
         (1, "1\n", 1), (2, "2\n", 2), (3, "3\n", 3)]
+    for obj in results:
+        assert "worker" not in obj  # no Dask worker ran it
+        checked(Result.from_json(obj))
 
 
 def test_a_blank_job_is_refused_before_any_task(cluster):

@@ -85,7 +85,7 @@ class WarmServers:
         return {"jobs_at_once": self.jobs_at_once, "servers": None}
 
 
-def _profiles_for(line: str, profiles: Sequence[str]) -> str | None:
+def _profile_for(line: str, profiles: Sequence[str]) -> str | None:
     """The profile whose server runs the job on ``line``: its own if it names one allowed, the
     first allowed if it names none (or is not a JSON object: that server answers
     ``bad_request``); None when it names a profile not allowed."""
@@ -154,7 +154,7 @@ def run_jobs(jobs: Sequence[tuple[int, str]], profiles: Sequence[str] = (),
     the input) on this worker's warm servers (:class:`WarmServers`; this process's own outside
     a worker), ``options`` being those of ``pysandbox batch`` (``--fork`` among them or not).
     Their result objects, in the jobs' order, each with ``line`` set to the job's place and
-    ``worker`` to this worker's name.
+    ``worker`` to this worker's name (none outside a worker).
 
     A pure function of its arguments: running it again gives the jobs' results again. Jobs in
     a server that ends before answering them (killed, crashed) get a ``sandbox_error`` result
@@ -167,14 +167,14 @@ def run_jobs(jobs: Sequence[tuple[int, str]], profiles: Sequence[str] = (),
     servers = _servers(worker)
     waiting: list[Any] = []
     for _, line in jobs:
-        profile = _profiles_for(line, profiles)
+        profile = _profile_for(line, profiles)
         waiting.append(None if profile is None else servers.send(profile, options, line))
-    name = None if worker is None else str(worker.name)
     results = []
     for (number, line), waiter in zip(jobs, waiting):
         obj = _run_cold(line, profiles, options) if waiter is None else dict(waiter.wait())
         obj["line"] = number
-        obj["worker"] = name
+        if worker is not None:
+            obj["worker"] = str(worker.name)
         results.append(obj)
     return results
 
