@@ -184,7 +184,8 @@ class Error:
 
     message: str
     step: str | None
-    """The setup step that failed, ``"execve"``, or None before a sandbox existed."""
+    """The setup step that failed, ``"execve"``, ``"worker"`` (pysandbox.dask: the worker's warm
+    pysandbox ended before the job's result), or None before a sandbox existed."""
     errno: int | None
 
 

@@ -1,6 +1,9 @@
 """pysandbox.dask on a real Dask cluster: a `dask scheduler` and two `dask worker` processes on
-127.0.0.1, started and stopped here. Every job gets its result from the worker's own pysandbox,
-both workers take jobs, and a worker killed mid-batch loses no job and duplicates none."""
+127.0.0.1, started and stopped here. Every job gets its result from the worker's own warm
+pysandbox (a long-lived `pysandbox batch` per profile, held by a worker plugin), the same result
+as `pysandbox run` gives; both workers take jobs; a server killed mid-chunk answers its jobs with
+an error and is replaced; a worker killed mid-batch loses no job and duplicates none; a worker
+that closes ends its servers."""
 
 import json
 import os
@@ -8,14 +11,15 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 import pysandbox.dask
-from pysandbox import Result, Status
-from support import REPO, checked, descendants, exits
+from pysandbox import Result, SandboxError, Status
+from support import REPO, checked, descendants, exits, run
 
 WORKERS = ("w1", "w2")
 # Every process of the cluster ends by itself even if this test is killed: the workers when the
@@ -77,6 +81,17 @@ class Cluster:
             if info["name"] == name:
                 return address
         raise AssertionError(f"no worker {name} in the cluster")
+
+    def servers(self) -> dict[str, dict[int, int]]:
+        """Each worker's warm servers by name: process id -> jobs in it."""
+        def pids(dask_worker):
+            plugin = dask_worker.plugins.get(pysandbox.dask.PLUGIN_NAME)
+            return plugin.servers.pids() if plugin is not None else {}
+        return {self.worker_name(address): pids
+                for address, pids in self.client.run(pids).items()}
+
+    def worker_name(self, address: str) -> str:
+        return self.client.scheduler_info()["workers"][address]["name"]
 
     def close(self) -> None:
         self.client.close()
@@ -161,6 +176,108 @@ def test_a_profile_not_allowed_is_a_bad_request(cluster):
     assert "strict" in result["message"]
 
 
+# Each ends as `pysandbox run` ends it: the same status, output and exit status.
+SAME_AS_RUN = {
+    "ok": ("print(6 * 7)", None),
+    "error": ("import sys\nprint('partial')\nsys.exit(3)", None),
+    "exception": ("print('before')\n1 / 0", None),
+    "timeout": ("print('started', flush=True)\nwhile True:\n    pass\n", "300ms"),
+    "violation": ("import subprocess\nsubprocess.run(['true'])", None),
+}
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["warm", "fork"])
+def test_a_job_ends_as_pysandbox_run_ends_it(cluster, fork):
+    jobs = [{"id": name, "code": code} | ({"timeout": limit} if limit else {})
+            for name, (code, limit) in SAME_AS_RUN.items()]
+    results = pysandbox.dask.run_many(cluster.client, jobs, fork=fork, chunk=2)
+    assert [r["line"] for r in results] == list(range(1, len(jobs) + 1))
+    for obj in results:
+        code, limit = SAME_AS_RUN[obj["id"]]
+        got = checked(Result.from_json(obj))
+        expected = run(code, timeout=limit)
+        assert (got.status, got.stdout, got.exit_code, got.signal) == (
+            expected.status, expected.stdout, expected.exit_code, expected.signal), obj
+        assert got.enforcement == expected.enforcement, "a layer differs from run's"
+    assert {r["id"]: r["status"] for r in results} == {
+        "ok": "ok", "error": "error", "exception": "exception", "timeout": "timeout",
+        "violation": "policy_violation"}
+
+
+def test_a_worker_keeps_its_servers_warm_and_ends_them_with_its_plugin(cluster):
+    jobs = [{"id": f"ok-{n}", "code": f"print({n} * {n})"} for n in range(1, 41)]
+    for obj in pysandbox.dask.run_many(cluster.client, jobs, fork=True):
+        check_result(obj)
+    warm = cluster.servers()
+    assert set(warm) == set(WORKERS) and all(warm.values()), warm
+    for obj in pysandbox.dask.run_many(cluster.client, jobs, fork=True):
+        check_result(obj)
+    assert cluster.servers() == warm, "a server was started again"
+    # A plugin registered under the same name replaces it: the old one's teardown ends its
+    # servers.
+    cluster.client.register_worker_plugin(pysandbox.dask.WarmServers(),
+                                          name=pysandbox.dask.PLUGIN_NAME)
+    old = [pid for pids in warm.values() for pid in pids]
+    assert not [pid for pid in old if not exits(pid, within=10)], "a server outlived its plugin"
+    assert cluster.servers() == {name: {} for name in WORKERS}
+
+
+def test_a_killed_server_answers_its_jobs_with_an_error_and_is_replaced(cluster):
+    w1 = cluster.worker_address("w1")
+    jobs = [(n, f'{{"id": {n}, "code": "import time\\ntime.sleep(1)\\nprint({n})"}}')
+            for n in range(1, 5)]
+    future = cluster.client.submit(pysandbox.dask.run_jobs, jobs, options=["--fork"],
+                                   workers=[w1], pure=False)
+    deadline = time.monotonic() + 60
+    while not any(cluster.servers()["w1"].values()):  # no event tells that a job was sent
+        assert time.monotonic() < deadline and not future.done(), future
+        time.sleep(0.02)
+    [(pid, _)] = [(p, n) for p, n in cluster.servers()["w1"].items() if n]
+    below = descendants(pid)
+    os.kill(pid, signal.SIGKILL)
+    results = future.result(timeout=60)
+    assert [r["line"] for r in results] == [1, 2, 3, 4]  # each job answered, once
+    lost = [checked(Result.from_json(r)) for r in results if r["status"] == "sandbox_error"]
+    assert lost, results
+    for result in lost:
+        assert result.error is not None and result.error.step == "worker", result.raw
+        assert "killed by SIGKILL" in (result.message or "")
+    for obj in results:
+        if obj["status"] != "sandbox_error":
+            assert (obj["status"], obj["stdout"]) == ("ok", f"{obj['id']}\n"), obj
+    assert not [p for p in below if not exits(p, within=10)], "a sandbox outlived its server"
+    # The next jobs go to a new server.
+    [after] = cluster.client.submit(pysandbox.dask.run_jobs, [(1, '{"code": "print(7)"}')],
+                                    options=["--fork"], workers=[w1], pure=False).result(60)
+    assert (after["status"], after["stdout"], after["worker"]) == ("ok", "7\n", "w1")
+    assert pid not in cluster.servers()["w1"]
+
+
+def test_a_server_that_refuses_its_options_raises_sandbox_error():
+    # No cluster: run_jobs outside a worker uses servers of this process's own.
+    with pytest.raises(SandboxError, match="invalid duration"):
+        pysandbox.dask.run_jobs([(1, '{"code": "1"}')], options=["--timeout", "soon"])
+
+
+def test_a_line_that_cannot_be_sent_whole_is_refused_and_later_results_stay_theirs():
+    for bad in ('{"code": "print(1)"}\n{"code": "print(2)"}', '{"code": "print(\'\ud800\')"}',
+                " "):
+        with pytest.raises(ValueError):
+            pysandbox.dask.run_jobs([(1, bad)])
+    results = pysandbox.dask.run_jobs([(n, f'{{"id": {n}, "code": "print({n})"}}')
+                                       for n in (1, 2, 3)])
+    assert [(r["id"], r["stdout"], r["line"]) for r in results] == [
+        (1, "1\n", 1), (2, "2\n", 2), (3, "3\n", 3)]
+    for obj in results:
+        assert "worker" not in obj  # no Dask worker ran it
+        checked(Result.from_json(obj))
+
+
+def test_a_blank_job_is_refused_before_any_task(cluster):
+    with pytest.raises(ValueError, match="job 1 is a blank line"):
+        pysandbox.dask.run_many(cluster.client, [{"code": "1"}, "  "])
+
+
 def test_a_worker_killed_mid_batch_loses_no_job(cluster):
     # Last in this file: it leaves one worker. Jobs long enough that the killed worker is
     # in the middle of one.
@@ -187,3 +304,14 @@ def test_a_worker_killed_mid_batch_loses_no_job(cluster):
         check_result(obj)
     after = results[[r["worker"] for r in results].index("w2") + 1:]
     assert "w1" in {r["worker"] for r in after}, cluster.logs()
+
+
+def test_a_worker_that_closes_ends_its_servers(cluster):
+    # After the kill above: w1 is the one worker left. SIGTERM closes it (its plugin's teardown).
+    pysandbox.dask.run_many(cluster.client, [{"code": "print(1)"}], fork=True)
+    pids = list(cluster.servers()["w1"])
+    assert pids
+    worker = cluster.processes["w1"]
+    worker.terminate()
+    assert worker.wait(STOP_SECONDS) == 0, cluster.logs()
+    assert not [pid for pid in pids if not exits(pid, within=10)], "a server outlived its worker"

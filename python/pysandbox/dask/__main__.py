@@ -1,6 +1,6 @@
 """``python3 -m pysandbox.dask --scheduler ADDRESS JOBS.jsonl``: the jobs of a ``pysandbox
-batch`` file run on a Dask cluster; one result line per job on stdout, each with the ``worker``
-that ran it. Exit status: 0 when every job has its result, 125 when pysandbox or the cluster
+batch`` file run on a Dask cluster, by each worker's warm pysandbox; one result line per job on
+stdout, each with the ``worker`` that ran it and its ``line`` in the file. Exit status: 0 when every job has its result, 125 when pysandbox or the cluster
 failed (the message is on stderr)."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
-from typing import IO
+from collections.abc import Iterable, Iterator, Sequence
+from typing import IO, Any
 
 from .._errors import SandboxError
-from . import as_completed, distributed, run_many
+from . import MAX_CHUNK, TASKS_PER_THREAD, _as_completed, _submit, distributed
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -30,15 +30,31 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep-order", action="store_true",
                         help="write the results in the input's order (default: as jobs finish)")
     parser.add_argument("--retries", type=int, default=0, metavar="N",
-                        help="run a job again up to N times when pysandbox failed on its worker")
+                        help="run a chunk again up to N times when pysandbox failed on its worker")
+    parser.add_argument("--fork", action="store_true",
+                        help="fork each job's sandbox from the worker's warm zygote, as "
+                             "pysandbox batch --fork (see BATCH in pysandbox(1))")
+    parser.add_argument("--chunk", type=_positive, metavar="N",
+                        help=f"jobs per Dask task (default: about {TASKS_PER_THREAD} tasks per "
+                             f"thread of the cluster, at most {MAX_CHUNK} jobs each)")
     parser.add_argument("jobs", metavar="JOBS.jsonl", help="the jobs, one a line ('-': stdin)")
     return parser
 
 
-def _lines(stream: IO[str]) -> Iterator[str]:
-    for line in stream:
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a number of jobs (1 or more): {text!r}")
+    return value
+
+
+def _lines(stream: IO[str]) -> Iterator[tuple[int, str]]:
+    for number, line in enumerate(stream, start=1):
         if line.strip():  # blank lines are skipped, as pysandbox batch does
-            yield line.rstrip("\n")
+            yield number, line.rstrip("\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,10 +67,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             with open(args.jobs, encoding="utf-8") as stream:
                 lines = list(_lines(stream))
         profile = args.profile[0] if args.profile else None
+        options = {"profile": profile, "profiles": args.profile[1:], "timeout": args.timeout,
+                   "env": (), "net": None, "extra_args": (), "retries": args.retries,
+                   "fork": args.fork, "chunk": args.chunk}
         with distributed().Client(args.scheduler) as client:
-            run = run_many if args.keep_order else as_completed
-            for result in run(client, lines, profile=profile, profiles=args.profile[1:],
-                              timeout=args.timeout, retries=args.retries):
+            results: Iterable[dict[str, Any]]
+            if args.keep_order:
+                chunks: list[list[dict[str, Any]]] = client.gather(
+                    _submit(client, lines, **options))
+                results = (obj for chunk in chunks for obj in chunk)
+            else:
+                results = _as_completed(client, lines, **options)
+            for result in results:
                 print(json.dumps(result), flush=True)
     except (SandboxError, OSError) as e:
         print(f"pysandbox.dask: {e}", file=sys.stderr)
