@@ -81,17 +81,36 @@ std::vector<Transcript::Segment> Transcript::order() const {
     return order;
 }
 
+void TailRing::fill(const char* data, std::size_t n) {
+    if (capacity_ > kReserveFrom) {
+        if (ring_.capacity() < capacity_) {
+            try {
+                ring_.reserve(capacity_);
+            } catch (const std::bad_alloc&) {  // a host that refuses the address space: doubling
+            }
+        }
+        if (const std::size_t size = ring_.size() + n;
+            ring_.capacity() >= capacity_ && size > populated_) {
+            const std::size_t upto = Transcript::populate_upto(size, capacity_);
+            populate(ring_.data() + populated_, upto - populated_);
+            populated_ = upto;
+        }
+    }
+    ring_.insert(ring_.end(), data, data + n);
+}
+
 void TailRing::push(const char* data, std::size_t n) {
     if (n >= capacity_) {  // only the newest capacity_ bytes can survive
         omitted_ += ring_.size() + (n - capacity_);
-        ring_.assign(data + n - capacity_, data + n);
+        ring_.clear();
+        fill(data + n - capacity_, capacity_);
         next_ = 0;
         return;
     }
-    const std::size_t fill = std::min(n, capacity_ - ring_.size());
-    ring_.insert(ring_.end(), data, data + fill);
-    data += fill;
-    n -= fill;
+    const std::size_t filled = std::min(n, capacity_ - ring_.size());
+    fill(data, filled);
+    data += filled;
+    n -= filled;
     while (n > 0) {  // full: overwrite the oldest bytes, which start at next_
         const std::size_t count = std::min(n, capacity_ - next_);
         std::memcpy(ring_.data() + next_, data, count);
@@ -112,17 +131,6 @@ void TailRing::commit(std::size_t n) {
     assert(n <= capacity_ && ring_.size() == capacity_);
     next_ = (next_ + n) % capacity_;
     omitted_ += n;
-}
-
-std::string TailRing::drain() {
-    std::string out;
-    if (omitted_ > 0) out = "\n[... " + std::to_string(omitted_) + " bytes omitted ...]\n";
-    out.append(ring_.begin() + static_cast<long>(next_), ring_.end());
-    out.append(ring_.begin(), ring_.begin() + static_cast<long>(next_));
-    ring_.clear();
-    next_ = 0;
-    omitted_ = 0;
-    return out;
 }
 
 Stream::Stream(sys::UniqueFd from, sys::UniqueFd to, std::size_t write_chunk, OutputBudget* budget)
@@ -305,7 +313,7 @@ void Stream::read_available() {
 
 void Stream::deliver_tail() {
     omitted_ += tail_.omitted();
-    deliver(tail_.drain());
+    tail_.drain([this](std::string_view piece) { deliver(piece); });
     if (rewrite_) {  // the end of the stream or of a cell: what was held back, as it was
         std::string held;
         rewrite_->flush(held);
