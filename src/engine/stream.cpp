@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -43,6 +44,20 @@ void prefer_huge_pages(const char* from, std::size_t size) {
     const auto begin = (reinterpret_cast<std::uintptr_t>(from) + kHuge - 1) & ~(kHuge - 1);
     const auto end = (reinterpret_cast<std::uintptr_t>(from) + size) & ~(kHuge - 1);
     if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
+// Whether the head of the output may be spliced into `fd`, the caller's stdout or stderr: a pipe,
+// a regular file or /dev/null, where splice(2) cannot block the supervisor longer than a write
+// would (a pipe's side is non-blocking with SPLICE_F_NONBLOCK; a file's write does not wait for a
+// reader). Not a terminal or a socket, whose splice would wait for the reader while the caller
+// shares the descriptor's blocking mode. What the kernel refuses all the same (a file opened
+// O_APPEND, a file system without splice) fails with EINVAL before a byte moves, and the bytes are
+// then copied.
+bool may_splice_to(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return false;
+    return S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode) ||
+           (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3));  // /dev/null
 }
 
 }  // namespace
@@ -139,8 +154,7 @@ Stream::Stream(sys::UniqueFd from, sys::UniqueFd to, std::size_t write_chunk, Ou
       write_chunk_(write_chunk),
       budget_(budget),
       tail_(budget ? budget->tail_capacity : 0) {
-    struct stat st {};
-    splice_ = budget_ != nullptr && to_ && ::fstat(to_.get(), &st) == 0 && S_ISFIFO(st.st_mode);
+    splice_ = budget_ != nullptr && to_ && may_splice_to(to_.get());
     if (splice_) sys::grow_pipe(to_.get());
 }
 

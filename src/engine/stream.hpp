@@ -179,6 +179,8 @@ class Stream {
     std::uint64_t omitted() const { return omitted_ + tail_.omitted(); }
     // The sink refused more (EPIPE): for the script's stdout, the caller's reader went away.
     bool sink_gone() const { return sink_gone_; }
+    // Whether the head still moves by splice(2), not through this process's memory (tests).
+    bool splicing() const { return splice_; }
 
     void on_readable();
     // Reads what the source holds now, without waiting for more (a bounded number of reads).
@@ -225,8 +227,9 @@ class Stream {
     std::size_t offset_ = 0;
     std::uint64_t total_ = 0;
     std::uint64_t omitted_ = 0;  // in tails already delivered since the last cut
-    // Pipe to pipe, the head of the output moves in the kernel (splice) without a copy through
-    // this process; sink_full_ waits for the sink to drain.
+    // Into a pipe, a file or /dev/null, the head of the output moves in the kernel (splice)
+    // without a copy through this process; sink_full_ waits for the sink to drain. Cleared for
+    // good when the kernel refuses (EINVAL: a file opened O_APPEND): the bytes are copied then.
     bool splice_ = false;
     bool sink_full_ = false;
     bool sink_gone_ = false;
