@@ -34,9 +34,12 @@ void populate(const char* from, std::size_t size) {
 // A reservation for a large output limit, backed by 2 MiB pages where the host allows it
 // (transparent_hugepage "madvise" or "always"): one fault, one charge and one zeroing pass per
 // 2 MiB instead of 512 of each. A hint, like populate(): ignored where it does not apply. Only
-// above kHugeFrom: with THP's defrag set to "madvise", a fault there may compact memory first,
-// a stall worth risking for a gigabyte kept, not for the default 16 MiB limit's 12 MiB.
-constexpr std::size_t kHugeFrom = 64 << 20;
+// from kHugeFrom: with THP's defrag set to "madvise", a fault there may compact memory first.
+// That stall is risked for the default 16 MiB limit's 12 MiB too: on the 2-core VM, where the
+// first touch of a fresh 4 KiB page costs 10 to 60 us (the hypervisor backs it), a --json run
+// printing 100 MiB spent 110 ms of the supervisor's CPU with 4 KiB pages and 72 ms with 2 MiB
+// ones (bench/README.md, output.py). Below it (a cell printing a little) the pages stay small.
+constexpr std::size_t kHugeFrom = 8 << 20;
 
 void prefer_huge_pages(const char* from, std::size_t size) {
     if (size < kHugeFrom) return;
@@ -101,6 +104,7 @@ void TailRing::fill(const char* data, std::size_t n) {
         if (ring_.capacity() < capacity_) {
             try {
                 ring_.reserve(capacity_);
+                prefer_huge_pages(ring_.data(), ring_.capacity());
             } catch (const std::bad_alloc&) {  // a host that refuses the address space: doubling
             }
         }
