@@ -178,6 +178,35 @@ class OutputFloodTest(SandboxTestCase):
         self.assertLess(peak, SANITIZED_BOUND_KIB if SANITIZED else 32 * 1024, f"VmHWM {peak} KiB")
 
 
+class SchedulingTest(SandboxTestCase):
+    PROBE = "import sys\nprint('ready', flush=True)\nsys.stdin.read()\n"
+
+    def policies(self, probe) -> tuple[int, int]:
+        """The supervisor's scheduling policy and the sandboxed interpreter's, read from the host
+        (setpriv execs pysandbox in place: the supervisor is the started process)."""
+        return os.sched_getscheduler(probe.proc.pid), os.sched_getscheduler(probe.pid)
+
+    def test_the_supervisor_is_a_batch_task_and_the_script_keeps_the_callers_policy(self):
+        # The supervisor does not preempt the script at each of its writes (run_watch.cpp); the
+        # script is not made a batch task with it.
+        with self.running(self.PROBE) as probe:
+            self.assertEqual(self.policies(probe), (os.SCHED_BATCH, os.SCHED_OTHER))
+
+    def test_a_caller_with_a_policy_of_its_own_keeps_it(self):
+        # The test's own policy, inherited by what it starts (the suite runs as root, which may
+        # go back to the normal policy).
+        probe = self.running(self.PROBE)
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        try:
+            probe.__enter__()
+        finally:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        try:
+            self.assertEqual(self.policies(probe), (os.SCHED_IDLE, os.SCHED_IDLE))
+        finally:
+            probe.__exit__(None, None, None)
+
+
 # Numbered bytes, no stretch of which looks like another: a misplaced piece of the head or the
 # tail shows. The script writes them in 64 KiB writes.
 PASSED_SIZE = 3 << 20
