@@ -13,7 +13,8 @@ import tty
 import unittest
 
 from harness import (PYSANDBOX, TEST_HELPER_PREFIXES, Result, SandboxTestCase, command_prefix,
-                     leftovers, probe_script, proc_status, run, script, temp_dir)
+                     leftovers, marker_pids, probe_script, proc_status, run,
+                     sandboxed_python_pid, script, settle, temp_dir)
 from test_faults import host_mounts
 
 
@@ -191,6 +192,32 @@ class SchedulingTest(SandboxTestCase):
         # script is not made a batch task with it.
         with self.running(self.PROBE) as probe:
             self.assertEqual(self.policies(probe), (os.SCHED_BATCH, os.SCHED_OTHER))
+
+    def test_the_supervisor_keeping_output_for_a_json_result_is_not(self):
+        # Its result written at the end would wait a tick at each wake-up. The output is kept,
+        # so no "ready" comes out: the interpreter blocked reading its stdin is the sign (the
+        # supervisor switches, when it does, before its loop, long before an interpreter starts).
+        path = probe_script(self.PROBE)
+        proc = subprocess.Popen(
+            command_prefix() + [PYSANDBOX, "run", "--json", "--timeout", "20s", str(path), "--",
+                                self.marker],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            def waiting() -> bool:
+                try:
+                    pids = [pid for pid in marker_pids(self.marker, whole_arg=True)
+                            if os.readlink(f"/proc/{pid}/exe").startswith("/usr/bin/python")]
+                    return not (pids and proc_status(pids[0]).get("State", "").startswith("S"))
+                except (OSError, KeyError):  # one of them ended meanwhile: look again
+                    return True
+
+            self.assertFalse(settle(waiting, 10), "the interpreter never blocked on its stdin")
+            interpreter = sandboxed_python_pid(self.marker)
+            self.assertEqual((os.sched_getscheduler(proc.pid), os.sched_getscheduler(interpreter)),
+                             (os.SCHED_OTHER, os.SCHED_OTHER))
+        finally:
+            proc.communicate(b"", timeout=30)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
 
     def test_a_caller_with_a_policy_of_its_own_keeps_it(self):
         # The test's own policy, inherited by what it starts (the suite runs as root, which may
