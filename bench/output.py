@@ -7,6 +7,7 @@ pipeline). Runs are interleaved round by round; the table gives the median wall-
 and the ratio to bare Python.
 
     bench/output.py [--rounds 15] [--mib 100] [--chunk 64KiB|1MiB] [--busy] [--pysandbox PATH]
+                    [--only CASE,...] [--compare PATH]
 
 --busy runs one CPU-bound process (a spinning loop) for the whole benchmark, so that every case
 shares the machine with a second job, as on a CI runner or a batch host; the spinner is the same
@@ -14,6 +15,8 @@ for all cases, so the ratios compare like with like.
 
 Cases:
   python3            /usr/bin/python3 -s flood.py | cat
+  bwrap              bubblewrap (as bench/startup.py runs it) around the same: the script writes
+                     to the caller's pipe itself (left out when bwrap is not installed)
   pysandbox          pysandbox run --output-limit 1GiB flood.py | cat   (everything passes through)
   pysandbox --json   captured into the JSON result, default output limit (16 MiB kept)
   --json 1GiB        captured into the JSON result, --output-limit 1GiB: all of it encoded
@@ -26,11 +29,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+import startup
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"
@@ -78,6 +84,10 @@ def main() -> int:
                         help="bytes per write (64KiB, 1MiB)")
     parser.add_argument("--busy", action="store_true",
                         help="run a spinning process alongside every case")
+    parser.add_argument("--only", default="",
+                        help="comma-separated cases to run (python3 is always run)")
+    parser.add_argument("--compare", metavar="PATH",
+                        help="another build's pysandbox, its cases in the same rounds (@compare)")
     parser.add_argument("--pysandbox", default=os.environ.get(
         "PYSANDBOX", str(REPO / "build" / "bin" / "pysandbox")))
     args = parser.parse_args()
@@ -93,25 +103,42 @@ def main() -> int:
     bare = statistics.median(samples["python3"])
     print(f"{args.mib} MiB to a pipe in {args.chunk}-byte writes, {args.rounds} interleaved "
           f"rounds, {os.cpu_count()} CPUs{', one busy with a spinner' if args.busy else ''}")
-    print(f"{'case':<18} {'median s':>9} {'MB/s':>8} {'x bare':>7}")
+    # x bwrap: the median over rounds of each round's own ratio to bwrap's time in that round,
+    # which is steadier on a shared machine than a ratio of medians.
+    bwrap = samples.get("bwrap")
+    print(f"{'case':<26} {'median s':>9} {'MB/s':>8} {'x bare':>7}"
+          + (f" {'x bwrap':>8}" if bwrap else ""))
     for name, values in samples.items():
         median = statistics.median(values)
-        print(f"{name:<18} {median:>9.3f} {args.mib * 1.048576 / median:>8.0f} "
-              f"{median / bare:>7.2f}")
+        line = (f"{name:<26} {median:>9.3f} {args.mib * 1.048576 / median:>8.0f} "
+                f"{median / bare:>7.2f}")
+        if bwrap:
+            line += f" {statistics.median(v / b for v, b in zip(values, bwrap)):>8.3f}"
+        print(line)
     return 0
 
 
 def measure(args: argparse.Namespace) -> dict[str, list[float]]:
     with tempfile.TemporaryDirectory() as directory:
         flood = flood_script(directory, args.mib, args.chunk)
-        run = [args.pysandbox, "run", "--timeout", "60s"]
         cases = {
             "python3": [PYTHON, "-s", flood],
-            "pysandbox": run + ["--output-limit", "1GiB", flood],
-            "pysandbox --json": run + ["--json", flood],
-            "--json 1GiB": run + ["--json", "--output-limit", "1GiB", flood],
-            "pysandbox capped": run + ["--output-limit", "1MiB", flood],
+            "bwrap": startup.bwrap_command(bwrap, Path(flood)) if (bwrap := shutil.which("bwrap"))
+            else [],
         }
+        for label, pysandbox in [("", args.pysandbox)] + (
+                [("@compare", args.compare)] if args.compare else []):
+            run = [pysandbox, "run", "--timeout", "60s"]
+            cases.update({
+                "pysandbox" + label: run + ["--output-limit", "1GiB", flood],
+                "pysandbox --json" + label: run + ["--json", flood],
+                "--json 1GiB" + label: run + ["--json", "--output-limit", "1GiB", flood],
+                "pysandbox capped" + label: run + ["--output-limit", "1MiB", flood],
+            })
+        only = {name.strip() for name in args.only.split(",") if name.strip()}
+        cases = {name: argv for name, argv in cases.items()
+                 if argv and (not only or name.removesuffix("@compare") in only
+                              or name == "python3")}
         samples: dict[str, list[float]] = {name: [] for name in cases}
         for argv in cases.values():
             timed(argv)  # warm-up, and a check that each case works

@@ -93,7 +93,7 @@ def bwrap_root_links() -> list[str]:
     return args
 
 
-def bwrap_command(bwrap: str) -> list[str]:
+def bwrap_command(bwrap: str, script: Path = HELLO) -> list[str]:
     # The isolation of pysandbox's default profile, as far as bwrap's options reach:
     # every namespace (user and cgroup required, not "-try"), the same read-only host paths, a
     # fresh tmpfs /tmp as the cwd, fresh /proc and a minimal /dev, a new session, no capabilities,
@@ -109,13 +109,13 @@ def bwrap_command(bwrap: str) -> list[str]:
         if os.path.lexists(etc):
             args += ["--ro-bind", etc, etc]
     args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev",
-             "--ro-bind", str(HELLO), "/sandbox/hello.py", "--chdir", "/tmp",
+             "--ro-bind", str(script), f"/sandbox/{script.name}", "--chdir", "/tmp",
              "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
     for name, value in (("PATH", "/usr/local/bin:/usr/bin:/bin"), ("HOME", "/tmp"),
                         ("TMPDIR", "/tmp"), ("LANG", "C.UTF-8"),
                         ("PYTHONDONTWRITEBYTECODE", "1")):
         args += ["--setenv", name, value]
-    return args + [PYTHON, "-s", "/sandbox/hello.py"]
+    return args + [PYTHON, "-s", f"/sandbox/{script.name}"]
 
 
 def firejail_command(firejail: str) -> tuple[list[str], str]:

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -33,9 +34,12 @@ void populate(const char* from, std::size_t size) {
 // A reservation for a large output limit, backed by 2 MiB pages where the host allows it
 // (transparent_hugepage "madvise" or "always"): one fault, one charge and one zeroing pass per
 // 2 MiB instead of 512 of each. A hint, like populate(): ignored where it does not apply. Only
-// above kHugeFrom: with THP's defrag set to "madvise", a fault there may compact memory first,
-// a stall worth risking for a gigabyte kept, not for the default 16 MiB limit's 12 MiB.
-constexpr std::size_t kHugeFrom = 64 << 20;
+// from kHugeFrom: with THP's defrag set to "madvise", a fault there may compact memory first.
+// That stall is risked for the default 16 MiB limit's 12 MiB too: on the 2-core VM, where the
+// first touch of a fresh 4 KiB page costs 10 to 60 us (the hypervisor backs it), a --json run
+// printing 100 MiB spent 110 ms of the supervisor's CPU with 4 KiB pages and 72 ms with 2 MiB
+// ones (bench/README.md, output.py). Below it (a cell printing a little) the pages stay small.
+constexpr std::size_t kHugeFrom = 8 << 20;
 
 void prefer_huge_pages(const char* from, std::size_t size) {
     if (size < kHugeFrom) return;
@@ -43,6 +47,20 @@ void prefer_huge_pages(const char* from, std::size_t size) {
     const auto begin = (reinterpret_cast<std::uintptr_t>(from) + kHuge - 1) & ~(kHuge - 1);
     const auto end = (reinterpret_cast<std::uintptr_t>(from) + size) & ~(kHuge - 1);
     if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
+// Whether the head of the output may be spliced into `fd`, the caller's stdout or stderr: a pipe,
+// a regular file or /dev/null, where splice(2) cannot block the supervisor longer than a write
+// would (a pipe's side is non-blocking with SPLICE_F_NONBLOCK; a file's write does not wait for a
+// reader). Not a terminal or a socket, whose splice would wait for the reader while the caller
+// shares the descriptor's blocking mode. What the kernel refuses all the same (a file opened
+// O_APPEND, a file system without splice) fails with EINVAL before a byte moves, and the bytes are
+// then copied.
+bool may_splice_to(int fd) {
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return false;
+    return S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode) ||
+           (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3));  // /dev/null
 }
 
 }  // namespace
@@ -81,17 +99,37 @@ std::vector<Transcript::Segment> Transcript::order() const {
     return order;
 }
 
+void TailRing::fill(const char* data, std::size_t n) {
+    if (capacity_ > kReserveFrom) {
+        if (ring_.capacity() < capacity_) {
+            try {
+                ring_.reserve(capacity_);
+                prefer_huge_pages(ring_.data(), ring_.capacity());
+            } catch (const std::bad_alloc&) {  // a host that refuses the address space: doubling
+            }
+        }
+        if (const std::size_t size = ring_.size() + n;
+            ring_.capacity() >= capacity_ && size > populated_) {
+            const std::size_t upto = Transcript::populate_upto(size, capacity_);
+            populate(ring_.data() + populated_, upto - populated_);
+            populated_ = upto;
+        }
+    }
+    ring_.insert(ring_.end(), data, data + n);
+}
+
 void TailRing::push(const char* data, std::size_t n) {
     if (n >= capacity_) {  // only the newest capacity_ bytes can survive
         omitted_ += ring_.size() + (n - capacity_);
-        ring_.assign(data + n - capacity_, data + n);
+        ring_.clear();
+        fill(data + n - capacity_, capacity_);
         next_ = 0;
         return;
     }
-    const std::size_t fill = std::min(n, capacity_ - ring_.size());
-    ring_.insert(ring_.end(), data, data + fill);
-    data += fill;
-    n -= fill;
+    const std::size_t filled = std::min(n, capacity_ - ring_.size());
+    fill(data, filled);
+    data += filled;
+    n -= filled;
     while (n > 0) {  // full: overwrite the oldest bytes, which start at next_
         const std::size_t count = std::min(n, capacity_ - next_);
         std::memcpy(ring_.data() + next_, data, count);
@@ -114,25 +152,13 @@ void TailRing::commit(std::size_t n) {
     omitted_ += n;
 }
 
-std::string TailRing::drain() {
-    std::string out;
-    if (omitted_ > 0) out = "\n[... " + std::to_string(omitted_) + " bytes omitted ...]\n";
-    out.append(ring_.begin() + static_cast<long>(next_), ring_.end());
-    out.append(ring_.begin(), ring_.begin() + static_cast<long>(next_));
-    ring_.clear();
-    next_ = 0;
-    omitted_ = 0;
-    return out;
-}
-
 Stream::Stream(sys::UniqueFd from, sys::UniqueFd to, std::size_t write_chunk, OutputBudget* budget)
     : from_(std::move(from)),
       to_(std::move(to)),
       write_chunk_(write_chunk),
       budget_(budget),
       tail_(budget ? budget->tail_capacity : 0) {
-    struct stat st {};
-    splice_ = budget_ != nullptr && to_ && ::fstat(to_.get(), &st) == 0 && S_ISFIFO(st.st_mode);
+    splice_ = budget_ != nullptr && to_ && may_splice_to(to_.get());
     if (splice_) sys::grow_pipe(to_.get());
 }
 
@@ -305,7 +331,7 @@ void Stream::read_available() {
 
 void Stream::deliver_tail() {
     omitted_ += tail_.omitted();
-    deliver(tail_.drain());
+    tail_.drain([this](std::string_view piece) { deliver(piece); });
     if (rewrite_) {  // the end of the stream or of a cell: what was held back, as it was
         std::string held;
         rewrite_->flush(held);

@@ -106,12 +106,28 @@ class TailRing {
     Slots slots(std::size_t at_least);
     void commit(std::size_t n);
     std::uint64_t omitted() const { return omitted_; }
-    // The marker (when something was omitted) followed by the kept bytes, oldest first; the ring
-    // is then empty and counts from zero.
-    std::string drain();
+    // Hands `sink` the marker (when something was omitted), then the kept bytes, oldest first, in
+    // up to three pieces: a tail of megabytes is not copied into a string of its own first. The
+    // ring is then empty and counts from zero; its memory stays for the next cell.
+    template <class Sink>
+    void drain(Sink&& sink) {
+        if (omitted_ > 0) sink("\n[... " + std::to_string(omitted_) + " bytes omitted ...]\n");
+        sink(std::string_view(ring_.data() + next_, ring_.size() - next_));
+        sink(std::string_view(ring_.data(), next_));
+        ring_.clear();
+        next_ = 0;
+        omitted_ = 0;
+    }
 
   private:
+    // A ring larger than this reserves its capacity at its first byte and is populated ahead as
+    // it fills (Transcript's way): growing a vector of megabytes by doubling maps, faults in and
+    // copies about twice its size, 4 KiB page by page.
+    static constexpr std::size_t kReserveFrom = 256 * 1024;
+    void fill(const char* data, std::size_t n);
+
     std::size_t capacity_;
+    std::size_t populated_ = 0;  // bytes of the reservation known to be backed
     std::vector<char> ring_;
     std::size_t next_ = 0;  // where the next byte goes once the ring is full
     std::uint64_t omitted_ = 0;
@@ -163,6 +179,8 @@ class Stream {
     std::uint64_t omitted() const { return omitted_ + tail_.omitted(); }
     // The sink refused more (EPIPE): for the script's stdout, the caller's reader went away.
     bool sink_gone() const { return sink_gone_; }
+    // Whether the head still moves by splice(2), not through this process's memory (tests).
+    bool splicing() const { return splice_; }
 
     void on_readable();
     // Reads what the source holds now, without waiting for more (a bounded number of reads).
@@ -209,8 +227,9 @@ class Stream {
     std::size_t offset_ = 0;
     std::uint64_t total_ = 0;
     std::uint64_t omitted_ = 0;  // in tails already delivered since the last cut
-    // Pipe to pipe, the head of the output moves in the kernel (splice) without a copy through
-    // this process; sink_full_ waits for the sink to drain.
+    // Into a pipe, a file or /dev/null, the head of the output moves in the kernel (splice)
+    // without a copy through this process; sink_full_ waits for the sink to drain. Cleared for
+    // good when the kernel refuses (EINVAL: a file opened O_APPEND): the bytes are copied then.
     bool splice_ = false;
     bool sink_full_ = false;
     bool sink_gone_ = false;

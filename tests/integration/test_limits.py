@@ -7,11 +7,14 @@ table, /tmp and /dev/shm listings, the test's own fds, and pysandbox's VmHWM.
 import os
 import signal
 import subprocess
+import threading
 import time
+import tty
 import unittest
 
 from harness import (PYSANDBOX, TEST_HELPER_PREFIXES, Result, SandboxTestCase, command_prefix,
-                     leftovers, probe_script, proc_status, run, script)
+                     leftovers, marker_pids, probe_script, proc_status, run,
+                     sandboxed_python_pid, script, settle, temp_dir)
 from test_faults import host_mounts
 
 
@@ -174,6 +177,156 @@ class OutputFloodTest(SandboxTestCase):
         self.assertEqual(code, 0, stderr)
         self.assertLess(received, 2 << 20)
         self.assertLess(peak, SANITIZED_BOUND_KIB if SANITIZED else 32 * 1024, f"VmHWM {peak} KiB")
+
+
+class SchedulingTest(SandboxTestCase):
+    PROBE = "import sys\nprint('ready', flush=True)\nsys.stdin.read()\n"
+
+    def policies(self, probe) -> tuple[int, int]:
+        """The supervisor's scheduling policy and the sandboxed interpreter's, read from the host
+        (setpriv execs pysandbox in place: the supervisor is the started process)."""
+        return os.sched_getscheduler(probe.proc.pid), os.sched_getscheduler(probe.pid)
+
+    def test_the_supervisor_is_a_batch_task_and_the_script_keeps_the_callers_policy(self):
+        # The supervisor does not preempt the script at each of its writes (run_watch.cpp); the
+        # script is not made a batch task with it.
+        with self.running(self.PROBE) as probe:
+            self.assertEqual(self.policies(probe), (os.SCHED_BATCH, os.SCHED_OTHER))
+
+    def test_the_supervisor_keeping_output_for_a_json_result_is_not(self):
+        # Its result written at the end would wait a tick at each wake-up. The output is kept,
+        # so no "ready" comes out: the interpreter blocked reading its stdin is the sign (the
+        # supervisor switches, when it does, before its loop, long before an interpreter starts).
+        path = probe_script(self.PROBE)
+        proc = subprocess.Popen(
+            command_prefix() + [PYSANDBOX, "run", "--json", "--timeout", "20s", str(path), "--",
+                                self.marker],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            def waiting() -> bool:
+                try:
+                    pids = [pid for pid in marker_pids(self.marker, whole_arg=True)
+                            if os.readlink(f"/proc/{pid}/exe").startswith("/usr/bin/python")]
+                    return not (pids and proc_status(pids[0]).get("State", "").startswith("S"))
+                except (OSError, KeyError):  # one of them ended meanwhile: look again
+                    return True
+
+            self.assertFalse(settle(waiting, 10), "the interpreter never blocked on its stdin")
+            interpreter = sandboxed_python_pid(self.marker)
+            self.assertEqual((os.sched_getscheduler(proc.pid), os.sched_getscheduler(interpreter)),
+                             (os.SCHED_OTHER, os.SCHED_OTHER))
+        finally:
+            proc.communicate(b"", timeout=30)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+
+    def test_a_caller_with_a_policy_of_its_own_keeps_it(self):
+        # The test's own policy, inherited by what it starts (the suite runs as root, which may
+        # go back to the normal policy).
+        probe = self.running(self.PROBE)
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        try:
+            probe.__enter__()
+        finally:
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        try:
+            self.assertEqual(self.policies(probe), (os.SCHED_IDLE, os.SCHED_IDLE))
+        finally:
+            probe.__exit__(None, None, None)
+
+
+# Numbered bytes, no stretch of which looks like another: a misplaced piece of the head or the
+# tail shows. The script writes them in 64 KiB writes.
+PASSED_SIZE = 3 << 20
+PASSED_SCRIPT = ("import sys\n"
+                 "data = b''.join(b'%d,' % i for i in range(600000))[:3 << 20]\n"
+                 "for at in range(0, len(data), 65536):\n"
+                 "    sys.stdout.buffer.write(data[at:at + 65536])\n")
+
+
+def passed_data() -> bytes:
+    return b"".join(b"%d," % i for i in range(600000))[:PASSED_SIZE]
+
+
+class PassedThroughOutputTest(SandboxTestCase):
+    """The output limit to the byte, and the head and tail unchanged, whatever the caller's stdout
+    is: a pipe and a file (spliced), a file opened O_APPEND and a terminal (copied: the kernel
+    refuses to splice into them), /dev/null. Judged from what reached the caller's descriptor."""
+
+    LIMIT = 1 << 20  # a head of 512 KiB, a tail of 256 KiB
+
+    def expected(self) -> bytes:
+        data = passed_data()
+        head, tail = self.LIMIT // 2, self.LIMIT // 4
+        omitted = len(data) - head - tail
+        return data[:head] + b"\n[... %d bytes omitted ...]\n" % omitted + data[-tail:]
+
+    def run_into(self, stdout, limit: str = "1MiB") -> subprocess.CompletedProcess:
+        path = script(PASSED_SCRIPT)
+        done = subprocess.run(
+            command_prefix() + [PYSANDBOX, "run", "--timeout", "60s", "--output-limit", limit,
+                                str(path)],
+            stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=120)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        if limit == "1MiB":
+            omitted = PASSED_SIZE - self.LIMIT // 2 - self.LIMIT // 4
+            self.assertIn(b"output limit of 1MiB reached; %d bytes omitted" % omitted,
+                          done.stderr)
+        return done
+
+    def test_into_a_pipe(self):
+        done = self.run_into(subprocess.PIPE)
+        self.assertEqual(done.stdout, self.expected())
+
+    def test_all_of_it_into_a_pipe_under_a_large_limit(self):
+        done = self.run_into(subprocess.PIPE, limit="1GiB")
+        self.assertEqual(done.stdout, passed_data())
+        self.assertNotIn(b"output limit", done.stderr)
+
+    def test_into_a_file_and_a_file_opened_to_append(self):
+        for flags in (os.O_WRONLY, os.O_WRONLY | os.O_APPEND):
+            with self.subTest(append=bool(flags & os.O_APPEND)):
+                path = os.path.join(temp_dir(), "out")
+                with open(path, "wb") as before:
+                    before.write(b"written before\n")
+                fd = os.open(path, flags)
+                try:
+                    if not flags & os.O_APPEND:  # at the end, as `>>` would leave it
+                        os.lseek(fd, 0, os.SEEK_END)
+                    self.run_into(fd)
+                finally:
+                    os.close(fd)
+                with open(path, "rb") as out:
+                    self.assertEqual(out.read(), b"written before\n" + self.expected())
+
+    def test_into_dev_null(self):
+        self.run_into(subprocess.DEVNULL)
+
+    def test_into_a_terminal(self):
+        master, terminal = os.openpty()
+        received = bytearray()
+
+        def drain():
+            while True:
+                try:
+                    chunk = os.read(master, 1 << 16)
+                except OSError:  # EIO: the terminal's last descriptor closed
+                    return
+                if not chunk:
+                    return
+                received.extend(chunk)
+
+        try:
+            tty.setraw(terminal)  # no "\r" added to each "\n"
+            reader = threading.Thread(target=drain)
+            reader.start()
+            try:
+                self.run_into(terminal)
+            finally:
+                os.close(terminal)
+                reader.join(timeout=60)
+        finally:
+            os.close(master)
+        self.assertEqual(bytes(received), self.expected())
 
 
 if __name__ == "__main__":

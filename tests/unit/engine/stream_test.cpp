@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 
 #include "engine/stream.hpp"
 #include "sys/unique_fd.hpp"
+#include "sys/write_size.hpp"
 
 using namespace pysandbox;
 
@@ -150,36 +153,149 @@ TEST_CASE("stream: stdout and stderr share the head; each keeps its own tail") {
     CHECK(transcript.take(Transcript::kStderr) == kept(b, kLimit / 2 - a.size(), kLimit / 4));
 }
 
-TEST_CASE("stream: passed through, the head is spliced and the tail follows at the end") {
-    constexpr std::uint64_t kLimit = 256 * 1024;
-    for (std::size_t size : {192 * 1024 + 1, 1'000'003}) {
+namespace {
+
+struct PassedThrough {
+    std::uint64_t total;
+    bool spliced;  // the stream still splicing at its end (it never fell back to copying)
+};
+
+// `text`, written in pieces of 7000 bytes by another thread, passed through a stream with an
+// output limit of `limit` into `sink`, to the stream's end.
+PassedThrough pass_through(const std::string& text, sys::UniqueFd sink, std::uint64_t limit) {
+    auto [read_end, write_end] = sys::Pipe::create();
+    OutputBudget budget = OutputBudget::for_limit(limit);
+    const std::size_t chunk = sys::write_size_after_pollout(sink.get());
+    Stream stream(std::move(read_end), std::move(sink), chunk, &budget);
+    std::thread writer([&text, fd = std::move(write_end)] {
+        for (std::size_t at = 0; at < text.size(); at += 7000)
+            if (::write(fd.get(), text.data() + at,
+                        std::min<std::size_t>(7000, text.size() - at)) <= 0)
+                return;
+    });
+    while (!stream.drained()) {
+        if (stream.wants_read()) stream.on_readable();
+        if (stream.wants_write()) stream.on_writable();
+    }
+    writer.join();
+    CHECK_FALSE(stream.sink_gone());
+    return {stream.total(), stream.splicing()};
+}
+
+// Everything read from `fd` to its end (or EIO: a terminal's other side closed), in a thread.
+class Drain {
+  public:
+    explicit Drain(int fd)
+        : thread_([this, fd] {
+              char chunk[65536];
+              for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) > 0;)
+                  got_.append(chunk, static_cast<std::size_t>(n));
+          }) {}
+    std::string take() {
+        thread_.join();
+        return std::move(got_);
+    }
+
+  private:
+    std::string got_;
+    std::thread thread_;
+};
+
+// A scratch file in /tmp, already gone from the tree, holding `before`: opened for writing with
+// `flags` at its end, and for reading.
+struct ScratchFile {
+    sys::UniqueFd write;
+    sys::UniqueFd read;
+};
+
+ScratchFile scratch_file(const std::string& before, int flags) {
+    char name[] = "/tmp/stream_test.XXXXXX";
+    ScratchFile file{sys::UniqueFd(::mkstemp(name)), {}};
+    REQUIRE(file.write);
+    file.read.reset(::open(name, O_RDONLY | O_CLOEXEC));
+    ::unlink(name);
+    REQUIRE(file.read);
+    REQUIRE(::write(file.write.get(), before.data(), before.size()) ==
+            static_cast<ssize_t>(before.size()));
+    if (flags != 0) REQUIRE(::fcntl(file.write.get(), F_SETFL, flags) == 0);
+    return file;
+}
+
+std::string file_content(int fd) {
+    std::string content;
+    char chunk[65536];
+    for (off_t at = 0;;) {
+        const ssize_t n = ::pread(fd, chunk, sizeof chunk, at);
+        if (n <= 0) return content;
+        content.append(chunk, static_cast<std::size_t>(n));
+        at += n;
+    }
+}
+
+constexpr std::uint64_t kPassLimit = 256 * 1024;  // a head of 128 KiB, a tail of 64 KiB
+const std::size_t kPassSizes[] = {100, 192 * 1024 + 1, 1'000'003};
+
+}  // namespace
+
+TEST_CASE("stream: passed through into a pipe, the head is spliced and the tail follows") {
+    for (std::size_t size : kPassSizes) {
         CAPTURE(size);
         const std::string text = numbered(size);
-        auto [read_end, write_end] = sys::Pipe::create();
         auto [sink_read, sink_write] = sys::Pipe::create();
-        OutputBudget budget = OutputBudget::for_limit(kLimit);
-        Stream stream(std::move(read_end), std::move(sink_write), 64 * 1024, &budget);
-        std::string got;
-        std::thread reader([&got, fd = sink_read.get()] {
-            char chunk[65536];
-            for (ssize_t n; (n = ::read(fd, chunk, sizeof chunk)) > 0;)
-                got.append(chunk, static_cast<std::size_t>(n));
-        });
-        std::thread writer([&text, fd = std::move(write_end)] {
-            for (std::size_t at = 0; at < text.size(); at += 7000)
-                if (::write(fd.get(), text.data() + at,
-                            std::min<std::size_t>(7000, text.size() - at)) <= 0)
-                    return;
-        });
-        while (!stream.drained()) {
-            if (stream.wants_read()) stream.on_readable();
-            if (stream.wants_write()) stream.on_writable();
-        }
-        writer.join();
-        reader.join();
-        CHECK(stream.total() == text.size());
-        CHECK(got == kept(text, kLimit / 2, kLimit / 4));
+        Drain reader(sink_read.get());
+        const PassedThrough passed = pass_through(text, std::move(sink_write), kPassLimit);
+        CHECK(passed.total == text.size());
+        CHECK(passed.spliced);
+        CHECK(reader.take() == kept(text, kPassLimit / 2, kPassLimit / 4));
     }
+}
+
+TEST_CASE("stream: passed through into a file, spliced at the file's position; appended, copied") {
+    const std::string before = "written before\n";
+    for (int flags : {0, O_APPEND}) {
+        for (std::size_t size : kPassSizes) {
+            CAPTURE(flags);
+            CAPTURE(size);
+            const std::string text = numbered(size);
+            ScratchFile file = scratch_file(before, flags);
+            const PassedThrough passed = pass_through(text, std::move(file.write), kPassLimit);
+            CHECK(passed.total == text.size());
+            // The kernel refuses to splice into a file opened O_APPEND (EINVAL): copied instead.
+            CHECK(passed.spliced == (flags == 0));
+            CHECK(file_content(file.read.get()) ==
+                  before + kept(text, kPassLimit / 2, kPassLimit / 4));
+        }
+    }
+}
+
+TEST_CASE("stream: passed through into /dev/null, every byte is counted") {
+    for (std::size_t size : kPassSizes) {
+        CAPTURE(size);
+        sys::UniqueFd null(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+        REQUIRE(null);
+        const PassedThrough passed = pass_through(numbered(size), std::move(null), kPassLimit);
+        CHECK(passed.total == size);
+        CHECK(passed.spliced);
+    }
+}
+
+TEST_CASE("stream: passed through into a terminal, the bytes are copied, not spliced") {
+    sys::UniqueFd master(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+    REQUIRE(master);
+    REQUIRE(::grantpt(master.get()) == 0);
+    REQUIRE(::unlockpt(master.get()) == 0);
+    sys::UniqueFd terminal(::open(::ptsname(master.get()), O_WRONLY | O_NOCTTY | O_CLOEXEC));
+    REQUIRE(terminal);
+    termios raw{};
+    REQUIRE(::tcgetattr(terminal.get(), &raw) == 0);
+    ::cfmakeraw(&raw);  // no "\r" added to each "\n"
+    REQUIRE(::tcsetattr(terminal.get(), TCSANOW, &raw) == 0);
+    const std::string text = numbered(1'000'003);
+    Drain reader(master.get());
+    const PassedThrough passed = pass_through(text, std::move(terminal), kPassLimit);
+    CHECK(passed.total == text.size());
+    CHECK_FALSE(passed.spliced);
+    CHECK(reader.take() == kept(text, kPassLimit / 2, kPassLimit / 4));
 }
 
 namespace {
