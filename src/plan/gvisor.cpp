@@ -178,7 +178,17 @@ std::string bundle_config(const Plan& plan, const seccomp::Recipe& inside) {
             {{"type", "mount"}}}},
           {"seccomp", json::parse(oci_seccomp(inside, plan.profile.seccomp.kill))}}},
     };
-    return config.dump(1) + "\n";
+    try {
+        return config.dump(1) + "\n";
+    } catch (const json::type_error&) {  // the one a dump throws: text that is not UTF-8
+        // JSON holds only UTF-8, and replacing a byte would hand the script other arguments
+        // than the caller's.
+        throw UsageError(
+            "sandbox.kernel = \"gvisor\" passes the script's arguments, environment and "
+            "working directory to runsc as JSON (the OCI bundle's config.json), which holds only "
+            "UTF-8 text: one of them is not UTF-8; rename or re-encode it, or run on the host "
+            "kernel (--kernel host)");
+    }
 }
 
 }  // namespace

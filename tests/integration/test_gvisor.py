@@ -189,6 +189,16 @@ open("/dev/null", "w").write("discarded")
             self.assertEqual(result.returncode, 125, result.describe())
             self.assertIn(b"gvisor", result.stderr)
 
+    def test_arguments_that_are_not_utf8_are_refused_clearly(self):
+        # The bundle is JSON, which holds only UTF-8: refused as bad input, never an internal
+        # error, and never other bytes than the caller's.
+        result = run(["run", *GVISOR, *TIMEOUT, "-c", "print('ran')", "--", b"\xff".decode(
+            "utf-8", "surrogateescape")])
+        self.assertExit(result, 125)
+        self.assertNotIn(b"ran", result.stdout)
+        self.assertNotIn(b"internal error", result.stderr)
+        self.assertIn(b"not UTF-8", result.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
