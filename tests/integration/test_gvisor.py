@@ -189,6 +189,24 @@ open("/dev/null", "w").write("discarded")
             self.assertEqual(result.returncode, 125, result.describe())
             self.assertIn(b"gvisor", result.stderr)
 
+    def test_a_runsc_other_users_could_replace_is_refused(self):
+        # runsc is the sandbox's kernel: one another user planted on the caller's PATH would run
+        # the script without gVisor while the result said gVisor.
+        tools = temp_dir()
+        os.symlink("/usr/bin/setpriv", tools / "setpriv")
+        fake = "#!/bin/sh\necho planted runsc ran\n"
+        # Not under /tmp, which the sandbox covers with its own: the runsc found is bound in.
+        writable = temp_dir(0o777, parent="/var/tmp")  # anyone may put a runsc here
+        write_file(writable / "runsc", fake, 0o755)
+        foreign = temp_dir(parent="/var/tmp")  # a runsc that another user owns
+        write_file(foreign / "runsc", fake, 0o755, owner=12345)
+        for directory in (writable, foreign):
+            result = run(["run", *GVISOR, *TIMEOUT, "-c", "print('ran')"],
+                         env={**os.environ, "PATH": f"{directory}:{tools}"})
+            self.assertExit(result, 125)
+            self.assertNotIn(b"ran", result.stdout)
+            self.assertIn(b"another user could replace gVisor", result.stderr)
+
     def test_arguments_that_are_not_utf8_are_refused_clearly(self):
         # The bundle is JSON, which holds only UTF-8: refused as bad input, never an internal
         # error, and never other bytes than the caller's.
