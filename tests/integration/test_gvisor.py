@@ -217,6 +217,24 @@ open("/dev/null", "w").write("discarded")
         self.assertNotIn(b"internal error", result.stderr)
         self.assertIn(b"not UTF-8", result.stderr)
 
+    def test_the_clone_flags_check_holds_inside(self):
+        # The profile's argument checks reach gVisor as OCI comparisons (clone's flags: masked
+        # equal, whose mask and value OCI names value and valueTwo). datascience allows
+        # processes but no new namespace; ctypes goes under the audit hook.
+        result = run(["run", "--json", "-p", "datascience", *GVISOR, *TIMEOUT, "-c", """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+for name, flag in (("user", 0x10000000), ("mount", 0x20000), ("net", 0x40000000), ("none", 0)):
+    pid = libc.syscall(56, flag | 17, 0, 0, 0, 0)  # clone(flag | SIGCHLD)
+    if pid == 0:
+        os._exit(0)
+    if pid > 0:
+        os.waitpid(pid, 0)
+    print(name, "child" if pid > 0 else errno.errorcode[ctypes.get_errno()])
+"""])
+        self.assertEqual(result.json()["stdout"],
+                         "user EPERM\nmount EPERM\nnet EPERM\nnone child\n", result.describe())
+
 
 if __name__ == "__main__":
     unittest.main()
