@@ -1,5 +1,6 @@
 #include "plan/gvisor.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -178,7 +179,36 @@ std::string bundle_config(const Plan& plan, const seccomp::Recipe& inside) {
             {{"type", "mount"}}}},
           {"seccomp", json::parse(oci_seccomp(inside, plan.profile.seccomp.kill))}}},
     };
-    return config.dump(1) + "\n";
+    try {
+        return config.dump(1) + "\n";
+    } catch (const json::type_error&) {  // the one a dump throws: text that is not UTF-8
+        // JSON holds only UTF-8, and replacing a byte would hand the script other arguments
+        // than the caller's.
+        throw UsageError(
+            "sandbox.kernel = \"gvisor\" passes the script's arguments, environment and "
+            "working directory to runsc as JSON (the OCI bundle's config.json), which holds only "
+            "UTF-8 text: one of them is not UTF-8; rename or re-encode it, or run on the host "
+            "kernel (--kernel host)");
+    }
+}
+
+// Who else could replace the runsc at `real` (a canonical path): the file or a directory above
+// it owned by another user than root and the caller, or writable by others (a sticky directory
+// aside: there only an entry's owner can rename it, and that owner is checked one step down).
+// runsc is the sandbox's kernel: whoever can swap it runs the script without gVisor, and the
+// result would still say gVisor. Returns what is wrong, or nothing.
+std::string replaceable_by_others(const fs::path& real) {
+    const uid_t caller = ::geteuid();
+    for (fs::path path = real;; path = path.parent_path()) {
+        struct stat st {};
+        if (::stat(path.c_str(), &st) != 0) return path.string() + " cannot be inspected";
+        if (st.st_uid != 0 && st.st_uid != caller)
+            return path.string() + " belongs to uid " + std::to_string(st.st_uid);
+        const bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
+        if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_dir)
+            return path.string() + " is writable by its group or others";
+        if (path == path.root_path()) return {};
+    }
 }
 
 }  // namespace
@@ -191,7 +221,16 @@ std::string find_runsc(const std::vector<std::string>& host_env) {
         if (::access(candidate.c_str(), X_OK) == 0) {
             std::error_code ec;
             const fs::path real = fs::canonical(candidate, ec);
-            if (!ec) return real.string();
+            if (ec) continue;
+            if (const std::string why = replaceable_by_others(real); !why.empty())
+                throw SysError("sandbox.kernel = \"gvisor\": refusing " + candidate.string() +
+                                   " (found on PATH): " + why +
+                                   ", so another user could replace gVisor",
+                               EPERM,
+                               "install runsc where only root can change it (Debian and Ubuntu: "
+                               "apt-get install runsc puts it in /usr/bin), or take that "
+                               "directory off PATH");
+            return real.string();
         }
     }
     throw SysError("sandbox.kernel = \"gvisor\": runsc (gVisor) not found on PATH", ENOENT,

@@ -49,7 +49,9 @@ namespace gvisor {
 inline constexpr std::string_view kPlatform = "ptrace";
 
 // runsc on the caller's PATH (else the standard directories): its absolute path. Throws SysError
-// (exit 125) when there is none, saying how to install it.
+// (exit 125) when there is none, saying how to install it, or when the first one found could be
+// replaced by another user than root and the caller (owned by one, or in a directory others may
+// write): it is the sandbox's kernel.
 std::string find_runsc(const std::vector<std::string>& host_env);
 
 // The filter on runsc and everything it starts, on the host: every call allowed but those runsc

@@ -189,6 +189,52 @@ open("/dev/null", "w").write("discarded")
             self.assertEqual(result.returncode, 125, result.describe())
             self.assertIn(b"gvisor", result.stderr)
 
+    def test_a_runsc_other_users_could_replace_is_refused(self):
+        # runsc is the sandbox's kernel: one another user planted on the caller's PATH would run
+        # the script without gVisor while the result said gVisor.
+        tools = temp_dir()
+        os.symlink("/usr/bin/setpriv", tools / "setpriv")
+        fake = "#!/bin/sh\necho planted runsc ran\n"
+        # Not under /tmp, which the sandbox covers with its own: the runsc found is bound in.
+        writable = temp_dir(0o777, parent="/var/tmp")  # anyone may put a runsc here
+        write_file(writable / "runsc", fake, 0o755)
+        foreign = temp_dir(parent="/var/tmp")  # a runsc that another user owns
+        write_file(foreign / "runsc", fake, 0o755, owner=12345)
+        for directory in (writable, foreign):
+            result = run(["run", *GVISOR, *TIMEOUT, "-c", "print('ran')"],
+                         env={**os.environ, "PATH": f"{directory}:{tools}"})
+            self.assertExit(result, 125)
+            self.assertNotIn(b"ran", result.stdout)
+            self.assertIn(b"another user could replace gVisor", result.stderr)
+
+    def test_arguments_that_are_not_utf8_are_refused_clearly(self):
+        # The bundle is JSON, which holds only UTF-8: refused as bad input, never an internal
+        # error, and never other bytes than the caller's.
+        result = run(["run", *GVISOR, *TIMEOUT, "-c", "print('ran')", "--", b"\xff".decode(
+            "utf-8", "surrogateescape")])
+        self.assertExit(result, 125)
+        self.assertNotIn(b"ran", result.stdout)
+        self.assertNotIn(b"internal error", result.stderr)
+        self.assertIn(b"not UTF-8", result.stderr)
+
+    def test_the_clone_flags_check_holds_inside(self):
+        # The profile's argument checks reach gVisor as OCI comparisons (clone's flags: masked
+        # equal, whose mask and value OCI names value and valueTwo). datascience allows
+        # processes but no new namespace; ctypes goes under the audit hook.
+        result = run(["run", "--json", "-p", "datascience", *GVISOR, *TIMEOUT, "-c", """
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+for name, flag in (("user", 0x10000000), ("mount", 0x20000), ("net", 0x40000000), ("none", 0)):
+    pid = libc.syscall(56, flag | 17, 0, 0, 0, 0)  # clone(flag | SIGCHLD)
+    if pid == 0:
+        os._exit(0)
+    if pid > 0:
+        os.waitpid(pid, 0)
+    print(name, "child" if pid > 0 else errno.errorcode[ctypes.get_errno()])
+"""])
+        self.assertEqual(result.json()["stdout"],
+                         "user EPERM\nmount EPERM\nnet EPERM\nnone child\n", result.describe())
+
 
 if __name__ == "__main__":
     unittest.main()
