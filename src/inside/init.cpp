@@ -86,20 +86,14 @@ int step_exec_interpreter(ChildContext& ctx) noexcept {
     return step_fail(ctx, "execve(%s)", program);
 }
 
-// Under gVisor the interpreter's process is runsc, which exits as the script did, a signal as
-// 128 + its number (as a shell reports it). Before the container existed (no started file),
-// runsc itself failed: a setup failure, with runsc's own message on stderr. Otherwise a code
-// above 128 is taken for the signal: a script that exits with 137 by itself reads as SIGKILL.
-int runsc_status(const Plan& plan, int status, bool& runsc_failed) noexcept {
-    runsc_failed = false;
-    if (!plan.gvisor || !WIFEXITED(status)) return status;
-    if (::access(plan.gvisor->started_file.c_str(), F_OK) != 0) {
-        runsc_failed = true;
-        return status;
-    }
-    const int code = WEXITSTATUS(status);
-    if (code > 128 && code < 128 + NSIG) return code - 128;  // the wait status of that signal
-    return status;
+// Under gVisor the interpreter's process is runsc, which exits as the script did. Before the
+// container existed (no pid file), runsc itself failed: a setup failure, with runsc's own message
+// on stderr. A signal that ended the script comes out as 128 + its number, which the script can
+// also exit with: it is left an exit code, so that no verdict rests on what the script can forge
+// (a "SIGKILL" read with runsc's own CPU time and memory counted looked like a limit).
+bool runsc_failed(const Plan& plan, int status) noexcept {
+    return plan.gvisor && WIFEXITED(status) &&
+           ::access(plan.gvisor->started_file.c_str(), F_OK) != 0;
 }
 
 std::int64_t monotonic_ns() noexcept {
@@ -211,9 +205,7 @@ void start_interpreter(ChildContext& ctx, int first_step) noexcept {
         ::kill(-1, SIGKILL);
         while (::waitpid(-1, &status, 0) > 0 || errno == EINTR) {
         }
-        bool runsc_failed = false;
-        script_status = runsc_status(ctx.plan, script_status, runsc_failed);
-        if (runsc_failed) {
+        if (runsc_failed(ctx.plan, script_status)) {
             std::snprintf(ctx.detail, sizeof ctx.detail,
                           "runsc exited with %d before its container existed (its message is on "
                           "stderr; pysandbox doctor checks gVisor)",

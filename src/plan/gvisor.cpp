@@ -75,6 +75,16 @@ std::string path_of(const std::vector<std::string>& host_env) {
     return std::string(kDefaultPath);
 }
 
+seccomp::Sockets sockets_for(const Profile& profile) {
+    return profile.network.mode == NetMode::none ? seccomp::Sockets::unix_only
+                                                 : seccomp::Sockets::unix_and_inet;
+}
+
+bool allows_ptrace(const Profile& profile) {
+    const auto calls = seccomp::allowed_calls(profile.seccomp, sockets_for(profile));
+    return std::ranges::find(calls, "ptrace") != calls.end();
+}
+
 const char* rlimit_name(int resource) {
     switch (resource) {
         case RLIMIT_AS: return "RLIMIT_AS";
@@ -105,10 +115,18 @@ const char* compare_name(std::uint64_t op) {
 }
 
 // A rule's action as OCI spells it; a call for the supervisor becomes the default's.
-json oci_action(std::uint32_t action, const json& denied) {
+//
+// Debian 12's runsc ignores errnoRet: every SCMP_ACT_ERRNO answers EPERM. The calls the profile
+// answers ENOSYS (clone3, openat2, futex_waitv...: seccomp_table.cpp) must get ENOSYS, or glibc
+// does not fall back to the older call and no thread starts. gVisor answers SCMP_ACT_TRACE with
+// ENOSYS when no tracer is attached, which holds while the script cannot ptrace
+// (`trace_is_enosys`: the profile does not allow it); otherwise they get EPERM too.
+json oci_action(std::uint32_t action, const json& denied, bool trace_is_enosys) {
     if (action == SCMP_ACT_ALLOW) return {{"action", "SCMP_ACT_ALLOW"}};
-    if ((action & SCMP_ACT_ERRNO(0xffffU)) == action && (action & ~0xffffU) == SCMP_ACT_ERRNO(0))
+    if ((action & ~0xffffU) == SCMP_ACT_ERRNO(0)) {
+        if ((action & 0xffffU) == ENOSYS && trace_is_enosys) return {{"action", "SCMP_ACT_TRACE"}};
         return {{"action", "SCMP_ACT_ERRNO"}, {"errnoRet", action & 0xffffU}};
+    }
     return denied;
 }
 
@@ -177,7 +195,8 @@ std::string bundle_config(const Plan& plan, const seccomp::Recipe& inside) {
             {{"type", "ipc"}},
             {{"type", "uts"}},
             {{"type", "mount"}}}},
-          {"seccomp", json::parse(oci_seccomp(inside, plan.profile.seccomp.kill))}}},
+          {"seccomp", json::parse(oci_seccomp(inside, plan.profile.seccomp.kill,
+                                              allows_ptrace(plan.profile)))}}},
     };
     try {
         return config.dump(1) + "\n";
@@ -247,7 +266,7 @@ seccomp::Recipe runsc_recipe() {
     return recipe;
 }
 
-std::string oci_seccomp(const seccomp::Recipe& inside, bool kill) {
+std::string oci_seccomp(const seccomp::Recipe& inside, bool kill, bool ptrace_allowed) {
     const json denied = kill ? json{{"action", "SCMP_ACT_KILL"}}
                              : json{{"action", "SCMP_ACT_ERRNO"}, {"errnoRet", EPERM}};
     json syscalls = json::array();
@@ -255,7 +274,7 @@ std::string oci_seccomp(const seccomp::Recipe& inside, bool kill) {
         std::unique_ptr<char, decltype(&std::free)> name(
             seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, rule.nr), &std::free);
         if (!name) continue;  // not a call of this architecture: the default refuses it
-        json entry = oci_action(rule.action, denied);
+        json entry = oci_action(rule.action, denied, !ptrace_allowed);
         entry["names"] = {name.get()};
         json args = json::array();
         for (const auto& [index, op, value, value_two] : rule.args)
@@ -316,11 +335,8 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
     gvisor.envp = {"PATH=" + std::string(kDefaultPath), "TMPDIR=" + state, "HOME=" + state};
 
     // The script's own filter, without the supervisor: inside, gVisor enforces it.
-    const seccomp::Recipe inside = seccomp::recipe(plan.profile.seccomp,
-                                                   plan.profile.network.mode == NetMode::none
-                                                       ? seccomp::Sockets::unix_only
-                                                       : seccomp::Sockets::unix_and_inet,
-                                                   std::nullopt);
+    const seccomp::Recipe inside =
+        seccomp::recipe(plan.profile.seccomp, sockets_for(plan.profile), std::nullopt);
     plan.files.push_back({dir + "/bundle/config.json", bundle_config(plan, inside), 0444});
     plan.gvisor = std::move(gvisor);
 

@@ -62,7 +62,9 @@ seccomp::Recipe runsc_recipe();
 // The recipe `inside` (the profile's allowlist) as an OCI linux.seccomp object's JSON text, for
 // gVisor to enforce on the script: calls the recipe sends to the supervisor get `kill` ? the
 // process killed : EPERM.
-std::string oci_seccomp(const seccomp::Recipe& inside, bool kill);
+// `ptrace_allowed`: whether the profile lets the script ptrace (oci_action in gvisor.cpp says why
+// that matters).
+std::string oci_seccomp(const seccomp::Recipe& inside, bool kill, bool ptrace_allowed);
 
 // Puts a planned sandbox on gVisor, as the comment at the top says. Called once the host-kernel
 // plan is complete (make_plan). Throws SysError when runsc is missing, UsageError for what this
