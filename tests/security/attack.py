@@ -331,17 +331,21 @@ def check_behaved(judge: Judge, sb: Sandbox, allowed=(0,), *, grace: float = 2.0
 
 
 def check_bomb_went_off(judge: Judge, o: Outcome, reached_hold: bool, measured_mib: int,
-                        limit_mib: int, refused_call: str | None) -> None:
+                        limit_mib: int, refused_call: str | None,
+                        refused_note: str | None = None) -> None:
     """A memory bomb's measurement proves containment only if the bomb went off: the script held
     (or the run was killed, as the memory limit may do), and either it filled at least half the
     limit, or pysandbox reports on stderr that the kernel refused ``refused_call`` (the bomb's
     first step; None: nothing refuses it). Otherwise the small number measured means nothing
-    was tested."""
+    was tested. Through gVisor, whose filter refuses a call with EPERM and no record for
+    pysandbox, the refusal is the script's note ``refused_note`` starting with EPERM."""
     if not reached_hold and o.rc != signalled(9):
         judge.misbehaved("the script never reached the hold point, and was not killed")
     refused = refused_call is not None and re.search(
         rb"pysandbox: the sandbox policy denied \d+ system calls?: .*\b"
         + re.escape(refused_call.encode()) + rb"\b", o.stderr)
+    if VIA == "gvisor" and refused_call is not None and refused_note is not None:
+        refused = str(o.note(refused_note)).startswith("EPERM")
     if reached_hold and measured_mib < limit_mib // 2 and not refused:
         judge.misbehaved(f"only {measured_mib} MiB measured" + (
             f" and no refused {refused_call} reported" if refused_call else "")

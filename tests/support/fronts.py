@@ -1268,6 +1268,26 @@ class Sandbox:
                                 f"{p.status.get('Seccomp_filters')} filters)")
         return problems
 
+    def gvisor_memory_kib(self) -> int:
+        """Through gVisor: the memory of the script's kernel, the pages of gVisor's memory file
+        (a memfd of runsc's, "runsc-memory", shared by its sentry and stubs) that the host
+        holds for it: everything the script's processes map, its files in gVisor's own tmpfs
+        and its memfds and shared memory included. Counted once per file."""
+        seen: set[tuple[int, int]] = set()
+        kib = 0
+        for p in self.descendants(self.init().pid):
+            for fd, target in fd_targets(p.pid).items():
+                if not target.startswith("/memfd:runsc-memory"):
+                    continue
+                try:
+                    st = os.stat(f"/proc/{p.pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    kib += st.st_blocks // 2
+        return kib
+
     def filters(self):
         """The seccomp programs of the sandboxed python (see seccomp_filters), as a list with
         ``listener_holders``: processes of the run that hold a seccomp notification listener.
