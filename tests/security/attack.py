@@ -38,6 +38,14 @@ Environment:
                 True``: registered only through a session, an error through the others. An
                 attack that needs what a kernel does not have (a pysandbox result: --json;
                 --output-dir) says ``NO_KERNEL = "why"``: not registered through the kernel.
+                ``gvisor``: the same ``pysandbox run`` with ``--kernel gvisor``: the script runs
+                on gVisor's kernel, and no host process runs the interpreter, so the host
+                judges what it sees instead (Sandbox.gvisor_problems: only runsc runs below the
+                sandbox's init, under pysandbox's filter; Sandbox.gvisor_memory_kib: gVisor's
+                memory file), and a seccomp denial, answered by gVisor's filter inside, leaves
+                no record for the result. Registered for every attack run through ``run``
+                (RUN_ONLY ones too); one that needs what a gVisor run lacks (the proxy,
+                Landlock, the audit hook's channel) says ``NO_GVISOR = "why"``.
   PYSANDBOX_WITH_ENV
                 ``1``: every run mounts a package environment (tests/support/mounted_env.py),
                 through whichever front: ``--with-env`` and ``--cache-dir`` name a copy, in a

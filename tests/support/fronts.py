@@ -3,7 +3,9 @@
 A ``Sandbox`` runs a script (PRELUDE prepended) through ``pysandbox run``, or as the one cell of
 a ``pysandbox session``, the one job of a ``pysandbox batch`` (cloned, or forked by a zygote:
 ``batchfork``), the one run_python call to a ``pysandbox mcp`` server or the one cell of a
-``pysandbox kernel`` (driven by Debian's jupyter_client), as PYSANDBOX_VIA (or ``via``) says; tests/security/attack.py describes the protocol. The host sees the run's
+``pysandbox kernel`` (driven by Debian's jupyter_client), or through ``pysandbox run --kernel
+gvisor`` (``gvisor``: a run on gVisor's kernel), as PYSANDBOX_VIA (or ``via``) says;
+tests/security/attack.py describes the protocol. The host sees the run's
 processes while it lasts (Sampler, Sandbox.procs), lets the script's hold() points go on, and
 collects an ``Outcome``: for a front other than run, the result object's, with the front's own
 framing judged. ``SessionSandbox`` drives a session cell by cell.
