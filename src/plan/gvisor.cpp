@@ -276,6 +276,9 @@ std::string oci_seccomp(const seccomp::Recipe& inside, bool kill, bool ptrace_al
         if (!name) continue;  // not a call of this architecture: the default refuses it
         json entry = oci_action(rule.action, denied, !ptrace_allowed);
         entry["names"] = {name.get()};
+        // runsc looks a name up in gVisor's own syscall table and skips one it does not know;
+        // older gVisor (Debian 12's) names 270 "pselect", so without it select.select got EPERM.
+        if (std::string_view(name.get()) == "pselect6") entry["names"].push_back("pselect");
         json args = json::array();
         for (const auto& [index, op, value, value_two] : rule.args)
             if (const char* compare = compare_name(op))

@@ -183,6 +183,13 @@ open("/dev/null", "w").write("discarded")
         self.assertEqual(result.json()["status"], "exception", result.describe())
         self.assertIn("PermissionError", result.json()["stderr"])
 
+    def test_calls_the_profile_allows_are_served(self):
+        # runsc names each call by gVisor's table; Debian 12's names pselect6 (select.select)
+        # "pselect", which the OCI filter must name too, or the call gets EPERM.
+        result = run(["run", "--json", *GVISOR, *TIMEOUT, "-c",
+                      "import select; print(select.select([], [], [], 0.01))"])
+        self.assertEqual(result.json()["stdout"], "([], [], [])\n", result.describe())
+
     def test_refused_with_125_and_a_fix_when_gvisor_cannot_be_used(self):
         # No runsc on the PATH: never the host kernel instead.
         # A PATH with setpriv (how the suite runs as nobody) and nothing else.

@@ -38,6 +38,14 @@ Environment:
                 True``: registered only through a session, an error through the others. An
                 attack that needs what a kernel does not have (a pysandbox result: --json;
                 --output-dir) says ``NO_KERNEL = "why"``: not registered through the kernel.
+                ``gvisor``: the same ``pysandbox run`` with ``--kernel gvisor``: the script runs
+                on gVisor's kernel, and no host process runs the interpreter, so the host
+                judges what it sees instead (Sandbox.gvisor_problems: only runsc runs below the
+                sandbox's init, under pysandbox's filter; Sandbox.gvisor_memory_kib: gVisor's
+                memory file), and a seccomp denial, answered by gVisor's filter inside, leaves
+                no record for the result. Registered for every attack run through ``run``
+                (RUN_ONLY ones too); one that needs what a gVisor run lacks (the proxy,
+                Landlock, the audit hook's channel) says ``NO_GVISOR = "why"``.
   PYSANDBOX_WITH_ENV
                 ``1``: every run mounts a package environment (tests/support/mounted_env.py),
                 through whichever front: ``--with-env`` and ``--cache-dir`` name a copy, in a
@@ -238,7 +246,7 @@ def main(test) -> None:
         if VIA not in FRONTS:
             raise Verdict(f"PYSANDBOX_VIA must be one of {', '.join(FRONTS)}, not {VIA!r}")
         run_only = getattr(sys.modules["__main__"], "RUN_ONLY", None)
-        if VIA != "run" and run_only:
+        if VIA not in ("run", "gvisor") and run_only:
             raise Verdict(f"this attack is run-only ({run_only}); it has no {VIA} variant")
         if VIA != "session" and getattr(sys.modules["__main__"], "SESSION_ONLY", False):
             raise Verdict("this attack is on sessions themselves: run it with "
@@ -246,6 +254,9 @@ def main(test) -> None:
         no_kernel = getattr(sys.modules["__main__"], "NO_KERNEL", None)
         if VIA == "kernel" and no_kernel:
             raise Verdict(f"this attack has no kernel variant ({no_kernel})")
+        no_gvisor = getattr(sys.modules["__main__"], "NO_GVISOR", None)
+        if VIA == "gvisor" and no_gvisor:
+            raise Verdict(f"this attack has no gvisor variant ({no_gvisor})")
         if missing := env.binary_missing():
             raise Verdict(missing)
         test()
@@ -269,6 +280,14 @@ def check_filter_denies(judge: Judge, filters, cases, label: str = "") -> None:
                                      (56, (0x3D0F00,), "clone(CLONE_VM|..|CLONE_THREAD)")):
         if filters and not verdict(filters, sane_nr, AUDIT_ARCH_X86_64, sane_args) == RET_ALLOW:
             raise Verdict(f"the filter evaluation denies {what}: evaluator or test bug")
+    if getattr(filters, "gvisor", None) is not None:
+        # Through gVisor the script's calls never reach the host kernel: gVisor's sentry
+        # answers them, enforcing the profile's allowlist inside, where the host cannot read
+        # it. What the host can judge is that only runsc runs there, under pysandbox's filter;
+        # the attack's own checks judge what the calls achieved.
+        for problem in filters.gvisor:
+            judge.escape(problem)
+        return
     if not filters:
         judge.escape(f"no seccomp filter on the sandboxed process{label}, so nothing denies "
                      + ", ".join(c[0] for c in cases))
@@ -320,17 +339,21 @@ def check_behaved(judge: Judge, sb: Sandbox, allowed=(0,), *, grace: float = 2.0
 
 
 def check_bomb_went_off(judge: Judge, o: Outcome, reached_hold: bool, measured_mib: int,
-                        limit_mib: int, refused_call: str | None) -> None:
+                        limit_mib: int, refused_call: str | None,
+                        refused_note: str | None = None) -> None:
     """A memory bomb's measurement proves containment only if the bomb went off: the script held
     (or the run was killed, as the memory limit may do), and either it filled at least half the
     limit, or pysandbox reports on stderr that the kernel refused ``refused_call`` (the bomb's
     first step; None: nothing refuses it). Otherwise the small number measured means nothing
-    was tested."""
+    was tested. Through gVisor, whose filter refuses a call with EPERM and no record for
+    pysandbox, the refusal is the script's note ``refused_note`` starting with EPERM."""
     if not reached_hold and o.rc != signalled(9):
         judge.misbehaved("the script never reached the hold point, and was not killed")
     refused = refused_call is not None and re.search(
         rb"pysandbox: the sandbox policy denied \d+ system calls?: .*\b"
         + re.escape(refused_call.encode()) + rb"\b", o.stderr)
+    if VIA == "gvisor" and refused_call is not None and refused_note is not None:
+        refused = str(o.note(refused_note)).startswith("EPERM")
     if reached_hold and measured_mib < limit_mib // 2 and not refused:
         judge.misbehaved(f"only {measured_mib} MiB measured" + (
             f" and no refused {refused_call} reported" if refused_call else "")

@@ -67,7 +67,11 @@ def test():
         if (r.get("status"), r.get("exit_code")) != ("error", 3):
             judge.escape(f"the result is status {r.get('status')!r}, exit {r.get('exit_code')!r}"
                          f" ({r.get('message')!r}), not the script's exit 3")
-        if "ptrace" not in [v.get("what") for v in r.get("violations") or []]:
+        # Under gVisor a denied call gets EPERM from gVisor's filter with no record for
+        # pysandbox (src/plan/gvisor.hpp), so no violation names it; there is no listener to
+        # replace either. The exit status and the artifacts are judged as for every via.
+        if A.VIA != "gvisor" and \
+                "ptrace" not in [v.get("what") for v in r.get("violations") or []]:
             judge.escape(f"the denied ptrace is not among the violations: {r.get('violations')}")
     found = sorted(os.path.relpath(os.path.join(d, f), out)
                    for d, _, files in os.walk(out) for f in files)

@@ -19,6 +19,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_GVISOR = (  # no gvisor variant (attack.py, PYSANDBOX_VIA)
+    "an attack on Landlock's scopes, which a gVisor run does not use, against a victim in the "
+    "sandbox's PID namespace beside init: the script on gVisor's kernel cannot see it"
+)
+
 SCRIPT = r'''
 import os, signal, socket
 stream_name, dgram_name = ARGS[:2]

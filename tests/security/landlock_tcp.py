@@ -22,6 +22,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_GVISOR = (  # no gvisor variant (attack.py, PYSANDBOX_VIA)
+    "an attack on Landlock's TCP rules, which a gVisor run does not use (runsc mounts; "
+    "src/plan/gvisor.hpp), and half of it runs --net proxy, which gVisor refuses"
+)
+
 SCRIPT = r'''
 import socket
 port = int(ARGS[0])

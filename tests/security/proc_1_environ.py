@@ -30,7 +30,8 @@ for pid in pids + [1]:
         found = set()
         for line in maps:
             lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-            if hi - lo > (64 << 20) or "r" not in line.split()[1]:
+            # gVisor's [vsyscall] is readable, above the offsets a file can seek to.
+            if hi - lo > (64 << 20) or "r" not in line.split()[1] or lo >= 1 << 63:
                 continue
             try:
                 mem.seek(lo)

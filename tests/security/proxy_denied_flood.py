@@ -25,6 +25,11 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_GVISOR = (  # no gvisor variant (attack.py, PYSANDBOX_VIA)
+    "an attack on the --net proxy, which `run --kernel gvisor` refuses (exit 125): gVisor's "
+    "network is none or loopback"
+)
+
 TIMEOUT = 3.0
 RSS_GROWTH_MIB = 32
 # Under ASan the supervisor's resident memory first climbs to about 100 MiB whatever it does

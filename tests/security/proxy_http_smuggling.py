@@ -28,6 +28,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_GVISOR = (  # no gvisor variant (attack.py, PYSANDBOX_VIA)
+    "an attack on the --net proxy, which `run --kernel gvisor` refuses (exit 125): gVisor's "
+    "network is none or loopback"
+)
+
 SCRIPT = A.PROXY_CLIENT + r'''
 import json
 P = int(ARGS[0])

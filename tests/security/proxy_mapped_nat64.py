@@ -22,6 +22,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_GVISOR = (  # no gvisor variant (attack.py, PYSANDBOX_VIA)
+    "an attack on the --net proxy, which `run --kernel gvisor` refuses (exit 125): gVisor's "
+    "network is none or loopback"
+)
+
 V4 = {"ten": "10.213.0.1", "meta": "169.254.169.254", "own": "198.51.100.7"}
 COMPAT = {tag: f"::{a}" for tag, a in V4.items()}
 NAT64 = {tag: f"64:ff9b::{a}" for tag, a in V4.items()}

@@ -20,6 +20,11 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_GVISOR = (  # no gvisor variant (attack.py, PYSANDBOX_VIA)
+    "an attack on the --net proxy, which `run --kernel gvisor` refuses (exit 125): gVisor's "
+    "network is none or loopback"
+)
+
 INTERFACE = ["10.213.0.1/24", "172.16.213.1/24", "192.168.213.1/24", "100.64.213.1/24",
              "169.254.169.254/32", "169.254.213.1/32", "100.100.100.200/32",
              "fd00:ec2::254/128", "fd12:3456::1/64", "fe80::213:1/64"]

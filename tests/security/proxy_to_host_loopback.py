@@ -25,6 +25,11 @@ import threading
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
+NO_GVISOR = (  # no gvisor variant (attack.py, PYSANDBOX_VIA)
+    "an attack on the --net proxy, which `run --kernel gvisor` refuses (exit 125): gVisor's "
+    "network is none or loopback"
+)
+
 SCRIPT = r'''
 import socket
 port, port6, port_any = ARGS[0].split(",")

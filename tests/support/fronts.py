@@ -3,7 +3,9 @@
 A ``Sandbox`` runs a script (PRELUDE prepended) through ``pysandbox run``, or as the one cell of
 a ``pysandbox session``, the one job of a ``pysandbox batch`` (cloned, or forked by a zygote:
 ``batchfork``), the one run_python call to a ``pysandbox mcp`` server or the one cell of a
-``pysandbox kernel`` (driven by Debian's jupyter_client), as PYSANDBOX_VIA (or ``via``) says; tests/security/attack.py describes the protocol. The host sees the run's
+``pysandbox kernel`` (driven by Debian's jupyter_client), or through ``pysandbox run --kernel
+gvisor`` (``gvisor``: a run on gVisor's kernel), as PYSANDBOX_VIA (or ``via``) says;
+tests/security/attack.py describes the protocol. The host sees the run's
 processes while it lasts (Sampler, Sandbox.procs), lets the script's hold() points go on, and
 collects an ``Outcome``: for a front other than run, the result object's, with the front's own
 framing judged. ``SessionSandbox`` drives a session cell by cell.
@@ -27,14 +29,14 @@ from pathlib import Path
 from support import files, mounted_env, result_schema
 from support.env import AS_NOBODY, NOBODY, PYSANDBOX, RUN_AS, Verdict, parse_duration
 from support.files import at_cleanup, shared_dir, write_file
-from support.procfs import (Proc, cmdline, fd_targets, kill_pids, marker_pids, readlink,
-                            run_processes, sandbox_depth, sandbox_ns_fd, sandbox_of, settle,
-                            status)
+from support.procfs import (Proc, all_pids, cmdline, fd_targets, kill_pids, marker_pids,
+                            readlink, run_processes, sandbox_depth, sandbox_ns_fd, sandbox_of,
+                            settle, status)
 from support.running import clip_output
 from support.seccomp import Filters, seccomp_filters
 
 VIA = os.environ.get("PYSANDBOX_VIA", "run") or "run"
-FRONTS = ("run", "session", "batch", "mcp", "batchfork", "kernel")
+FRONTS = ("run", "session", "batch", "mcp", "batchfork", "kernel", "gvisor")
 MCP_PROTOCOL = "2025-06-18"
 
 # Every --json result of the test's runs that does not match the result schema (see
@@ -516,6 +518,11 @@ class Sandbox:
         self.fork = self.via == "batchfork"
         if self.fork:
             self.via = "batch"
+        # gvisor is run to everything here but its command line: `run --kernel gvisor`, the
+        # script served by gVisor's kernel (src/plan/gvisor.hpp).
+        self.gvisor = self.via == "gvisor"
+        if self.gvisor:
+            self.via = "run"
         self.terminal = terminal
         self.json = False
         self.inputs: list[str] = []
@@ -550,6 +557,8 @@ class Sandbox:
                        "mcp": ["mcp", "-p", str(profile), *rest, *limit]}[self.via]
         else:
             profile = ["-p", chosen] if chosen else ["-p", str(kernel_only_profile())]
+            if self.gvisor:
+                profile += ["--kernel", "gvisor"]
             run_opts = profile + rest + (["--timeout", timeout] if timeout else [])
             command = ["run", *run_opts, str(self.script), "--", self.marker, *self.args]
         # ``prefix``: a command that runs first (as root) and execs the rest, e.g. to give
@@ -823,14 +832,15 @@ class Sandbox:
 
     def _held(self, tag: str) -> bool:
         for p in self.inside():
-            if p.is_python and os.path.lexists(f"/proc/{p.pid}/root/tmp/.hold-{tag}"):
+            # Through gVisor the sandbox's /tmp, bound into the container, is init's.
+            if (p.is_python or self.gvisor) and os.path.lexists(f"/proc/{p.pid}/root/tmp/.hold-{tag}"):
                 return True
         return False
 
     def _release_holds(self) -> None:
         """Remove every /tmp/.hold-TAG of the run: hold() returns."""
         for p in self.inside():
-            if not p.is_python:
+            if not p.is_python and not self.gvisor:
                 continue
             tmp = f"/proc/{p.pid}/root/tmp"
             try:
@@ -1201,6 +1211,11 @@ class Sandbox:
                     and p.status.get("PPid") == str(init.pid)]
             return jobs[0] if len(jobs) == 1 else init
         init = self.init()
+        if self.gvisor:
+            # No host process runs the interpreter: gVisor's sentry serves the script from
+            # runsc's processes (gvisor_problems). init is the host process with the sandbox's
+            # root, /tmp, ids and namespaces, which is what the host looks at through it.
+            return init
         pys = [p for p in self.inside() if p.is_python]
         top = [p for p in pys if p.status.get("PPid") == str(init.pid)]
         if len(top) != 1:
@@ -1221,9 +1236,68 @@ class Sandbox:
             raise Verdict(f"cannot identify the sandbox's init: {self.inside()}")
         return inits[0]
 
+    def descendants(self, pid: int) -> list[Proc]:
+        """The host processes below ``pid`` (by PPid), whatever namespaces they are in."""
+        children: dict[int, list[int]] = {}
+        for other in all_pids():
+            parent = status(other).get("PPid", "")
+            if parent.isdigit():
+                children.setdefault(int(parent), []).append(other)
+        out, todo = [], list(children.get(pid, []))
+        while todo:
+            child = todo.pop()
+            out.append(Proc(child))
+            todo += children.get(child, [])
+        return [p for p in out if p.status]
+
+    def gvisor_problems(self) -> list[str]:
+        """Through gVisor: what the host sees that says the script's calls are not all served
+        by gVisor. Every host process below the sandbox's init must execute runsc (none runs
+        the interpreter, which only gVisor's kernel sees) under pysandbox's filter around runsc
+        (Seccomp 2, at least one filter: runsc stacks its own on it)."""
+        init = self.init()
+        below = self.descendants(init.pid)
+        if not below:
+            return ["no process runs below the sandbox's init: runsc is not there"]
+        problems = []
+        for p in below:
+            if os.path.basename(p.exe.removesuffix(" (deleted)")) != "runsc":
+                problems.append(f"pid {p.pid} below init executes {p.exe!r}, not runsc: the "
+                                "host kernel serves it")
+            if p.status.get("Seccomp") != "2" or int(p.status.get("Seccomp_filters", "0")) < 1:
+                problems.append(f"runsc pid {p.pid} has no seccomp filter (Seccomp "
+                                f"{p.status.get('Seccomp')}, "
+                                f"{p.status.get('Seccomp_filters')} filters)")
+        return problems
+
+    def gvisor_memory_kib(self) -> int:
+        """Through gVisor: the memory of the script's kernel, the pages of gVisor's memory file
+        (a memfd of runsc's, "runsc-memory", shared by its sentry and stubs) that the host
+        holds for it: everything the script's processes map, its files in gVisor's own tmpfs
+        and its memfds and shared memory included. Counted once per file."""
+        seen: set[tuple[int, int]] = set()
+        kib = 0
+        for p in self.descendants(self.init().pid):
+            for fd, target in fd_targets(p.pid).items():
+                if not target.startswith("/memfd:runsc-memory"):
+                    continue
+                try:
+                    st = os.stat(f"/proc/{p.pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    kib += st.st_blocks // 2
+        return kib
+
     def filters(self):
         """The seccomp programs of the sandboxed python (see seccomp_filters), as a list with
-        ``listener_holders``: processes of the run that hold a seccomp notification listener."""
+        ``listener_holders``: processes of the run that hold a seccomp notification listener.
+        Through gVisor there is no host process of the script's to read them from: an empty
+        list whose ``gvisor`` is what gvisor_problems found (check_filter_denies)."""
+        if self._filters is None and self.gvisor:
+            self._filters = Filters([])
+            self._filters.gvisor = self.gvisor_problems()
         if self._filters is None:
             self._filters = Filters(seccomp_filters(self.python().pid))
             for p in self.inside():
