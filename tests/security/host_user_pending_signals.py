@@ -19,12 +19,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
-NO_GVISOR = (  # no gvisor variant (attack.py, PYSANDBOX_VIA)
-    "blocked by a bug of the gVisor path, to fix first: the script's threads cannot start "
-    "there (Debian 12's runsc does not know clone3, skips the profile's ENOSYS rule for it, "
-    "and glibc's pthread_create gets EPERM instead of falling back to clone)"
-)
-
 HOST_LIMIT = 2000
 
 SCRIPT = r'''
