@@ -217,19 +217,15 @@ KeySpec checked_list_key(std::string_view path, std::string_view doc,
             }};
 }
 
-NetMode parse_net_mode(const std::string& text) {
-    if (auto mode = net_mode_named(text)) return *mode;
+// The value a table of names (kNetModes, kKernels) gives `text`; else invalid_argument naming
+// every one.
+template <typename Table>
+auto parse_named(const Table& table, const std::string& text) {
     std::string names;
-    for (const auto& [mode, name] : kNetModes)
+    for (const auto& [value, name] : table) {
+        if (name == text) return value;
         names += (names.empty() ? "\"" : ", \"") + std::string(name) + "\"";
-    throw std::invalid_argument("expected one of " + names + "; found \"" + text + "\"");
-}
-
-KernelChoice parse_kernel(const std::string& text) {
-    if (auto kernel = kernel_named(text)) return *kernel;
-    std::string names;
-    for (const auto& [kernel, name] : kKernels)
-        names += (names.empty() ? "\"" : ", \"") + std::string(name) + "\"";
+    }
     throw std::invalid_argument("expected one of " + names + "; found \"" + text + "\"");
 }
 
@@ -303,13 +299,14 @@ void add_limit_keys(std::vector<KeySpec>& keys) {
 }
 
 void add_network_keys(std::vector<KeySpec>& keys) {
-    keys.push_back(
-        {"network.mode", "string",
-         "\"none\" (nothing reachable), \"loopback\" (lo up inside) or \"proxy\".",
-         [](const toml::node& n, Profile& p) { p.network.mode = parse_net_mode(expect_string(n)); },
-         [](Profile& p, toml::table& t, const std::string& leaf) {
-             t.insert_or_assign(leaf, std::string(to_string(p.network.mode)));
-         }});
+    keys.push_back({"network.mode", "string",
+                    "\"none\" (nothing reachable), \"loopback\" (lo up inside) or \"proxy\".",
+                    [](const toml::node& n, Profile& p) {
+                        p.network.mode = parse_named(kNetModes, expect_string(n));
+                    },
+                    [](Profile& p, toml::table& t, const std::string& leaf) {
+                        t.insert_or_assign(leaf, std::string(to_string(p.network.mode)));
+                    }});
     keys.push_back({"network.allow", "array of HOST:PORT",
                     "Destinations the proxy lets through: host:port, *.domain:port "
                     "(subdomains only), 1.2.3.4:port, [::1]:port.",
@@ -325,7 +322,9 @@ void add_sandbox_keys(std::vector<KeySpec>& keys) {
          "Which kernel answers the script's system calls: \"host\" (the host's, behind "
          "seccomp and Landlock) or \"gvisor\" (gVisor's runsc, a kernel in user space in "
          "between; run and check only).",
-         [](const toml::node& n, Profile& p) { p.kernel = parse_kernel(expect_string(n)); },
+         [](const toml::node& n, Profile& p) {
+             p.kernel = parse_named(kKernels, expect_string(n));
+         },
          [](Profile& p, toml::table& t, const std::string& leaf) {
              t.insert_or_assign(leaf, std::string(to_string(p.kernel)));
          }});
