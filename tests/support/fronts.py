@@ -30,7 +30,7 @@ from support import files, mounted_env, result_schema
 from support.env import AS_NOBODY, NOBODY, PYSANDBOX, RUN_AS, Verdict, parse_duration
 from support.files import at_cleanup, shared_dir, write_file
 from support.procfs import (Proc, all_pids, cmdline, fd_targets, kill_pids, marker_pids,
-                            readlink, run_processes, sandbox_depth, sandbox_ns_fd, sandbox_of,
+                            proportional_kib, readlink, run_processes, sandbox_depth, sandbox_ns_fd, sandbox_of,
                             settle, status)
 from support.running import clip_output
 from support.seccomp import Filters, seccomp_filters
@@ -317,14 +317,22 @@ class Sampler(threading.Thread):
     """Watches the run's processes from the host while it lasts: peaks and namespaces.
 
     ``by_sandbox`` (batch, MCP: a warm sandbox runs beside the script's): the peaks are of one
-    sandbox at a time (sandbox_of), the largest of them; the namespaces are all of them."""
+    sandbox at a time (sandbox_of), the largest of them; the namespaces are all of them.
+
+    ``proportional``: a process's resident memory is its proportional share (Pss: a page shared
+    with N processes counts 1/N in each) instead of VmRSS. A sandbox's init that the front forked
+    without exec still maps the front's heap, copy-on-write: VmRSS counts those pages whole in
+    both, as if the run had allocated them; summed over the sandbox's processes, Pss counts each
+    page the run's processes share among themselves once, and the front's only in part. Reading it
+    walks the process's page tables (smaps_rollup): only for tests that judge memory."""
 
     def __init__(self, marker: str, interval: float = 0.02, by_sandbox: bool = False,
-                 fork: bool = False):
+                 fork: bool = False, proportional: bool = False):
         super().__init__(daemon=True)
         self.marker = marker
         self.by_sandbox = by_sandbox
         self.fork = fork
+        self.proportional = proportional
         self.interval = interval
         self.stop = threading.Event()
         self.peak_procs = 0
@@ -397,7 +405,8 @@ class Sampler(threading.Thread):
             count[0] += 1
             self.seen.add(pid)
             count[1] += int(st.get("Threads", "1") or 1)
-            count[2] += int(st.get("VmRSS", "0 kB").split()[0] or 0)
+            count[2] += (proportional_kib(pid) if self.proportional else
+                         int(st.get("VmRSS", "0 kB").split()[0] or 0))
             self.peak_hwm_kib = max(self.peak_hwm_kib,
                                     int(st.get("VmHWM", "0 kB").split()[0] or 0))
         for procs, tasks, rss in counts.values():
@@ -499,7 +508,8 @@ class Sandbox:
                  stdin=None, stdout=None, stderr=None, preexec_fn=None, binary: str | None = None,
                  script: Path | None = None, keep: int = 64 << 20, marker: str | None = None,
                  as_nobody: bool | None = None, sample: bool = True, prefix=(),
-                 terminal: int | None = None, via: str | None = None):
+                 terminal: int | None = None, via: str | None = None,
+                 proportional: bool = False):
         self.marker = marker or new_marker()
         # PYSANDBOX_WITH_ENV=1: this run's own copy of the probe environment, mounted by every
         # front alike (--with-env, --cache-dir), unless the attack mounts one of its own.
@@ -575,7 +585,7 @@ class Sandbox:
         self.proc: subprocess.Popen | None = None
         self.outcome: Outcome | None = None
         self.sampler = Sampler(self.marker, by_sandbox=self.via in ("batch", "mcp"),
-                               fork=self.fork) \
+                               fork=self.fork, proportional=proportional) \
             if sample else None
         self.start_time = 0.0
         self._filters = None

@@ -45,6 +45,14 @@ def status(pid: int) -> dict[str, str]:
     return fields
 
 
+def proportional_kib(pid: int) -> int:
+    """The process's proportional resident memory (Pss, KiB; 0 once it is gone)."""
+    for line in (read_bytes(f"/proc/{pid}/smaps_rollup") or b"").splitlines():
+        if line.startswith(b"Pss:"):
+            return int(line.split()[1])
+    return 0
+
+
 def readlink(path: str) -> str:
     try:
         return os.readlink(path)
