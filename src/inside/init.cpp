@@ -1,5 +1,6 @@
 #include "inside/init.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -7,9 +8,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <iterator>
+#include <optional>
+#include <string_view>
 
 #include "inside/limits.hpp"
 #include "inside/seccomp_load.hpp"
@@ -86,14 +91,91 @@ int step_exec_interpreter(ChildContext& ctx) noexcept {
     return step_fail(ctx, "execve(%s)", program);
 }
 
-// Under gVisor the interpreter's process is runsc, which exits as the script did. Before the
-// container existed (no pid file), runsc itself failed: a setup failure, with runsc's own message
-// on stderr. A signal that ended the script comes out as 128 + its number, which the script can
-// also exit with: it is left an exit code, so that no verdict rests on what the script can forge
-// (a "SIGKILL" read with runsc's own CPU time and memory counted looked like a limit).
-bool runsc_failed(const Plan& plan, int status) noexcept {
-    return plan.gvisor && WIFEXITED(status) &&
-           ::access(plan.gvisor->started_file.c_str(), F_OK) != 0;
+// Under gVisor the interpreter's process is runsc, which exits as the container's first process
+// did, 128 + N for a signal: a status the script can exit with too, so the status alone says
+// nothing of runsc. runsc's log does (--debug-log, plan/gvisor.cpp), in the state directory that
+// neither the script nor gVisor's sandbox can write: on its way out through its success path runsc
+// logs "Exiting with status: W", W the raw wait status it passes on, and when gVisor's sandbox
+// process went away without telling the container's end, it first warns that it "will try waiting
+// on the sandbox process instead": W is then that process's own. Nothing the script says reaches
+// this log (the run command logs its own arguments, not the container's).
+struct RunscEnd {
+    enum class Kind {
+        script,          // gVisor told runsc how the script ended: runsc's status is the script's
+        runsc_failed,    // runsc, not the script: the why in ChildContext::detail
+        sandbox_killed,  // a host signal ended gVisor's sandbox process (a limit's, or a kill)
+    };
+    Kind kind = Kind::script;
+    int signal = 0;  // sandbox_killed: which
+};
+
+// The log's last 64 KiB, whole lines: runsc's run writes about 40 of them, the ones read here last.
+char g_runsc_log[64 * 1024];
+
+std::string_view read_runsc_log(const char* path) noexcept {
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return {};
+    const off_t size = ::lseek(fd, 0, SEEK_END);
+    const off_t from = size > static_cast<off_t>(sizeof g_runsc_log)
+                           ? size - static_cast<off_t>(sizeof g_runsc_log)
+                           : 0;
+    const ssize_t got = ::pread(fd, g_runsc_log, sizeof g_runsc_log, from);
+    ::close(fd);
+    std::string_view text(g_runsc_log, got > 0 ? static_cast<std::size_t>(got) : 0);
+    if (from > 0) text.remove_prefix(std::min(text.find('\n') + 1, text.size()));
+    return text;
+}
+
+RunscEnd judge_runsc(ChildContext& ctx, int status) noexcept {
+    const Plan::Gvisor& gvisor = *ctx.plan.gvisor;
+    constexpr RunscEnd kFailed{RunscEnd::Kind::runsc_failed, 0};
+    // runsc never ends by a signal of its own: it passes the script's on as 128 + N.
+    if (!WIFEXITED(status)) {
+        std::snprintf(ctx.detail, sizeof ctx.detail, "runsc was killed by signal %d",
+                      WTERMSIG(status));
+        return kFailed;
+    }
+    if (::access(gvisor.started_file.c_str(), F_OK) != 0) {
+        std::snprintf(ctx.detail, sizeof ctx.detail,
+                      "runsc exited with %d before its container existed (its message is on "
+                      "stderr; pysandbox doctor checks gVisor)",
+                      WEXITSTATUS(status));
+        return kFailed;
+    }
+    bool sandbox_gone = false;
+    std::optional<long> passed_on;  // W of "Exiting with status: W", the last one
+    std::string_view log = read_runsc_log(gvisor.log_file.c_str());
+    while (!log.empty()) {
+        const std::string_view line = log.substr(0, log.find('\n'));
+        log.remove_prefix(std::min(line.size() + 1, log.size()));
+        constexpr std::string_view kFallback = "Will try waiting on the sandbox process instead";
+        constexpr std::string_view kExiting = "] Exiting with status: ";
+        if (line.starts_with('W') && line.find(kFallback) != std::string_view::npos)
+            sandbox_gone = true;
+        const std::size_t at = line.find(kExiting);
+        if (!line.starts_with('I') || at == std::string_view::npos) continue;
+        const std::string_view number = line.substr(at + kExiting.size());
+        long value = 0;
+        const auto [end, error] =
+            std::from_chars(number.data(), number.data() + number.size(), value);
+        if (error == std::errc{} && end == number.data() + number.size()) passed_on = value;
+    }
+    if (!passed_on) {
+        std::snprintf(ctx.detail, sizeof ctx.detail,
+                      "runsc exited with %d without saying how the script ended (its message is "
+                      "on stderr; its log has no exit status): runsc failed, not the script",
+                      WEXITSTATUS(status));
+        return kFailed;
+    }
+    const int sandbox_status = static_cast<int>(*passed_on);
+    if (!sandbox_gone) return {};
+    if (WIFSIGNALED(sandbox_status))
+        return {RunscEnd::Kind::sandbox_killed, WTERMSIG(sandbox_status)};
+    std::snprintf(ctx.detail, sizeof ctx.detail,
+                  "gVisor's sandbox process ended (wait status %d) without reporting the "
+                  "script's end: runsc failed, not the script",
+                  sandbox_status);
+    return kFailed;
 }
 
 std::int64_t monotonic_ns() noexcept {
@@ -205,13 +287,14 @@ void start_interpreter(ChildContext& ctx, int first_step) noexcept {
         ::kill(-1, SIGKILL);
         while (::waitpid(-1, &status, 0) > 0 || errno == EINTR) {
         }
-        if (runsc_failed(ctx.plan, script_status)) {
-            std::snprintf(ctx.detail, sizeof ctx.detail,
-                          "runsc exited with %d before its container existed (its message is on "
-                          "stderr; pysandbox doctor checks gVisor)",
-                          WEXITSTATUS(script_status));
-            fail_step(ctx, ReportKind::setup_failed, first_step + kInterpreterStepCount - 1,
-                      ECANCELED);
+        if (ctx.plan.gvisor) {
+            const RunscEnd end = judge_runsc(ctx, script_status);
+            if (end.kind == RunscEnd::Kind::runsc_failed)
+                fail_step(ctx, ReportKind::setup_failed, first_step + kInterpreterStepCount - 1,
+                          ECANCELED);
+            // The host's kernel sent it: the script's end as on the host kernel, where the CPU
+            // and memory limits' verdicts judge it (report/status.cpp).
+            if (end.kind == RunscEnd::Kind::sandbox_killed) script_status = end.signal;
         }
         send_report(usage_report(script_status, exec_ns));
         ::_exit(0);

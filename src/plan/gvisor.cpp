@@ -321,6 +321,9 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
     const std::string dir(kGvisorDir);
     const std::string state = dir + "/state";
     gvisor.started_file = state + "/container.pid";
+    gvisor.log_file = state + "/run.log";
+    // --debug-log: the run command's own log, where init reads how runsc ended (init.cpp,
+    // judge_runsc); not the sandbox's or the gofer's, which would cost their start.
     gvisor.argv = {gvisor.runsc,
                    "--rootless",
                    "--network=none",
@@ -328,6 +331,8 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
                    "--root=" + state + "/runsc",
                    "--ignore-cgroups",
                    "--oci-seccomp",
+                   "--debug-log=" + gvisor.log_file,
+                   "--debug-command=run",
                    "run",
                    "--bundle=" + dir + "/bundle",
                    "--pid-file=" + gvisor.started_file,

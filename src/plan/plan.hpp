@@ -196,6 +196,9 @@ struct Plan {
         // runsc writes it once the container exists: init tells "runsc failed" from "the
         // script failed" by it.
         std::string started_file;
+        // runsc run's own log (--debug-log, info level), in the state directory the container
+        // cannot reach: init reads there whether gVisor delivered the script's end (init.cpp).
+        std::string log_file;
         std::string state_mount_options;  // runsc's state directory: a tmpfs of its own
     };
     std::optional<Gvisor> gvisor;

@@ -6,8 +6,11 @@ execute, their seccomp filters (/proc/PID/status), exit statuses, the bytes on t
 on the host's disk. What the script says about its kernel is secondary evidence.
 """
 
+import json
 import os
+import signal
 import subprocess
+import time
 import unittest
 
 from harness import (PYSANDBOX, SandboxTestCase, command_prefix, expected_host_uid, jobs_file,
@@ -31,6 +34,22 @@ def sandbox_processes(init_pid: int) -> list[int]:
         except OSError:
             pass
     return pids
+
+
+def parent(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return int(next(line for line in status if line.startswith("PPid:")).split()[1])
+
+
+def runsc_sandbox(init_pid: int) -> int:
+    """gVisor's sandbox process (the sentry) in init's PID namespace."""
+    found = []
+    for pid in sandbox_processes(init_pid):
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            if cmdline.read().startswith(b"runsc-sandbox\0"):
+                found.append(pid)
+    assert len(found) == 1, found
+    return found[0]
 
 
 def executable(pid: int) -> str:
@@ -100,12 +119,64 @@ class GvisorTest(SandboxTestCase):
     def test_a_signal_is_an_exit_code_the_script_cannot_forge_into_a_verdict(self):
         # runsc reports a signal as 128 + N, which a script can exit with too: it stays an exit
         # code, and a self-made "SIGKILL" with runsc's own CPU counted is no CPU-limit verdict.
-        for code in ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
-                     "import sys; sys.exit(137)"):
+        # Nor can the script pass for runsc failing: 125 (pysandbox's own failure) and 128
+        # (runsc's) are its own exit codes like any other.
+        for code, status in (("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 137),
+                             ("import sys; sys.exit(137)", 137),
+                             ("import sys; sys.exit(125)", 125),
+                             ("import sys; sys.exit(128)", 128)):
             result = run(["run", "--json", *GVISOR, *TIMEOUT, "--cpu-time", "500ms", "-c", code])
             out = result.json()
-            self.assertEqual((out["exit_code"], out["signal"], out["status"]),
-                             (137, None, "error"), result.describe())
+            self.assertEqual((out["exit_code"], out["signal"], out["status"], result.returncode),
+                             (status, None, "error", status), result.describe())
+
+    def start_serving(self) -> tuple[subprocess.Popen, int]:
+        """`run --json` on gVisor of a script that waits for its stdin, once it runs: the process
+        and the host pid of the sandbox's init."""
+        proc = subprocess.Popen(
+            [*command_prefix(), PYSANDBOX, "run", "--json", *GVISOR, *TIMEOUT, "-c",
+             "import sys; open('/tmp/running', 'w'); sys.stdin.read()", "--", self.marker],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.addCleanup(proc.kill)
+        own = os.readlink("/proc/self/ns/pid")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and proc.poll() is None:
+            init = [pid for pid in leftovers(self.marker)
+                    if os.readlink(f"/proc/{pid}/ns/pid") != own]
+            # The sandbox's /tmp, which gVisor's gofer serves the script, seen through runsc's
+            # root (init's own /proc entries are not for the caller to read: it is undumpable).
+            runsc = [pid for pid in sandbox_processes(init[0]) if parent(pid) == init[0]
+                     ] if init else []
+            if runsc and os.path.exists(f"/proc/{runsc[0]}/root/tmp/running"):
+                return proc, init[0]
+            time.sleep(0.02)  # a file that appears has no event the host can wait on
+        self.fail(f"the script did not start on gVisor: {proc.communicate(b'')!r}")
+
+    def result_of(self, proc: subprocess.Popen) -> tuple[dict, int]:
+        stdout, stderr = proc.communicate(timeout=30)
+        self.assertTrue(stdout, stderr)
+        return json.loads(stdout), proc.returncode
+
+    def test_runsc_dying_under_the_script_is_told_from_the_scripts_exit(self):
+        # Told by runsc's log in its state directory, which neither the script nor gVisor can
+        # write (inside/init.cpp, judge_runsc). gVisor's sandbox process, the script's kernel,
+        # killed from the host: the script was killed (status and signal), as one killed from
+        # the host on the host's kernel, never an exit code of its own (the test above).
+        proc, init = self.start_serving()
+        os.kill(runsc_sandbox(init), signal.SIGKILL)
+        out, returncode = self.result_of(proc)
+        self.assertEqual((out["status"], out["signal"], out["exit_code"], returncode),
+                         ("killed", "SIGKILL", None, 128 + signal.SIGKILL), out)
+        # runsc itself (init's child, which started gVisor and waits for it): pysandbox's own
+        # failure, with the reason, whatever status the script would have had.
+        proc, init = self.start_serving()
+        runsc = [pid for pid in sandbox_processes(init) if parent(pid) == init]
+        self.assertEqual(len(runsc), 1, runsc)
+        os.kill(runsc[0], signal.SIGKILL)
+        out, returncode = self.result_of(proc)
+        self.assertEqual((out["status"], out["exit_code"], returncode),
+                         ("sandbox_error", None, 125), out)
+        self.assertIn("runsc was killed by signal 9", out["error"]["message"], out)
 
     def test_threads_start(self):
         # The profile's "ENOSYS" answers (clone3 first, then glibc falls back to clone) must be
