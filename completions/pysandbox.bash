@@ -24,7 +24,7 @@ _pysandbox_options() {  # $1: a command path; REPLY: its options
         'profile') REPLY='-h --help' ;;
         'profile list') REPLY='-h --help' ;;
         'profile show') REPLY='-h --help' ;;
-        'doctor') REPLY='-h --help --json' ;;
+        'doctor') REPLY='-h --help --json --kernel' ;;
         'env') REPLY='-h --help' ;;
         'env create') REPLY='-h --help -r --requirement --script --find-links --index-url --allow-build --timeout --max-size --json -v --verbose --cache-dir' ;;
         'env list') REPLY='-h --help --json --cache-dir' ;;
@@ -145,6 +145,7 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'kernel install|--prefix') REPLY='directory' ;;
         'kernel install|--name') REPLY='text' ;;
         'kernel install|-p'|'kernel install|--profile') REPLY='profile' ;;
+        'doctor|--kernel') REPLY='choice host gvisor' ;;
         'env create|-r'|'env create|--requirement') REPLY='file' ;;
         'env create|--script') REPLY='file' ;;
         'env create|--find-links') REPLY='directory' ;;

@@ -170,6 +170,7 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'kernel install|--name' \
             'kernel install|-p' \
             'kernel install|--profile' \
+            'doctor|--kernel' \
             'env create|-r' \
             'env create|--requirement' \
             'env create|--script' \
@@ -345,6 +346,7 @@ complete -c pysandbox -n '__pysandbox_at profile show' -s h -l help -d 'Print th
 complete -c pysandbox -n '__pysandbox_at profile show' -a '(__pysandbox_profiles)'
 complete -c pysandbox -n '__pysandbox_at doctor' -s h -l help -d 'Print this help message and exit'
 complete -c pysandbox -n '__pysandbox_at doctor' -l json -d 'Print one JSON object: each check, its result and fix, and whether all required ones passed'
+complete -c pysandbox -n '__pysandbox_at doctor' -l kernel -x -a 'host gvisor' -d 'The kernel runs will use: with gvisor, gVisor (runsc) is a required check, not an optional one'
 complete -c pysandbox -n '__pysandbox_at env' -f -a 'create' -d 'Install packages with pip inside a sandbox into a new read-only environment'
 complete -c pysandbox -n '__pysandbox_at env' -f -a 'list' -d 'List the package environments'
 complete -c pysandbox -n '__pysandbox_at env' -f -a 'show' -d 'Show what an environment holds, its size and what it was made from'

@@ -101,7 +101,11 @@ int dispatch(const Invocation& invocation) {
         case Command::kernel: break;  // main execs the kernel program
         case Command::profile_list: return profile_list();
         case Command::profile_show: return profile_show(invocation.profile_name);
-        case Command::doctor: return doctor::report(doctor::run_checks(), invocation.doctor_json);
+        case Command::doctor:
+            return doctor::report(
+                doctor::run_checks(
+                    {invocation.doctor_kernel == KernelChoice::gvisor, host_environment()}),
+                invocation.doctor_json);
         case Command::env_create: return env::create(invocation.env, host_environment());
         case Command::env_list: return env::list(invocation.env, host_environment());
         case Command::env_show: return env::show(invocation.env, host_environment());

@@ -88,16 +88,17 @@ CLI::Validator net_mode_validator() {
         "{" + names + "}");
 }
 
-// --kernel, for the fronts that can run a sandbox on gVisor (run, check).
-void add_kernel_option(CLI::App& command, std::optional<KernelChoice>& kernel) {
+// --kernel, for the fronts that can run a sandbox on gVisor (run, check), and doctor.
+void add_kernel_option(CLI::App& command, std::optional<KernelChoice>& kernel,
+                       const std::string& help =
+                           "Which kernel answers the script's system calls: host, or gvisor "
+                           "(gVisor's runsc in between; replaces the profile's sandbox.kernel)") {
     std::string names;
     for (const auto& [value, name] : kKernels)
         names += (names.empty() ? "" : ",") + std::string(name);
     command
         .add_option_function<std::string>(
-            "--kernel", [&kernel](const std::string& text) { kernel = kernel_named(text); },
-            "Which kernel answers the script's system calls: host, or gvisor (gVisor's runsc "
-            "in between; replaces the profile's sandbox.kernel)")
+            "--kernel", [&kernel](const std::string& text) { kernel = kernel_named(text); }, help)
         ->type_name("KERNEL")
         ->check(CLI::Validator(
             [](std::string& text) -> std::string {
@@ -559,6 +560,9 @@ void add_doctor_command(CLI::App& app, Invocation& out) {
     doctor->add_flag("--json", out.doctor_json,
                      "Print one JSON object: each check, its result and fix, and whether all "
                      "required ones passed");
+    add_kernel_option(*doctor, out.doctor_kernel,
+                      "The kernel runs will use: with gvisor, gVisor (runsc) is a required check, "
+                      "not an optional one");
     doctor->callback([&out] { out.command = Command::doctor; });
 }
 

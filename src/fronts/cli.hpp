@@ -131,6 +131,7 @@ struct BatchInvocation {
 struct Invocation {
     Command command = Command::none;
     bool doctor_json = false;
+    std::optional<KernelChoice> doctor_kernel;  // doctor --kernel
     RunInvocation run;
     CheckInvocation check;
     SessionInvocation session;

@@ -1,5 +1,6 @@
 #include "fronts/doctor.hpp"
 
+#include <fcntl.h>
 #include <linux/magic.h>
 #include <sched.h>
 #include <sys/statfs.h>
@@ -194,37 +195,72 @@ Check check_end_to_end(const Profile& profile) {
     return check;
 }
 
-// Optional: whether sandbox.kernel = "gvisor" (the paranoid profile) works here, by a real run on
-// it, with which runsc and platform.
-Check check_gvisor(Profile profile) {
-    Check check{"gVisor (sandbox.kernel = \"gvisor\")", false, false, {}, {}};
+// kvm, the other platform Debian 12's runsc knows (systrap is newer): whether this user could use
+// it. It is not started: pysandbox runs gVisor on ptrace (the sandbox has no /dev/kvm), and kvm
+// hung in a nested VM, so a probe would only risk a hang to answer what no run asks.
+std::string kvm_platform() {
+    const int fd = ::open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        ::close(fd);
+        return "kvm: /dev/kvm is usable, not tried (pysandbox runs gVisor on ptrace)";
+    }
+    return errno == ENOENT ? "kvm: no /dev/kvm"
+                           : "kvm: /dev/kvm: " + std::string(std::strerror(errno));
+}
+
+// Whether sandbox.kernel = "gvisor" (the paranoid profile) works here: one run of the sandbox on
+// gVisor, with the runsc a run would find (the caller's PATH) on the platform runs use, bounded by
+// kGvisorProbeLimit: its wall-clock limit kills the sandbox, runsc and all, should runsc hang.
+// `required`: the caller asked for gVisor (doctor --kernel gvisor, or a default profile on it);
+// otherwise gVisor is an option and its failure only warns. `sandbox_works`: the end-to-end run
+// passed; runsc runs inside that sandbox, so without it there is nothing to try.
+Check check_gvisor(Profile profile, bool required, bool sandbox_works,
+                   const std::vector<std::string>& host_env) {
+    Check check{"gVisor (sandbox.kernel = \"gvisor\")", false, required, {}, {}};
+    const std::string kvm = kvm_platform();
+    if (!sandbox_works) {
+        check.detail = "not tried: runsc runs inside pysandbox's sandbox, which fails here; " + kvm;
+        check.fix = "fix the failed checks above first";
+        return check;
+    }
     profile.kernel = KernelChoice::gvisor;
+    profile.limits.wall_time = kGvisorProbeLimit;
+    const std::string platform = "platform " + std::string(gvisor::kPlatform);
     try {
         Request request;
         request.program = {Program::Kind::code, "pass", {}};
         request.capture_output = true;  // runsc's complaints belong in the detail, not on stdout
-        auto plan = make_plan(profile, request, {});
+        auto plan = make_plan(profile, request, host_env);
         Outcome outcome = execute(*plan);
         check.ok = outcome.kind == Outcome::Kind::exited && outcome.exit_code == 0;
-        const std::string where =
-            plan->gvisor->runsc + ", platform " + std::string(gvisor::kPlatform);
         if (check.ok) {
-            check.detail = "python ran on gVisor (" + where + ") in " +
-                           std::to_string((outcome.setup + outcome.wall).count()) + " ms";
-        } else {
-            std::string said = outcome.captured ? outcome.captured->stderr_text : "";
-            if (const auto end = said.find_last_not_of('\n'); end != std::string::npos)
-                said = said.substr(said.rfind('\n', end) + 1, end - said.rfind('\n', end));
-            check.detail = where + ": " +
-                           (outcome.kind == Outcome::Kind::exited
-                                ? "exited with " + std::to_string(outcome.exit_code)
-                                : outcome.step + ": " + outcome.detail) +
-                           (said.empty() ? "" : " (runsc: " + said + ")");
-            check.fix = "run `pysandbox run --kernel gvisor -c pass` to see runsc's messages";
+            check.detail = platform + " works: python ran on gVisor (" + plan->gvisor->runsc +
+                           ") in " + std::to_string((outcome.setup + outcome.wall).count()) +
+                           " ms; " + kvm;
+            return check;
         }
+        std::string said = outcome.captured ? outcome.captured->stderr_text : "";
+        if (const auto end = said.find_last_not_of('\n'); end != std::string::npos)
+            said = said.substr(said.rfind('\n', end) + 1, end - said.rfind('\n', end));
+        const std::string how =
+            outcome.kind == Outcome::Kind::exited
+                ? "exited with " + std::to_string(outcome.exit_code)
+            : outcome.kind == Outcome::Kind::timeout
+                ? "no answer in " + std::to_string(kGvisorProbeLimit.count() / 1000) + " s (killed)"
+                : outcome.step + ": " + outcome.detail;
+        check.detail = platform + " fails with " + plan->gvisor->runsc + ": " + how +
+                       (said.empty() ? "" : " (runsc: " + said + ")") + "; " + kvm;
+        check.fix =
+            "run `pysandbox run --kernel gvisor -c pass` to see runsc's messages; a "
+            "runsc other than Debian's (apt-get install runsc) may need other flags";
     } catch (const std::exception& e) {
-        check.detail = e.what();
-        check.fix = "apt-get install runsc, or keep sandbox.kernel = \"host\"";
+        // find_runsc's SysError: what is wrong, then its fix on the next line.
+        const std::string_view what = e.what();
+        const std::size_t fix = what.find("\n  ");
+        check.detail = std::string(what.substr(0, fix)) + "; " + kvm;
+        check.fix = fix == std::string_view::npos ? "apt-get install runsc, or keep "
+                                                    "sandbox.kernel = \"host\""
+                                                  : std::string(what.substr(fix + 3));
     }
     return check;
 }
@@ -250,24 +286,27 @@ std::string user_namespace_hint() {
 
 // The AppArmor check waits for the end-to-end run, which it does not gate: under AppArmor's
 // restriction that run is what tells whether pysandbox's profile lets it work.
-std::vector<Check> run_checks() {
+std::vector<Check> run_checks(const Options& options) {
     std::vector<Check> checks{check_user_namespaces(), check_seccomp(), check_landlock(),
                               check_cgroup()};
     std::optional<Check> end_to_end;
+    std::optional<Profile> profile;
     try {
-        Profile profile = load_profile("default", profile_search_dirs());
-        checks.push_back(check_interpreter(profile));
-        if (all_required_pass(checks)) end_to_end = check_end_to_end(profile);
+        profile = load_profile("default", profile_search_dirs());
+        checks.push_back(check_interpreter(*profile));
+        if (all_required_pass(checks)) end_to_end = check_end_to_end(*profile);
     } catch (const std::exception& e) {
         checks.push_back({"default profile", false, true, e.what(),
                           "reinstall pysandbox or fix the profile named above"});
     }
     checks.insert(checks.begin() + 1, check_apparmor(end_to_end));
-    if (end_to_end) {
-        const bool sandbox_works = end_to_end->ok;
-        checks.push_back(std::move(*end_to_end));
-        if (sandbox_works)
-            checks.push_back(check_gvisor(load_profile("default", profile_search_dirs())));
+    const bool sandbox_works = end_to_end && end_to_end->ok;
+    if (end_to_end) checks.push_back(std::move(*end_to_end));
+    if (profile) {
+        // Asked for, gVisor is checked whatever failed before it, so that it fails visibly.
+        const bool required = options.gvisor || profile->kernel == KernelChoice::gvisor;
+        if (required || sandbox_works)
+            checks.push_back(check_gvisor(*profile, required, sandbox_works, options.host_env));
     }
     return checks;
 }

@@ -2,6 +2,7 @@
 // `pysandbox doctor`: what this host allows, and for each missing piece what it means and the
 // command that fixes it.
 
+#include <chrono>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,7 +24,19 @@ struct Check {
     std::string fix;       // what to do when !ok
 };
 
-std::vector<Check> run_checks();
+// What doctor is asked to check besides the host kernel's sandbox.
+struct Options {
+    // doctor --kernel gvisor: gVisor is required (as it is when the default profile asks for it);
+    // otherwise an optional layer whose failure only warns.
+    bool gvisor = false;
+    std::vector<std::string> host_env;  // the caller's: runsc is looked for on its PATH
+};
+
+// gVisor's probe ends at this wall-clock limit, runsc and all: a platform that hangs (kvm did in
+// a nested VM) must not hang doctor. runsc starts in about half a second.
+inline constexpr std::chrono::milliseconds kGvisorProbeLimit{10'000};
+
+std::vector<Check> run_checks(const Options& options);
 
 // What to tell the user when user namespaces cannot be created or set up: the host's setting at
 // fault and the command that changes it.

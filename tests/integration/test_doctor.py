@@ -8,11 +8,13 @@ import os
 import shutil
 import subprocess
 import unittest
+from pathlib import Path
 
 from harness import (AS_NOBODY, PYSANDBOX, SandboxTestCase, command_prefix, landlock_abi,
-                     run)
+                     run, temp_dir, write_file)
 
 CHECK_FIELDS = ["name", "ok", "required", "detail", "fix"]
+GVISOR = 'gVisor (sandbox.kernel = "gvisor")'
 MARKS = {"ok  ": True, "FAIL": False, "warn": False}
 
 
@@ -128,6 +130,61 @@ class DoctorJsonTest(SandboxTestCase):
         userns = check_named(report, "user namespaces")
         self.assertIs(userns["ok"], False, userns)
         self.assertIn("fork", userns["detail"])
+
+
+def path_with(directory: Path | None = None) -> dict[str, str]:
+    """The environment with a PATH of ``directory`` (if any) and setpriv (how the suite runs as
+    nobody) alone: the runsc doctor finds is the one on the caller's PATH, as for a run."""
+    tools = temp_dir()
+    os.symlink("/usr/bin/setpriv", tools / "setpriv")
+    return {**os.environ, "PATH": f"{directory}:{tools}" if directory else str(tools)}
+
+
+class DoctorGvisorTest(SandboxTestCase):
+    def gvisor_check(self, *args: str, env: dict[str, str] | None = None,
+                     status: int = 0) -> dict:
+        r = run(["doctor", "--json", *args], timeout=60, env=env)
+        self.assertEqual(r.returncode, status, r.describe())
+        report = parse_report(r.stdout)
+        self.assertIs(report["ok"], status == 0)
+        return check_named(report, GVISOR)
+
+    def test_it_says_which_platform_works_and_is_optional_unless_asked_for(self):
+        for args, required in (((), False), (("--kernel", "gvisor"), True)):
+            with self.subTest(args=args):
+                check = self.gvisor_check(*args)
+                self.assertEqual((check["ok"], check["required"]), (True, required), check)
+                self.assertRegex(check["detail"], r"^platform ptrace works: python ran on gVisor "
+                                 r"\(/usr/bin/runsc\) in \d+ ms; kvm: ")
+
+    def test_a_runsc_that_fails_gives_its_message_and_the_fix(self):
+        # A runsc on the caller's PATH (where only root and the caller may change it: it would be
+        # refused otherwise) that fails as a broken one does: a warning, or with --kernel gvisor
+        # a failed required check and status 1, as any other.
+        fake = temp_dir(parent="/var/tmp")  # under /tmp the sandbox's own would hide it
+        write_file(fake / "runsc", "#!/bin/sh\necho 'fake runsc: no platform works' >&2\n"
+                   "exit 1\n", 0o755)
+        for args, status in (((), 0), (("--kernel", "gvisor"), 1)):
+            with self.subTest(args=args):
+                check = self.gvisor_check(*args, env=path_with(fake), status=status)
+                self.assertEqual((check["ok"], check["required"]), (False, status == 1), check)
+                self.assertIn(f"platform ptrace fails with {fake}/runsc", check["detail"])
+                self.assertIn("(runsc: fake runsc: no platform works)", check["detail"])
+                self.assertIn("pysandbox run --kernel gvisor -c pass", check["fix"])
+
+    def test_no_runsc_gives_how_to_install_it(self):
+        check = self.gvisor_check("--kernel", "gvisor", env=path_with(), status=1)
+        self.assertIn("runsc (gVisor) not found on PATH", check["detail"])
+        self.assertIn("apt-get install runsc", check["fix"])
+
+    def test_asked_for_it_fails_visibly_where_the_sandbox_cannot_run(self):
+        # No user namespaces: nothing runs, gVisor included, and the required check says so
+        # rather than going missing.
+        proc = doctor_with_user_namespaces_off("--json", "--kernel", "gvisor")
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        check = check_named(parse_report(proc.stdout), GVISOR)
+        self.assertEqual((check["ok"], check["required"]), (False, True), check)
+        self.assertIn("not tried", check["detail"])
 
 
 if __name__ == "__main__":
