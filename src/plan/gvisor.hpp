@@ -25,7 +25,9 @@
 //   threads. runsc keeps the CPU-time, core, locked-memory, message-queue and signal limits.
 // - Nothing masked on the sandbox's /proc: runsc mounts procfs in its namespaces, which a user
 //   namespace may only do where a fully visible one exists. Only runsc sees that /proc.
-// - The host user's namespace counts allow runsc's own namespaces (a few of each kind).
+// - The host user's namespace counts allow runsc's own namespaces (a few of each kind). The first
+//   two, a user namespace where runsc is root and a mount namespace, init makes before it
+//   executes runsc (inside/init.cpp): runsc would make the same by starting itself again.
 // - The [policy] audit hook runs inside and blocks, but its records have no way out: runsc
 //   passes the container no descriptor but stdio, so the policy channel stays outside and the
 //   result says the hook was not confirmed.
