@@ -88,6 +88,14 @@ class GvisorTest(SandboxTestCase):
         self.assertFalse([p for p in programs.values() if "python" in os.path.basename(p)],
                          programs)
         self.assertTrue([p for p in programs.values() if p.endswith("/runsc")], programs)
+        # runsc starts once: init made the user namespace where runsc is root (inside/init.cpp),
+        # so runsc does not start itself again as /proc/self/exe to make one (a cold run's
+        # 40-100 ms, bench/README.md).
+        names = {}
+        for pid in pids:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                names[pid] = cmdline.read().split(b"\0")[0]
+        self.assertNotIn(b"/proc/self/exe", names.values(), names)
         # Every process but init holds pysandbox's filter around runsc, and runsc's own processes
         # stack theirs on it.
         filters = {pid: int(proc_status(pid).get("Seccomp_filters", "0"))
