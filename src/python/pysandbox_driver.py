@@ -932,7 +932,6 @@ class _Session:
         eval(compile(tree, filename, "exec", self.flags, dont_inherit=True), namespace)
         eval(compile(last, filename, "eval", self.flags, dont_inherit=True), namespace)
         print(end="")
-        _Figures().collect_open()
         _loads(_dumps({"kind": "done", "token": "", "outcome": "ok", "value": None,
                        "figures": [], "figures_omitted": 0}))
 
