@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -50,12 +51,16 @@ std::size_t own_private_pages() {
         // "start-end perms offset dev inode [path]": private and writable only ("rw-p").
         const std::size_t dash = line.find('-');
         const std::size_t space = line.find(' ');
-        if (dash == std::string::npos || space == std::string::npos || space + 5 > line.size() ||
-            line.compare(space + 1, 4, "rw-p") != 0)
+        if (dash == std::string::npos || space == std::string::npos || dash > space ||
+            space + 5 > line.size() || line.compare(space + 1, 4, "rw-p") != 0)
             continue;
-        const std::uintptr_t start = std::stoull(line.substr(0, dash), nullptr, 16);
-        const std::uintptr_t end =
-            std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+        std::uintptr_t start = 0;
+        std::uintptr_t end = 0;
+        const char* text = line.data();
+        if (std::from_chars(text, text + dash, start, 16).ec != std::errc{} ||
+            std::from_chars(text + dash + 1, text + space, end, 16).ec != std::errc{} ||
+            end <= start)
+            continue;
         asked += own_resident(start, end, page);
     }
     return asked;
