@@ -7,7 +7,12 @@ calls). Interleaved with the calls, in the same rounds, the same code runs cold:
 `python3 -c` and `pysandbox run -c`. Prints median and 90th percentile in milliseconds, and each
 one's ratio to bare python3.
 
-    bench/mcp.py [--rounds 30] [--gap 1.0] [--pool 1] [--pysandbox PATH] [--json]
+    bench/mcp.py [--rounds 30] [--gap 1.0] [--pool 1] [--pysandbox PATH] [--baseline PATH]
+                 [--json]
+
+--baseline PATH: a second server, of another build (an older one), gets the same calls in the
+same rounds, each round's order of the two servers rotated; its rows say "(baseline)". The load
+average is printed at the start and the end (the machine's other work moves these numbers).
 
 Cases: print(1) under default; `import pandas; print(pandas.__version__)` under datascience.
 Standard library only.
@@ -80,29 +85,48 @@ def main() -> int:
     parser.add_argument("--pool", type=int, default=1)
     parser.add_argument("--pysandbox",
                         default=os.environ.get("PYSANDBOX", str(REPO / "build/bin/pysandbox")))
+    parser.add_argument("--baseline", help="another build's pysandbox, called in the same rounds")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    server = Server([args.pysandbox, "mcp", "-p", "default", "-p", "datascience",
-                     "--pool", str(args.pool)])
+    def start(pysandbox: str) -> Server:
+        return Server([pysandbox, "mcp", "-p", "default", "-p", "datascience",
+                       "--pool", str(args.pool)])
+
+    servers = [("", start(args.pysandbox))]
+    if args.baseline:
+        servers.append((" (baseline)", start(args.baseline)))
+    load_before = os.getloadavg()
     samples: dict[str, list[float]] = {}
     try:
-        time.sleep(args.gap)  # the pools' first sandboxes start
-        for _ in range(args.rounds):
+        # An untimed first call of each case to each server: the pools' first sandboxes start
+        # (at once, and on a loaded machine datascience's takes seconds), and the calls after
+        # are warm ones.
+        for label, profile, code in CASES:
+            for _, server in servers:
+                server.request("tools/call", {"name": "run_python",
+                                              "arguments": {"code": code, "profile": profile}})
+        time.sleep(args.gap)
+        for turn in range(args.rounds):
             for label, profile, code in CASES:
-                def call() -> None:
-                    result = server.request("tools/call", {
-                        "name": "run_python", "arguments": {"code": code, "profile": profile}})
-                    if result["structuredContent"]["status"] != "ok":
-                        raise RuntimeError(result["content"][0]["text"])
-                samples.setdefault(f"{label}: mcp warm", []).append(timed(call))
+                order = servers[turn % len(servers):] + servers[:turn % len(servers)]
+                for suffix, server in order:
+                    if server is not order[0][1]:
+                        time.sleep(args.gap)  # the one before refills its pool
+                    def call(server: Server = server) -> None:
+                        result = server.request("tools/call", {
+                            "name": "run_python", "arguments": {"code": code, "profile": profile}})
+                        if result["structuredContent"]["status"] != "ok":
+                            raise RuntimeError(result["content"][0]["text"])
+                    samples.setdefault(f"{label}: mcp warm{suffix}", []).append(timed(call))
                 samples.setdefault(f"{label}: python3 -c", []).append(
                     timed(lambda: cold([PYTHON, "-c", code])))
                 samples.setdefault(f"{label}: pysandbox run", []).append(
                     timed(lambda: cold([args.pysandbox, "run", "-p", profile, "-c", code])))
                 time.sleep(args.gap)
     finally:
-        server.close()
+        for _, server in servers:
+            server.close()
 
     rows = []
     for name, values in samples.items():
@@ -116,7 +140,8 @@ def main() -> int:
         json.dump(rows, sys.stdout, indent=2)
         print()
         return 0
-    print(f"{args.rounds} rounds, a call every {args.gap} s, --pool {args.pool}")
+    print(f"{args.rounds} rounds, a call every {args.gap} s, --pool {args.pool}; load average "
+          f"{load_before[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
     for row in rows:
         print(f"  {row['case']:<34} median {row['median_ms']:8.2f} ms   p90 {row['p90_ms']:8.2f} ms"
               f"   x{row['ratio']:.2f} of python3 -c")

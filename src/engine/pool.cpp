@@ -81,8 +81,9 @@ void Pool::close() {
     retired_.clear();
 }
 
-void Pool::refill() {
-    if (zygote_ && !zygote_->ready()) return;  // a fork would wait for it: the taker's may
+std::size_t Pool::refill() {
+    if (zygote_ && !zygote_->ready()) return 0;  // a fork would wait for it: the taker's may
+    std::size_t started = 0;
     while (!closed_ && waiting_.size() < size_ && Clock::now() >= next_start_) {
         auto session = std::make_unique<Session>(plan_, poller_, zygote_);
         try {
@@ -91,10 +92,12 @@ void Pool::refill() {
             // The host refused a sandbox (clone3, the id maps): a taker's own start says why.
             backoff_ = std::min(kLongestBackoff, std::max(kFirstBackoff, backoff_ * 2));
             next_start_ = Clock::now() + backoff_;
-            return;
+            return started;
         }
         waiting_.push_back(std::move(session));
+        ++started;
     }
+    return started;
 }
 
 Offer plan_offer(const std::string& name, const Overrides& overrides,

@@ -50,8 +50,8 @@ class Pool {
     // (fronts/mcp.cpp).
     void advance(bool start = true);
 
-    // Starts new ones up to the size now (what advance(true) does last).
-    void refill();
+    // Starts new ones up to the size now (what advance(true) does last); returns how many.
+    std::size_t refill();
     // Sessions that served and are not reaped yet: their sandboxes are ending.
     bool retiring() const { return !retired_.empty(); }
 

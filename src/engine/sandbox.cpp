@@ -384,7 +384,7 @@ void Sandbox::on_report() {
     }
 }
 
-std::optional<Sandbox::Usage> Sandbox::interpreter_usage() {
+std::optional<Sandbox::Usage> Sandbox::interpreter_usage(bool peak) {
     if (!interpreter_ && running()) {
         // The interpreter is init's first child: the oldest in init's list of children.
         const std::string init = "/proc/" + std::to_string(child_->pid());
@@ -401,7 +401,8 @@ std::optional<Sandbox::Usage> Sandbox::interpreter_usage() {
     // Through the directory opened while it lived: a gone process's files cannot be opened, and
     // its number, reused, names another process's.
     const auto stat = read_proc_text(interpreter_.get(), "stat");
-    const auto status = read_proc_text(interpreter_.get(), "status");
+    const auto status =
+        peak ? read_proc_text(interpreter_.get(), "status") : std::optional<std::string>("");
     if (!stat || !status) return std::nullopt;
     const std::size_t after_name = stat->rfind(") ");
     if (after_name == std::string::npos) return std::nullopt;

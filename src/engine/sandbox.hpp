@@ -90,12 +90,13 @@ class Sandbox {
     void signal(int sig) { child_->kill(sig); }
     void kill() { child_->kill(SIGKILL); }
     // The interpreter's own usage so far, read from /proc: CPU time (its children's that it
-    // waited for included) and peak resident memory. None once it is gone.
+    // waited for included) and, with `peak`, peak resident memory (else 0: /proc's status costs
+    // a cell's start more than its stat). None once it is gone.
     struct Usage {
         std::int64_t cpu_ms = 0;
         std::int64_t max_rss_kib = 0;
     };
-    std::optional<Usage> interpreter_usage();
+    std::optional<Usage> interpreter_usage(bool peak = true);
 
     // The cell driver's channel (plan.program_kind == driver), else null.
     ControlChannel* control() { return control_.get(); }

@@ -141,7 +141,8 @@ void Session::dispatch() {
     const Clock::time_point now = Clock::now();
     cell_setup_ = duration_cast<milliseconds>(now - cell_start_);
     cell_start_ = now;
-    usage_before_ = sandbox_->interpreter_usage().value_or(usage_before_);
+    // Its CPU time only: the cell's peak is the interpreter's, read at its end.
+    usage_before_ = sandbox_->interpreter_usage(false).value_or(usage_before_);
     if (cgroup::RunCgroup* cgroup = sandbox_->cgroup()) oom_before_ = cgroup->oom_kills();
     timed_out_ = false;
     timer_.arm(timeout_);
