@@ -138,7 +138,7 @@ struct RunscEnd {
     enum class Kind {
         script,          // gVisor told runsc how the script ended: runsc's status is the script's
         runsc_failed,    // runsc, not the script: the why in ChildContext::detail
-        sandbox_killed,  // a host signal ended gVisor's sandbox process (a limit's, or a kill)
+        sandbox_killed,  // SIGKILL ended gVisor's sandbox process (a limit's, or a kill)
     };
     Kind kind = Kind::script;
     int signal = 0;  // sandbox_killed: which
@@ -204,12 +204,25 @@ RunscEnd judge_runsc(ChildContext& ctx, int status) noexcept {
     }
     const int sandbox_status = static_cast<int>(*passed_on);
     if (!sandbox_gone) return {};
+    // Only SIGKILL is the script's end: gVisor's sandbox process passes the script every signal
+    // it can catch (a host kill -TERM ends the script with 128 + 15, as runsc says), so what else
+    // ends it is its own seccomp filter's SIGSYS (gVisor's kernel made a call runsc forbids it: a
+    // bug of gVisor's, or an attack on it), which must never read as the script's.
+    if (WIFSIGNALED(sandbox_status) && WTERMSIG(sandbox_status) == SIGKILL)
+        return {RunscEnd::Kind::sandbox_killed, SIGKILL};
     if (WIFSIGNALED(sandbox_status))
-        return {RunscEnd::Kind::sandbox_killed, WTERMSIG(sandbox_status)};
-    std::snprintf(ctx.detail, sizeof ctx.detail,
-                  "gVisor's sandbox process ended (wait status %d) without reporting the "
-                  "script's end: runsc failed, not the script",
-                  sandbox_status);
+        std::snprintf(ctx.detail, sizeof ctx.detail,
+                      "gVisor's sandbox process was killed by signal %d (%s): runsc failed, not "
+                      "the script",
+                      WTERMSIG(sandbox_status),
+                      WTERMSIG(sandbox_status) == SIGSYS ? "its own seccomp filter: gVisor made a "
+                                                           "call it never should"
+                                                         : "not a limit's");
+    else
+        std::snprintf(ctx.detail, sizeof ctx.detail,
+                      "gVisor's sandbox process ended (wait status %d) without reporting the "
+                      "script's end: runsc failed, not the script",
+                      sandbox_status);
     return kFailed;
 }
 
