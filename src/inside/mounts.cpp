@@ -4,8 +4,10 @@
 #include <linux/mount.h>
 #include <sys/mount.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -238,6 +240,26 @@ int step_mount_gvisor_state(ChildContext& ctx) noexcept {
                 ctx.plan.gvisor->state_mount_options.c_str()) != 0)
         return step_fail(ctx, "mount(tmpfs -> %s, %s)", state.c_str(),
                          ctx.plan.gvisor->state_mount_options.c_str());
+    return 0;
+}
+
+int step_listen_policy_channel(ChildContext& ctx) noexcept {
+    if (!ctx.plan.gvisor || ctx.fds.policy_write < 0) return 0;
+    StagedPath dir(ctx, kGvisorChannelDir.data());  // literals: NUL-terminated
+    StagedPath socket(ctx, kGvisorPolicySocket.data());
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (std::strlen(socket.c_str()) >= sizeof address.sun_path) {
+        errno = ENAMETOOLONG;
+        return step_fail(ctx, "bind(policy channel, %s)", socket.c_str());
+    }
+    std::strcpy(address.sun_path, socket.c_str());
+    if (make_dirs(dir.c_str(), 0755) != 0) return step_fail(ctx, "mkdir(%s)", dir.c_str());
+    if (::bind(ctx.fds.policy_write, reinterpret_cast<const sockaddr*>(&address), sizeof address) !=
+        0)
+        return step_fail(ctx, "bind(policy channel, %s)", socket.c_str());
+    if (::listen(ctx.fds.policy_write, 1) != 0) return step_fail(ctx, "listen(policy channel)");
+    ::close(std::exchange(ctx.fds.policy_write, -1));
     return 0;
 }
 

@@ -26,9 +26,26 @@
 // - Nothing masked on the sandbox's /proc: runsc mounts procfs in its namespaces, which a user
 //   namespace may only do where a fully visible one exists. Only runsc sees that /proc.
 // - The host user's namespace counts allow runsc's own namespaces (a few of each kind).
-// - The [policy] audit hook runs inside and blocks, but its records have no way out: runsc
-//   passes the container no descriptor but stdio, so the policy channel stays outside and the
-//   result says the hook was not confirmed.
+// - The [policy] audit hook's channel: runsc passes the container no descriptor but stdio, so
+//   the hook connects, before the script runs, to a SOCK_SEQPACKET socket the supervisor
+//   created and the sandbox's setup bound at kGvisorPolicySocket and listens on
+//   (engine/policy_channel.hpp); runsc gets --host-uds=open, the bundle a read-only bind of the
+//   socket's directory (runsc binds no single socket). The supervisor takes the first connection,
+//   the hook's, and closes the only listener left: a second connect is refused. Its records are
+//   then what the host kernel's pair gives: datagrams kept whole, read by the supervisor alone,
+//   the script able to add junk or stop reporting, never to take back what was sent.
+//   --host-uds=open also lets the script connect to a host socket file in its mounts (in a
+//   directory filesystem.ro lists; the workdir's overlay refuses it), which on the host kernel it
+//   can do as well; it is passed only with a [policy]. Where the profile allows no socket,
+//   gVisor's filter lets exactly the hook's socket() and connect through (allow_hook_connection).
+//   Host FIFOs (--host-fifo=open), tried first, are unsound for this, a hostile script's way:
+//   gVisor refuses to open a FIFO for writing on a read-only mount, so it must be bound
+//   read-write; the only uid the sandbox can create it as is the one runsc maps to the script's
+//   0, so the script owns it, may chmod it and open it for reading, and take the hook's records
+//   before the supervisor does. A stream, too: the script's bytes glue to the hook's. Unlinking
+//   it once opened leaves the descriptor, which the script can fchmod; only this gVisor's
+//   refusal to reopen it through /proc/self/fd (Linux allows it) would then protect it. And with
+//   the flag, opening for reading a host FIFO nobody held open hung the script, O_NONBLOCK too.
 // - Network none and loopback are runsc's --network=none (gVisor's loopback alone, in the
 //   sandbox's empty network namespace); the proxy is refused.
 

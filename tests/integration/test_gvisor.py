@@ -11,7 +11,8 @@ import subprocess
 import unittest
 
 from harness import (PYSANDBOX, SandboxTestCase, command_prefix, expected_host_uid, jobs_file,
-                     leftovers, parse_report, probe_script, proc_status, run, temp_dir, write_file)
+                     leftovers, parse_report, probe_script, proc_status, profile, run, temp_dir,
+                     write_file)
 
 GVISOR = ["--kernel", "gvisor"]
 # runsc starts in about half a second here; a loaded machine takes longer.
@@ -165,7 +166,9 @@ open("/dev/null", "w").write("discarded")
         self.assertExit(result, 0)
         self.assertEqual((out_dir / "result.txt").read_text(), "FROM THE HOST\n")
         self.assertNotIn("wrote", result.json()["stdout"])
-        self.assertIn("[]", result.json()["stdout"], "runsc's bundle and state are visible inside")
+        # Only the audit hook's channel (paranoid has a [policy]) of what is there.
+        self.assertIn("['channel']", result.json()["stdout"],
+                      "runsc's bundle and state are visible inside")
         self.assertFalse(os.path.exists("/usr/pysandbox-gvisor-probe"))
         self.assertEqual([f["path"] for f in result.json()["files"]], ["result.txt"])
 
@@ -189,6 +192,50 @@ open("/dev/null", "w").write("discarded")
         result = run(["run", "--json", *GVISOR, *TIMEOUT, "-c",
                       "import select; print(select.select([], [], [], 0.01))"])
         self.assertEqual(result.json()["stdout"], "([], [], [])\n", result.describe())
+
+    def test_the_audit_hooks_records_come_out(self):
+        # The hook inside gVisor reports on a host socket it connects to (plan/gvisor.hpp): the
+        # result confirms it and lists its blocks as on the host kernel. The script then tries the
+        # socket itself (a policy that lets it connect): a second connection is refused, and the
+        # socket's directory is read-only. paranoid (no socket in its allowlist) reports too.
+        only_system = profile('extends = "default"\n\n[policy]\ndeny_calls = ["os.system"]\n')
+        result = run(["run", "--json", "-p", "paranoid", *TIMEOUT, "-c", """
+import os
+try:
+    os.system("true")
+except PermissionError:
+    print("blocked")
+"""])
+        out = result.json()
+        self.assertEqual(out["enforcement"]["audit_hook"], "installed", result.describe())
+        self.assertEqual((out["status"], out["stdout"], out["violations"]), ("ok", "blocked\n", [
+            {"kind": "call", "what": "os.system", "count": 1, "action": "denied"}]))
+        result = run(["run", "--json", "-p", str(only_system), *GVISOR, *TIMEOUT, "-c", """
+import _socket, os
+try:
+    os.system("true")
+except PermissionError:
+    pass
+for path in os.listdir("/run/pysandbox-gvisor/channel"):
+    path = "/run/pysandbox-gvisor/channel/" + path
+    other = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    try:
+        other.connect(path)
+        other.send(b"call\tforged.by.a.second.connection")
+        print("connected")
+    except OSError as e:
+        print("refused", e.errno)
+    try:
+        os.unlink(path)
+        print("unlinked")
+    except OSError as e:
+        print("kept", e.errno)
+"""])
+        out = result.json()
+        self.assertEqual(out["enforcement"]["audit_hook"], "installed", result.describe())
+        self.assertEqual(out["stdout"], "refused 111\nkept 30\n", result.describe())
+        self.assertEqual((out["status"], out["violations"]), ("ok", [
+            {"kind": "call", "what": "os.system", "count": 1, "action": "denied"}]))
 
     def test_refused_with_125_and_a_fix_when_gvisor_cannot_be_used(self):
         # No runsc on the PATH: never the host kernel instead.
