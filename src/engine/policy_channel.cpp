@@ -49,12 +49,7 @@ int PolicyChannel::fd() {
     if (!open_) return -1;
     if (read_) return read_.get();
     if (!listener_) return -1;
-    if (!listens_) {
-        int listening = 0;
-        socklen_t size = sizeof listening;
-        if (::getsockopt(listener_.get(), SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) == 0)
-            listens_ = listening != 0;
-    }
+    if (!listens_) listens_ = sys::listens(listener_.get());
     return listens_ ? listener_.get() : -1;
 }
 

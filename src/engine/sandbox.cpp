@@ -163,7 +163,10 @@ Sandbox::Sandbox(const Plan& plan, sys::Poller& poller, Zygote* zygote)
     if (plan.profile.policy.wants_hook())
         policy_ = std::make_unique<PolicyChannel>(plan.gvisor ? PolicyChannel::Mode::listening
                                                               : PolicyChannel::Mode::pair);
-    if (plan.program_kind == Program::Kind::driver) control_ = std::make_unique<ControlChannel>();
+    if (plan.program_kind == Program::Kind::driver)
+        control_ = std::make_unique<ControlChannel>(
+            ControlBudget{},
+            plan.gvisor ? ControlChannel::Mode::listening : ControlChannel::Mode::pair);
     // A zygote's channel carries descriptors: a SOCK_SEQPACKET pair, read by its owner
     // (zygote.cpp), not a ControlChannel.
     sys::Pipe nest;
@@ -345,6 +348,7 @@ void Sandbox::watch(sys::Poller& poller) {
         [this](short) {
             init_status_ = child_->reap();
             if (policy_) policy_->sandbox_gone();
+            if (control_) control_->sandbox_gone();
         },
         this);
 }

@@ -115,12 +115,18 @@ const char* compare_name(std::uint64_t op) {
     }
 }
 
-// The audit hook's connection to its channel (gvisor.hpp), made in the script's process under
-// gVisor's filter: where the profile allows no socket (a minimal base, as strict's), exactly the
-// one the hook makes, and connect. An AF_UNIX SOCK_SEQPACKET socket reaches nothing but the
-// channel, which refuses a second connection, and a host socket of that type in the sandbox's
-// mounts; connect is of no use on anything else the script could have.
-void allow_hook_connection(seccomp::Recipe& inside, const Profile& profile) {
+// Whether the interpreter has channels to connect to (gvisor.hpp): the audit hook's, the cell
+// driver's.
+bool has_channels(const Plan& plan) {
+    return plan.profile.policy.wants_hook() || plan.program_kind == Program::Kind::driver;
+}
+
+// The connections of the audit hook and the driver to their channels (gvisor.hpp), made in the
+// script's process under gVisor's filter: where the profile allows no socket (a minimal base, as
+// strict's), exactly the socket() they make, and connect. An AF_UNIX SOCK_SEQPACKET socket
+// reaches nothing but the channels, which refuse a second connection, and a host socket of that
+// type in the sandbox's mounts; connect is of no use on anything else the script could have.
+void allow_channel_connections(seccomp::Recipe& inside, const Profile& profile) {
     const auto calls = seccomp::allowed_calls(profile.seccomp, sockets_for(profile));
     auto allowed = [&](std::string_view name) {
         return std::ranges::find(calls, name) != calls.end();
@@ -178,9 +184,9 @@ json mounts(const Plan& plan) {
     list.push_back(bind("/tmp"));
     list.push_back(plan.shm_mount_options.empty() ? read_only_tmpfs("/dev/shm") : bind("/dev/shm"));
     list.push_back(read_only_tmpfs(kGvisorDir));
-    // The audit hook's socket, alone in its directory (runsc binds no single socket): read-only,
-    // so the script can neither remove it nor put anything beside it; connect still works.
-    if (plan.profile.policy.wants_hook()) {
+    // The channels' sockets, alone in their directory (runsc binds no single socket): read-only,
+    // so the script can neither remove them nor put anything beside them; connect still works.
+    if (has_channels(plan)) {
         json channel = bind(kGvisorChannelDir);
         channel["options"][1] = "ro";
         list.push_back(std::move(channel));
@@ -329,11 +335,10 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
         throw UsageError(
             "sandbox.kernel = \"gvisor\" has network none or loopback, not the proxy: gVisor's "
             "network stack would need a way out of the sandbox's namespace to reach it");
-    if (plan.program_kind == Program::Kind::driver || plan.program_kind == Program::Kind::zygote)
+    if (plan.program_kind == Program::Kind::zygote)
         throw UsageError(
-            "sandbox.kernel = \"gvisor\" runs `pysandbox run` and `check`; sessions, the MCP "
-            "server, batch and the kernel do not run on gVisor yet: use a profile with "
-            "sandbox.kernel = \"host\" for them");
+            "sandbox.kernel = \"gvisor\" has no fork server (batch --fork) yet: run the batch "
+            "without --fork, or use a profile with sandbox.kernel = \"host\"");
     if (plan.trace_syscalls)
         throw UsageError(
             "--trace-syscalls lists what the host kernel's seccomp filter sees; "
@@ -359,9 +364,9 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
                    "--bundle=" + dir + "/bundle",
                    "--pid-file=" + gvisor.started_file,
                    kContainerId};
-    // The audit hook's channel: a host socket the hook connects to (gvisor.hpp), a flag of runsc
-    // itself, before its command.
-    if (plan.profile.policy.wants_hook())
+    // The channels: host sockets the hook and the driver connect to (gvisor.hpp), a flag of
+    // runsc itself, before its command.
+    if (has_channels(plan))
         gvisor.argv.insert(std::ranges::find(gvisor.argv, "run"), "--host-uds=open");
     gvisor.state_mount_options =
         "size=16m,nr_inodes=4096,mode=0700,uid=" + std::to_string(plan.ids.inner_uid) +
@@ -371,7 +376,7 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
     // The script's own filter, without the supervisor: inside, gVisor enforces it.
     seccomp::Recipe inside =
         seccomp::recipe(plan.profile.seccomp, sockets_for(plan.profile), std::nullopt);
-    if (plan.profile.policy.wants_hook()) allow_hook_connection(inside, plan.profile);
+    if (has_channels(plan)) allow_channel_connections(inside, plan.profile);
     plan.files.push_back({dir + "/bundle/config.json", bundle_config(plan, inside), 0444});
     plan.gvisor = std::move(gvisor);
 

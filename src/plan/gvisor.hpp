@@ -26,18 +26,24 @@
 // - Nothing masked on the sandbox's /proc: runsc mounts procfs in its namespaces, which a user
 //   namespace may only do where a fully visible one exists. Only runsc sees that /proc.
 // - The host user's namespace counts allow runsc's own namespaces (a few of each kind).
-// - The [policy] audit hook's channel: runsc passes the container no descriptor but stdio, so
-//   the hook connects, before the script runs, to a SOCK_SEQPACKET socket the supervisor
-//   created and the sandbox's setup bound at kGvisorPolicySocket and listens on
-//   (engine/policy_channel.hpp); runsc gets --host-uds=open, the bundle a read-only bind of the
-//   socket's directory (runsc binds no single socket). The supervisor takes the first connection,
-//   the hook's, and closes the only listener left: a second connect is refused. Its records are
-//   then what the host kernel's pair gives: datagrams kept whole, read by the supervisor alone,
-//   the script able to add junk or stop reporting, never to take back what was sent.
+// - The channels, the [policy] audit hook's and the cell driver's (sessions, MCP, batch, the
+//   kernel): runsc passes the container no descriptor but stdio, so the hook and the driver
+//   connect, before the script runs, to SOCK_SEQPACKET sockets the supervisor created and the
+//   sandbox's setup bound at kGvisorPolicySocket and kGvisorControlSocket and listens on
+//   (engine/policy_channel.hpp, engine/control_channel.hpp); runsc gets --host-uds=open, the
+//   bundle a read-only bind of the sockets' directory (runsc binds no single socket). The
+//   supervisor takes each first connection and closes the only listener left: a second connect
+//   is refused. The channels are then what the host kernel's pairs give: records kept whole,
+//   stamped by the host kernel, read by the supervisor alone; the script can add junk or stop
+//   reporting, never take back what was sent. The hook lets the driver's connect through
+//   (sitecustomize.py). A session keeps one warm gVisor sandbox: a cell costs about a
+//   millisecond more than on the host kernel, not runsc's start. A fork server (zygote) is
+//   refused: its jobs' channels are passed as descriptors.
 //   --host-uds=open also lets the script connect to a host socket file in its mounts (in a
 //   directory filesystem.ro lists; the workdir's overlay refuses it), which on the host kernel it
-//   can do as well; it is passed only with a [policy]. Where the profile allows no socket,
-//   gVisor's filter lets exactly the hook's socket() and connect through (allow_hook_connection).
+//   can do as well; it is passed only with a channel. Where the profile allows no socket,
+//   gVisor's filter lets exactly the channels' socket() and connect through
+//   (allow_channel_connections).
 //   Host FIFOs (--host-fifo=open), tried first, are unsound for this, a hostile script's way:
 //   gVisor refuses to open a FIFO for writing on a read-only mount, so it must be bound
 //   read-write; the only uid the sandbox can create it as is the one runsc maps to the script's
@@ -85,7 +91,7 @@ std::string oci_seccomp(const seccomp::Recipe& inside, bool kill, bool ptrace_al
 
 // Puts a planned sandbox on gVisor, as the comment at the top says. Called once the host-kernel
 // plan is complete (make_plan). Throws SysError when runsc is missing, UsageError for what this
-// kernel cannot do (the proxy; a session's, a server's or a fork server's sandbox).
+// kernel cannot do (the proxy; a fork server's sandbox).
 void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env);
 
 }  // namespace gvisor

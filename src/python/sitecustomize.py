@@ -46,6 +46,9 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
     set_inheritable = os.set_inheritable
     channel_fd = channel_at if isinstance(channel_at, int) else -1
     channel_path = channel_at if isinstance(channel_at, str) else ""
+    # Where pysandbox's channels are under gVisor: connecting there again is refused by
+    # pysandbox, so the hook leaves it to the driver (pysandbox_driver._channel_fd).
+    channel_dir = channel_path.rpartition("/")[0] + "/" if channel_path else ""
 
     def claim_channel() -> int:
         if channel_path:
@@ -141,6 +144,9 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
         elif event in event_names:
             if event == "open" and not writes_outside_tmp(args):
                 return
+            if event == "socket.connect" and channel_dir and is_instance(args[1], text) and \
+                    args[1].startswith(channel_dir):
+                return  # the cell driver's own channel, beside the hook's (gVisor)
             if from_a_package():
                 return
             block("call", rule_for(event), "deny_calls", denied_calls)
