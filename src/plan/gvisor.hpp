@@ -37,8 +37,10 @@
 //   stamped by the host kernel, read by the supervisor alone; the script can add junk or stop
 //   reporting, never take back what was sent. The hook lets the driver's connect through
 //   (sitecustomize.py). A session keeps one warm gVisor sandbox: a cell costs about a
-//   millisecond more than on the host kernel, not runsc's start. A fork server (zygote) is
-//   refused: its jobs' channels are passed as descriptors.
+//   millisecond more than on the host kernel, not runsc's start. Not yet as on the host kernel:
+//   the interrupt a cell past its timeout gets is not passed on by runsc, so its sandbox is
+//   killed and replaced; a cell's usage is read from runsc's own process, which does not see the
+//   script's. A fork server (zygote) is refused: its jobs' channels are passed as descriptors.
 //   --host-uds=open also lets the script connect to a host socket file in its mounts (in a
 //   directory filesystem.ro lists; the workdir's overlay refuses it), which on the host kernel it
 //   can do as well; it is passed only with a channel. Where the profile allows no socket,
