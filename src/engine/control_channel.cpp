@@ -70,9 +70,28 @@ std::chrono::nanoseconds thread_cpu() {
     return std::chrono::seconds{now.tv_sec} + std::chrono::nanoseconds{now.tv_nsec};
 }
 
+// Options of the supervisor's end.
+void own_end_options(int socket) {
+    // A record of 0 bytes reads like the end of the channel: with credentials on every record,
+    // the end is the one read of 0 bytes that carries none (the script cannot fake it).
+    const int on = 1;
+    check_sys(::setsockopt(socket, SOL_SOCKET, SO_PASSCRED, &on, sizeof on),
+              "setsockopt(control channel, SO_PASSCRED)");
+    // The kernel stamps each record as it is sent: a cell's time is the driver's, not the loop's.
+    check_sys(::setsockopt(socket, SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on),
+              "setsockopt(control channel, SO_TIMESTAMPNS)");
+}
+
 }  // namespace
 
-ControlChannel::ControlChannel(ControlBudget budget) : budget_(budget) {
+ControlChannel::ControlChannel(ControlBudget budget, Mode mode) : budget_(budget) {
+    if (mode == Mode::listening) {
+        own_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+        check_sys(own_.get(), "socket(AF_UNIX, SOCK_SEQPACKET) for the cell driver");
+        own_end_options(own_.get());  // the accepted connection inherits SO_PASSCRED
+        listening_ = true;
+        return;
+    }
     int fds[2];
     check_sys(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds),
               "socketpair(AF_UNIX, SOCK_SEQPACKET) for the cell driver");
@@ -81,14 +100,30 @@ ControlChannel::ControlChannel(ControlBudget budget) : budget_(budget) {
     // The child's end must block: the driver waits on it for the next cell.
     const int flags = ::fcntl(child_.get(), F_GETFL);
     check_sys(::fcntl(child_.get(), F_SETFL, flags & ~O_NONBLOCK), "fcntl(O_NONBLOCK)");
-    // A record of 0 bytes reads like the end of the channel: with credentials on every record,
-    // the end is the one read of 0 bytes that carries none (the script cannot fake it).
-    const int on = 1;
-    check_sys(::setsockopt(own_.get(), SOL_SOCKET, SO_PASSCRED, &on, sizeof on),
-              "setsockopt(control channel, SO_PASSCRED)");
-    // The kernel stamps each record as it is sent: a cell's time is the driver's, not the loop's.
-    check_sys(::setsockopt(own_.get(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on),
-              "setsockopt(control channel, SO_TIMESTAMPNS)");
+    own_end_options(own_.get());
+}
+
+int ControlChannel::fd() {
+    if (!listening_ || listens_) return own_.get();
+    listens_ = sys::listens(own_.get());
+    return listens_ ? own_.get() : -1;
+}
+
+void ControlChannel::accept_connection() {
+    sys::UniqueFd connection(::accept4(own_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (!connection) return;  // none waiting (EAGAIN)
+    own_end_options(connection.get());
+    // The listener's only descriptor outside gVisor (the sandbox closed its own): closed, no
+    // other connection can be made, whatever the script tries.
+    own_ = std::move(connection);
+    listening_ = false;
+}
+
+void ControlChannel::sandbox_gone() {
+    if (!listening_) return;
+    listens_ = true;  // whether it did or not: a listener that never listened holds nothing
+    accept_connection();
+    if (listening_) closed_ = true;
 }
 
 void ControlChannel::expect(std::string_view kind, std::string_view token) {
@@ -158,6 +193,10 @@ void ControlChannel::on_writable() {
 }
 
 void ControlChannel::on_readable() {
+    if (listening_) {  // a connection is waiting
+        accept_connection();
+        if (listening_) return;
+    }
     if (muted_) {  // POLLIN was not asked for: POLLHUP or POLLERR
         closed_ = true;
         return;

@@ -59,19 +59,32 @@ struct ControlMessage {
     std::optional<std::chrono::system_clock::time_point> sent;
 };
 
+//
+// Under gVisor (plan/gvisor.hpp), where the interpreter inherits no descriptor, the channel is
+// `listening`, as the policy channel is (policy_channel.hpp): the sandbox's setup binds the
+// supervisor's socket at kGvisorControlSocket and listens on it; the driver connects first thing;
+// the supervisor takes that one connection, closes the listener, and the channel is then the
+// pair's: records kept whole, stamped by the kernel, read by the supervisor alone.
 class ControlChannel {
   public:
+    enum class Mode { pair, listening };
     // Throws SysError.
-    explicit ControlChannel(ControlBudget budget = {});
+    explicit ControlChannel(ControlBudget budget = {}, Mode mode = Mode::pair);
 
-    int fd() const { return own_.get(); }
-    // The interpreter's end; the supervisor closes its copy once the child has one.
-    int child_fd() const { return child_.get(); }
+    // What to poll: the supervisor's end; while listening, the listener once the sandbox listens
+    // on it (before, a socket not listening polls as hung up), else -1.
+    int fd();
+    // The interpreter's end (the socket to bind and listen on, when listening); the supervisor
+    // closes its copy of a pair's once the child has one.
+    int child_fd() const { return listening_ ? own_.get() : child_.get(); }
     void close_child_end() { child_.reset(); }
+    // Everything in the sandbox has exited: a listening channel that took no connection is
+    // closed, as nobody is left to connect.
+    void sandbox_gone();
 
     // Queues a message; it goes out as the socket takes it (wants_write, on_writable).
     void send(const nlohmann::json& message);
-    bool wants_write() const { return !outbox_.empty() && !closed_; }
+    bool wants_write() const { return !outbox_.empty() && !closed_ && !listening_; }
     void on_writable();
 
     // Takes only messages of `kind` (with `token`, when given), and starts a new budget; until the
@@ -104,8 +117,12 @@ class ControlChannel {
     void take(const timespec& sent);
     void lose_message();
     void mute();
+    // While listening: takes the driver's connection, when it is waiting; then no other.
+    void accept_connection();
 
     sys::UniqueFd own_;
+    bool listening_ = false;  // own_ is the listener, no connection taken yet
+    bool listens_ = false;    // and the sandbox listens on it
     sys::UniqueFd child_;
     std::deque<std::string> outbox_;  // records, each sent with one send()
     std::deque<ControlMessage> inbox_;

@@ -160,14 +160,18 @@ Sandbox::Sandbox(const Plan& plan, sys::Poller& poller, Zygote* zygote)
       cgroup_(make_run_cgroup(plan)),
       budget_(OutputBudget::for_limit(plan.profile.limits.output_limit)),
       syscalls_(plan) {
-    if (plan.profile.policy.wants_hook()) policy_ = std::make_unique<PolicyChannel>();
-    if (plan.program_kind == Program::Kind::driver) control_ = std::make_unique<ControlChannel>();
+    if (plan.profile.policy.wants_hook())
+        policy_ = std::make_unique<PolicyChannel>(plan.gvisor ? PolicyChannel::Mode::listening
+                                                              : PolicyChannel::Mode::pair);
+    if (plan.program_kind == Program::Kind::driver)
+        control_ = std::make_unique<ControlChannel>(
+            ControlBudget{},
+            plan.gvisor ? ControlChannel::Mode::listening : ControlChannel::Mode::pair);
     // A zygote's channel carries descriptors: a SOCK_SEQPACKET pair, read by its owner
     // (zygote.cpp), not a ControlChannel.
     sys::Pipe nest;
     if (plan.program_kind == Program::Kind::zygote) nest = report_channel();
     const int control_end = control_ ? control_->child_fd() : nest.write.get();
-    policy_open_ = policy_ != nullptr;
     Pipes pipes;
 
     if (zygote) {
@@ -267,7 +271,7 @@ bool Sandbox::orphaned() const {
 }
 
 bool Sandbox::finished() const {
-    if (!child_->reaped() || report_ || policy_open_) return false;
+    if (!child_->reaped() || report_ || (policy_ && policy_->open())) return false;
     return out_->drained() && err_->drained();
 }
 
@@ -316,13 +320,9 @@ void Sandbox::watch(sys::Poller& poller) {
         this);
     poller.watch(
         [this] {
-            return Interest{policy_open_ ? policy_->fd() : -1, POLLIN};
+            return Interest{policy_ ? policy_->fd() : -1, POLLIN};
         },
-        [this](short) {
-            if (policy_->drain(policy_records_) == PolicyChannel::Drained::closed)
-                policy_open_ = false;
-        },
-        this);
+        [this](short) { policy_->drain(policy_records_); }, this);
     if (control_) {
         poller.watch(
             [this] {
@@ -345,7 +345,12 @@ void Sandbox::watch(sys::Poller& poller) {
         [this] {
             return Interest{child_->reaped() ? -1 : child_->pidfd(), POLLIN};
         },
-        [this](short) { init_status_ = child_->reap(); }, this);
+        [this](short) {
+            init_status_ = child_->reap();
+            if (policy_) policy_->sandbox_gone();
+            if (control_) control_->sandbox_gone();
+        },
+        this);
 }
 
 void Sandbox::on_notification() {

@@ -149,7 +149,6 @@ class Sandbox {
     std::unique_ptr<ControlChannel> control_;
     std::optional<sys::ChildGuard> child_;
     sys::UniqueFd report_;
-    bool policy_open_ = false;
     policy::Records policy_records_;
     OutputBudget budget_;  // shared by stdout and stderr; renewed at each cut
     Transcript transcript_;

@@ -204,6 +204,9 @@ constexpr Step kSteps[] = {
     {"bind the package environment", mounts::step_bind_packages, kCloned},
     {"populate /dev", mounts::step_populate_dev, kCloned},
     {"mount gVisor's state directory", mounts::step_mount_gvisor_state, kCloned},
+    // Before the workdir is handed over: that report wakes the supervisor, which then sees the
+    // socket listening and watches it.
+    {"listen for the audit hook and the driver (gVisor)", mounts::step_listen_channels, kCloned},
     {"mount /dev/shm", mounts::step_mount_shm},
     {"mount /tmp", mounts::step_mount_tmp},
     {"copy matplotlib's font list", mounts::step_copy_font_list},

@@ -4,8 +4,10 @@
 #include <linux/mount.h>
 #include <sys/mount.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -238,6 +240,40 @@ int step_mount_gvisor_state(ChildContext& ctx) noexcept {
                 ctx.plan.gvisor->state_mount_options.c_str()) != 0)
         return step_fail(ctx, "mount(tmpfs -> %s, %s)", state.c_str(),
                          ctx.plan.gvisor->state_mount_options.c_str());
+    return 0;
+}
+
+namespace {
+
+// Binds `fd` (an unbound socket) at `inside`, listens on it, and closes this copy.
+int listen_at(ChildContext& ctx, int& fd, std::string_view inside) noexcept {
+    StagedPath path(ctx, inside.data());  // kGvisor*Socket: literals, NUL-terminated
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    if (std::strlen(path.c_str()) >= sizeof address.sun_path) {
+        errno = ENAMETOOLONG;
+        return step_fail(ctx, "bind(%s)", path.c_str());
+    }
+    std::strcpy(address.sun_path, path.c_str());
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0)
+        return step_fail(ctx, "bind(%s)", path.c_str());
+    // Backlog 0: the first connection (the hook's, the driver's) waits alone; a second one
+    // waits until the supervisor took the first and closed the listener, and is then refused.
+    if (::listen(fd, 0) != 0) return step_fail(ctx, "listen(%s)", path.c_str());
+    ::close(std::exchange(fd, -1));
+    return 0;
+}
+
+}  // namespace
+
+int step_listen_channels(ChildContext& ctx) noexcept {
+    if (!ctx.plan.gvisor || (ctx.fds.policy_write < 0 && ctx.fds.control < 0)) return 0;
+    StagedPath dir(ctx, kGvisorChannelDir.data());  // a literal: NUL-terminated
+    if (make_dirs(dir.c_str(), 0755) != 0) return step_fail(ctx, "mkdir(%s)", dir.c_str());
+    if (ctx.fds.policy_write >= 0)
+        if (int rc = listen_at(ctx, ctx.fds.policy_write, kGvisorPolicySocket); rc != 0) return rc;
+    if (ctx.fds.control >= 0)
+        if (int rc = listen_at(ctx, ctx.fds.control, kGvisorControlSocket); rc != 0) return rc;
     return 0;
 }
 

@@ -23,6 +23,11 @@ int step_open_packages(ChildContext& ctx) noexcept;
 int step_bind_packages(ChildContext& ctx) noexcept;
 int step_populate_dev(ChildContext& ctx) noexcept;
 int step_mount_gvisor_state(ChildContext& ctx) noexcept;
+// Under gVisor, with a [policy] or a cell driver: binds each channel's socket (the supervisor's,
+// passed as the channel's end) at kGvisorPolicySocket or kGvisorControlSocket, listens on it,
+// and closes this copy, so that the supervisor's is the only one and nothing runsc starts holds
+// it (engine/policy_channel.hpp, engine/control_channel.hpp).
+int step_listen_channels(ChildContext& ctx) noexcept;
 int step_mount_shm(ChildContext& ctx) noexcept;
 int step_mount_tmp(ChildContext& ctx) noexcept;
 int step_copy_font_list(ChildContext& ctx) noexcept;

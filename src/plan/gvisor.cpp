@@ -1,5 +1,6 @@
 #include "plan/gvisor.hpp"
 
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -114,6 +115,31 @@ const char* compare_name(std::uint64_t op) {
     }
 }
 
+// Whether the interpreter has channels to connect to (gvisor.hpp): the audit hook's, the cell
+// driver's.
+bool has_channels(const Plan& plan) {
+    return plan.profile.policy.wants_hook() || plan.program_kind == Program::Kind::driver;
+}
+
+// The connections of the audit hook and the driver to their channels (gvisor.hpp), made in the
+// script's process under gVisor's filter: where the profile allows no socket (a minimal base, as
+// strict's), exactly the socket() they make, and connect. An AF_UNIX SOCK_SEQPACKET socket
+// reaches nothing but the channels, which refuse a second connection, and a host socket of that
+// type in the sandbox's mounts; connect is of no use on anything else the script could have.
+void allow_channel_connections(seccomp::Recipe& inside, const Profile& profile) {
+    const auto calls = seccomp::allowed_calls(profile.seccomp, sockets_for(profile));
+    auto allowed = [&](std::string_view name) {
+        return std::ranges::find(calls, name) != calls.end();
+    };
+    if (!allowed("socket"))
+        inside.rules.push_back({SCMP_ACT_ALLOW,
+                                SCMP_SYS(socket),
+                                {{0, SCMP_CMP_EQ, AF_UNIX, 0},
+                                 {1, SCMP_CMP_EQ, SOCK_SEQPACKET | SOCK_CLOEXEC, 0},
+                                 {2, SCMP_CMP_EQ, 0, 0}}});
+    if (!allowed("connect")) inside.rules.push_back({SCMP_ACT_ALLOW, SCMP_SYS(connect), {}});
+}
+
 // A rule's action as OCI spells it; a call for the supervisor becomes the default's.
 //
 // Debian 12's runsc ignores errnoRet: every SCMP_ACT_ERRNO answers EPERM. The calls the profile
@@ -158,6 +184,13 @@ json mounts(const Plan& plan) {
     list.push_back(bind("/tmp"));
     list.push_back(plan.shm_mount_options.empty() ? read_only_tmpfs("/dev/shm") : bind("/dev/shm"));
     list.push_back(read_only_tmpfs(kGvisorDir));
+    // The channels' sockets, alone in their directory (runsc binds no single socket): read-only,
+    // so the script can neither remove them nor put anything beside them; connect still works.
+    if (has_channels(plan)) {
+        json channel = bind(kGvisorChannelDir);
+        channel["options"][1] = "ro";
+        list.push_back(std::move(channel));
+    }
     return list;
 }
 
@@ -302,11 +335,10 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
         throw UsageError(
             "sandbox.kernel = \"gvisor\" has network none or loopback, not the proxy: gVisor's "
             "network stack would need a way out of the sandbox's namespace to reach it");
-    if (plan.program_kind == Program::Kind::driver || plan.program_kind == Program::Kind::zygote)
+    if (plan.program_kind == Program::Kind::zygote)
         throw UsageError(
-            "sandbox.kernel = \"gvisor\" runs `pysandbox run` and `check`; sessions, the MCP "
-            "server, batch and the kernel do not run on gVisor yet: use a profile with "
-            "sandbox.kernel = \"host\" for them");
+            "sandbox.kernel = \"gvisor\" has no fork server (batch --fork) yet: run the batch "
+            "without --fork, or use a profile with sandbox.kernel = \"host\"");
     if (plan.trace_syscalls)
         throw UsageError(
             "--trace-syscalls lists what the host kernel's seccomp filter sees; "
@@ -337,14 +369,19 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
                    "--bundle=" + dir + "/bundle",
                    "--pid-file=" + gvisor.started_file,
                    kContainerId};
+    // The channels: host sockets the hook and the driver connect to (gvisor.hpp), a flag of
+    // runsc itself, before its command.
+    if (has_channels(plan))
+        gvisor.argv.insert(std::ranges::find(gvisor.argv, "run"), "--host-uds=open");
     gvisor.state_mount_options =
         "size=16m,nr_inodes=4096,mode=0700,uid=" + std::to_string(plan.ids.inner_uid) +
         ",gid=" + std::to_string(plan.ids.inner_gid);
     gvisor.envp = {"PATH=" + std::string(kDefaultPath), "TMPDIR=" + state, "HOME=" + state};
 
     // The script's own filter, without the supervisor: inside, gVisor enforces it.
-    const seccomp::Recipe inside =
+    seccomp::Recipe inside =
         seccomp::recipe(plan.profile.seccomp, sockets_for(plan.profile), std::nullopt);
+    if (has_channels(plan)) allow_channel_connections(inside, plan.profile);
     plan.files.push_back({dir + "/bundle/config.json", bundle_config(plan, inside), 0444});
     plan.gvisor = std::move(gvisor);
 

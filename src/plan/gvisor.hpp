@@ -28,9 +28,34 @@
 // - The host user's namespace counts allow runsc's own namespaces (a few of each kind). The first
 //   two, a user namespace where runsc is root and a mount namespace, init makes before it
 //   executes runsc (inside/init.cpp): runsc would make the same by starting itself again.
-// - The [policy] audit hook runs inside and blocks, but its records have no way out: runsc
-//   passes the container no descriptor but stdio, so the policy channel stays outside and the
-//   result says the hook was not confirmed.
+// - The channels, the [policy] audit hook's and the cell driver's (sessions, MCP, batch, the
+//   kernel): runsc passes the container no descriptor but stdio, so the hook and the driver
+//   connect, before the script runs, to SOCK_SEQPACKET sockets the supervisor created and the
+//   sandbox's setup bound at kGvisorPolicySocket and kGvisorControlSocket and listens on
+//   (engine/policy_channel.hpp, engine/control_channel.hpp); runsc gets --host-uds=open, the
+//   bundle a read-only bind of the sockets' directory (runsc binds no single socket). The
+//   supervisor takes each first connection and closes the only listener left: a second connect
+//   is refused. The channels are then what the host kernel's pairs give: records kept whole,
+//   stamped by the host kernel, read by the supervisor alone; the script can add junk or stop
+//   reporting, never take back what was sent. The hook lets the driver's connect through
+//   (sitecustomize.py). A session keeps one warm gVisor sandbox: a cell costs about a
+//   millisecond more than on the host kernel, not runsc's start. Not yet as on the host kernel:
+//   the interrupt a cell past its timeout gets is not passed on by runsc, so its sandbox is
+//   killed and replaced; a cell's usage is read from runsc's own process, which does not see the
+//   script's. A fork server (zygote) is refused: its jobs' channels are passed as descriptors.
+//   --host-uds=open also lets the script connect to a host socket file in its mounts (in a
+//   directory filesystem.ro lists; the workdir's overlay refuses it), which on the host kernel it
+//   can do as well; it is passed only with a channel. Where the profile allows no socket,
+//   gVisor's filter lets exactly the channels' socket() and connect through
+//   (allow_channel_connections).
+//   Host FIFOs (--host-fifo=open), tried first, are unsound for this, a hostile script's way:
+//   gVisor refuses to open a FIFO for writing on a read-only mount, so it must be bound
+//   read-write; the only uid the sandbox can create it as is the one runsc maps to the script's
+//   0, so the script owns it, may chmod it and open it for reading, and take the hook's records
+//   before the supervisor does. A stream, too: the script's bytes glue to the hook's. Unlinking
+//   it once opened leaves the descriptor, which the script can fchmod; only this gVisor's
+//   refusal to reopen it through /proc/self/fd (Linux allows it) would then protect it. And with
+//   the flag, opening for reading a host FIFO nobody held open hung the script, O_NONBLOCK too.
 // - Network none and loopback are runsc's --network=none (gVisor's loopback alone, in the
 //   sandbox's empty network namespace); the proxy is refused.
 
@@ -70,7 +95,7 @@ std::string oci_seccomp(const seccomp::Recipe& inside, bool kill, bool ptrace_al
 
 // Puts a planned sandbox on gVisor, as the comment at the top says. Called once the host-kernel
 // plan is complete (make_plan). Throws SysError when runsc is missing, UsageError for what this
-// kernel cannot do (the proxy; a session's, a server's or a fork server's sandbox).
+// kernel cannot do (the proxy; a fork server's sandbox).
 void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env);
 
 }  // namespace gvisor

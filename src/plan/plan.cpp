@@ -140,7 +140,8 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
     // profile is its own): none of them runs a line, nor finds a module imported, without it.
     const std::string policy = policy::hook_arguments(
         plan.profile.policy, plan.profile.name,
-        {kSandboxPythonDir, kPolicyFd, plan.program_kind == Program::Kind::zygote});
+        {kSandboxPythonDir, kPolicyFd, plan.program_kind == Program::Kind::zygote,
+         plan.profile.kernel == KernelChoice::gvisor ? kGvisorPolicySocket : std::string_view{}});
     if (policy.empty())
         env.erase(std::string(policy::kPolicyVariable));
     else

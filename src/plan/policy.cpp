@@ -117,7 +117,10 @@ std::string hook_arguments(const Rules& rules, std::string_view profile_name,
                            const HookSetup& setup) {
     if (!rules.wants_hook()) return {};
     json arguments = install_arguments(rules, profile_name);
-    arguments.push_back(setup.channel_fd);
+    if (setup.channel_path.empty())
+        arguments.push_back(setup.channel_fd);
+    else
+        arguments.push_back(setup.channel_path);
     arguments.push_back(setup.own_dir);
     arguments.push_back(setup.for_jobs ? 1 : 0);  // JSON's true is not a Python literal
     return literal(arguments);

@@ -43,6 +43,9 @@ struct HookSetup {
     // A fork server's zygote (engine/zygote.hpp) installs the hook for the jobs it forks: what
     // it blocks there (the preload's imports) is kept for each job's channel, not reported.
     bool for_jobs = false;
+    // Under gVisor, where the interpreter inherits no channel: the socket the hook connects to
+    // instead (plan/gvisor.hpp); channel_fd is then unused.
+    std::string_view channel_path = {};
 };
 
 // The environment variable through which src/python/sitecustomize.py learns the policy; it

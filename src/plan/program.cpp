@@ -140,7 +140,10 @@ void add_program(const Program& program, Plan& plan) {
             plan.argv.push_back("-c");
             plan.argv.push_back(
                 import_and_run(zygote ? python::kZygoteModule : python::kDriverModule));
-            plan.argv.push_back(std::to_string(kControlFd));
+            // Under gVisor the driver inherits no channel: it connects to it (gvisor.hpp).
+            plan.argv.push_back(plan.profile.kernel == KernelChoice::gvisor
+                                    ? std::string(kGvisorControlSocket)
+                                    : std::to_string(kControlFd));
             plan.script_args = plan.argv.size();
             for (const auto& module : plan.profile.preload) plan.argv.push_back(module);
             plan.script_label = zygote ? "zygote" : "session";

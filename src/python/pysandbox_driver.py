@@ -1155,10 +1155,22 @@ def _preload(modules: "list[str]") -> "dict[str, str]":
     return failed
 
 
+def _channel_fd(where: str) -> int:
+    """The channel: the descriptor number pysandbox passed, or, under gVisor, where the
+    interpreter inherits none, the path of the socket to connect to (plan/gvisor.hpp);
+    pysandbox takes this one connection and no other."""
+    if where.isdigit():
+        return int(where)
+    import _socket
+    connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
+    connection.connect(where)
+    return connection.detach()
+
+
 def main(preloaded: "dict[str, str] | None" = None) -> None:
     """`preloaded`: what failed of a preload already imported (by a fork server's zygote,
     pysandbox_zygote.py, through _preload), instead of importing it here."""
-    channel = _Channel(int(sys.argv[1]))
+    channel = _Channel(_channel_fd(sys.argv[1]))
     try:
         os.set_inheritable(channel.fd, False)  # programs a cell starts must not hold it
     except OSError:

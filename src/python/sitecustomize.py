@@ -12,9 +12,9 @@ import would cost every run a sixth of a millisecond; for that reason too the va
 written here rather than read from pysandbox_wire, as the other modules read the wire's constants
 (the unit tests hold it to plan/policy.hpp's kPolicyVariable). The policy comes as data: pysandbox
 sets PYSANDBOX_POLICY (plan.cpp, policy.cpp) to one JSON array of literals (the profile's name,
-lists of strings, an object of strings, the channel's descriptor, this directory), and it is
-removed from the environment here, before the script runs, so nothing the script starts inherits
-it. JSON of this shape is a Python literal; it is evaluated with no names at all, so only literals
+lists of strings, an object of strings, the channel's descriptor or, under gVisor, the path of
+its socket, this directory), and it is removed from the environment here, before the script runs,
+so nothing the script starts inherits it. JSON of this shape is a Python literal; it is evaluated with no names at all, so only literals
 can come out of it.
 
 Nothing is kept at module level: the rules live, immutable, in the closure of the hook, and
@@ -25,7 +25,7 @@ the kernel layers are for.)
 
 
 def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
-             events: dict[str, str], channel: int, own_files: str, for_jobs: int) -> None:
+             events: dict[str, str], channel_at: "int | str", own_files: str, for_jobs: int) -> None:
     import os
     import sys
 
@@ -43,9 +43,25 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
     denied_calls = tuple(deny_calls)
     rules = tuple(events.items())
     event_names = frozenset(event for event, _ in rules)
-    set_inheritable, channel_fd = os.set_inheritable, channel
+    set_inheritable = os.set_inheritable
+    channel_fd = channel_at if isinstance(channel_at, int) else -1
+    channel_path = channel_at if isinstance(channel_at, str) else ""
+    # Where pysandbox's channels are under gVisor: connecting there again is refused by
+    # pysandbox, so the hook leaves it to the driver (pysandbox_driver._channel_fd).
+    channel_dir = channel_path.rpartition("/")[0] + "/" if channel_path else ""
 
     def claim_channel() -> int:
+        if channel_path:
+            # Under gVisor the interpreter inherits no channel: the hook connects to pysandbox's
+            # socket, before the script runs; pysandbox takes that one connection and no other.
+            import _socket
+            try:
+                connection = _socket.socket(_socket.AF_UNIX,
+                                            _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
+                connection.connect(channel_path)
+            except os_error:
+                return -1
+            return connection.detach()
         try:
             set_inheritable(channel_fd, False)  # programs the script starts must not hold it
         except os_error:
@@ -63,7 +79,7 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
     writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     harmless_writes = frozenset(("/dev/null", "/dev/stdout", "/dev/stderr"))
     library_prefixes = (os.path.dirname(os.__file__) + "/", own_files, "<frozen ")
-    channel = claim_channel()
+    channel: int = claim_channel()
 
     def record(kind: str, what: str) -> None:
         if kept is not None:
@@ -128,6 +144,9 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
         elif event in event_names:
             if event == "open" and not writes_outside_tmp(args):
                 return
+            if event == "socket.connect" and channel_dir and is_instance(args[1], text) and \
+                    args[1].startswith(channel_dir):
+                return  # the cell driver's own channel, beside the hook's (gVisor)
             if from_a_package():
                 return
             block("call", rule_for(event), "deny_calls", denied_calls)

@@ -127,4 +127,13 @@ inline UntrustedRecord receive_untrusted(int socket, void* data, std::size_t siz
     return record;
 }
 
+// Whether `socket` listens (SO_ACCEPTCONN). A channel's socket that the sandbox binds and
+// listens on (engine/policy_channel.hpp) polls as hung up until it does: it is watched only then.
+inline bool listens(int socket) noexcept {
+    int listening = 0;
+    socklen_t size = sizeof listening;
+    return ::getsockopt(socket, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) == 0 &&
+           listening != 0;
+}
+
 }  // namespace pysandbox::sys

@@ -20,6 +20,11 @@ inline constexpr std::string_view kPackagesDir = "/sandbox/.packages";
 // sandbox.kernel = "gvisor" (plan/gvisor.hpp): runsc's bundle (bundle/config.json, in the read-only
 // root) and its state (state/, a tmpfs of its own), hidden from the container by a mount over it.
 inline constexpr std::string_view kGvisorDir = "/run/pysandbox-gvisor";
+// Under gVisor, the audit hook's and the cell driver's channels: listening sockets they connect
+// to, in a directory of their own the container sees read-only (plan/gvisor.hpp says why).
+inline constexpr std::string_view kGvisorChannelDir = "/run/pysandbox-gvisor/channel";
+inline constexpr std::string_view kGvisorPolicySocket = "/run/pysandbox-gvisor/channel/policy";
+inline constexpr std::string_view kGvisorControlSocket = "/run/pysandbox-gvisor/channel/control";
 // The script's working directory, where its artifacts are found.
 inline constexpr std::string_view kWorkDir = "/tmp/work";
 

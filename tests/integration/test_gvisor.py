@@ -14,7 +14,8 @@ import time
 import unittest
 
 from harness import (PYSANDBOX, SandboxTestCase, command_prefix, expected_host_uid, jobs_file,
-                     leftovers, parse_report, probe_script, proc_status, run, temp_dir, write_file)
+                     leftovers, parse_report, probe_script, proc_status, profile, run, temp_dir,
+                     write_file)
 
 GVISOR = ["--kernel", "gvisor"]
 # runsc starts in about half a second here; a loaded machine takes longer.
@@ -244,7 +245,9 @@ open("/dev/null", "w").write("discarded")
         self.assertExit(result, 0)
         self.assertEqual((out_dir / "result.txt").read_text(), "FROM THE HOST\n")
         self.assertNotIn("wrote", result.json()["stdout"])
-        self.assertIn("[]", result.json()["stdout"], "runsc's bundle and state are visible inside")
+        # Only the audit hook's channel (paranoid has a [policy]) of what is there.
+        self.assertIn("['channel']", result.json()["stdout"],
+                      "runsc's bundle and state are visible inside")
         self.assertFalse(os.path.exists("/usr/pysandbox-gvisor-probe"))
         self.assertEqual([f["path"] for f in result.json()["files"]], ["result.txt"])
 
@@ -269,6 +272,96 @@ open("/dev/null", "w").write("discarded")
                       "import select; print(select.select([], [], [], 0.01))"])
         self.assertEqual(result.json()["stdout"], "([], [], [])\n", result.describe())
 
+    def test_the_audit_hooks_records_come_out(self):
+        # The hook inside gVisor reports on a host socket it connects to (plan/gvisor.hpp): the
+        # result confirms it and lists its blocks as on the host kernel. The script then tries the
+        # socket itself (a policy that lets it connect): a second connection is refused, and the
+        # socket's directory is read-only. paranoid (no socket in its allowlist) reports too.
+        only_system = profile('extends = "default"\n\n[policy]\ndeny_calls = ["os.system"]\n')
+        result = run(["run", "--json", "-p", "paranoid", *TIMEOUT, "-c", """
+import os
+try:
+    os.system("true")
+except PermissionError:
+    print("blocked")
+"""])
+        out = result.json()
+        self.assertEqual(out["enforcement"]["audit_hook"], "installed", result.describe())
+        self.assertEqual((out["status"], out["stdout"], out["violations"]), ("ok", "blocked\n", [
+            {"kind": "call", "what": "os.system", "count": 1, "action": "denied"}]))
+        result = run(["run", "--json", "-p", str(only_system), *GVISOR, *TIMEOUT, "-c", """
+import _socket, os
+try:
+    os.system("true")
+except PermissionError:
+    pass
+for path in os.listdir("/run/pysandbox-gvisor/channel"):
+    path = "/run/pysandbox-gvisor/channel/" + path
+    other = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    try:
+        other.connect(path)
+        other.send(b"call\tforged.by.a.second.connection")
+        print("connected")
+    except OSError as e:
+        print("refused", e.errno)
+    try:
+        os.unlink(path)
+        print("unlinked")
+    except OSError as e:
+        print("kept", e.errno)
+"""])
+        out = result.json()
+        self.assertEqual(out["enforcement"]["audit_hook"], "installed", result.describe())
+        self.assertEqual(out["stdout"], "refused 111\nkept 30\n", result.describe())
+        self.assertEqual((out["status"], out["violations"]), ("ok", [
+            {"kind": "call", "what": "os.system", "count": 1, "action": "denied"}]))
+
+    def test_a_session_keeps_one_gvisor_sandbox_across_cells(self):
+        # The driver reaches its channel through a socket it connects to (plan/gvisor.hpp): the
+        # cells run in one warm sandbox on gVisor's kernel, each with its own hook records.
+        cells = [
+            "import os; state = os.uname().release; print(state)",
+            "import os\ntry:\n    os.system('true')\nexcept PermissionError:\n    print('blocked')",
+            "print(state)",
+        ]
+        result = run(["session", "-p", "paranoid"],
+                     input="".join(json.dumps({"code": c}) + "\n" for c in cells).encode())
+        self.assertExit(result, 0)
+        first, blocked, again = result.lines()
+        self.assertNotEqual(first["stdout"], os.uname().release + "\n", "the host's kernel")
+        self.assertEqual(again["stdout"], first["stdout"], "the sandbox was not kept")
+        self.assertEqual({r["sandbox"] for r in (first, blocked, again)}, {1}, result.describe())
+        self.assertEqual(first["enforcement"]["kernel"], "gvisor")
+        self.assertEqual((blocked["stdout"], blocked["violations"]), ("blocked\n", [
+            {"kind": "call", "what": "os.system", "count": 1, "action": "denied"}]))
+        self.assertEqual((first["violations"], again["violations"]), ([], []))
+
+    def test_batch_and_mcp_run_on_gvisor(self):
+        release = "import os; print(os.uname().release)"
+        result = run(["batch", "-p", "paranoid", str(jobs_file([{"code": release}] * 2))])
+        self.assertExit(result, 0)
+        lines = result.lines()
+        self.assertEqual(len(lines), 2, result.describe())
+        for line in lines:
+            self.assertEqual(line["status"], "ok", result.describe())
+            self.assertNotEqual(line["stdout"], os.uname().release + "\n", "the host's kernel")
+        requests = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                        "clientInfo": {"name": "test", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "run_python", "arguments": {"code": release}}},
+        ]
+        result = run(["mcp", "-p", "paranoid"],
+                     input="".join(json.dumps(r) + "\n" for r in requests).encode())
+        answers = [json.loads(line) for line in result.stdout.splitlines()]
+        call = [a for a in answers if a.get("id") == 2]
+        self.assertEqual(len(call), 1, result.describe())
+        self.assertFalse(call[0]["result"]["isError"], result.describe())
+        text = call[0]["result"]["content"][0]["text"]
+        self.assertTrue(text and text != os.uname().release + "\n", text)
+
     def test_refused_with_125_and_a_fix_when_gvisor_cannot_be_used(self):
         # No runsc on the PATH: never the host kernel instead.
         # A PATH with setpriv (how the suite runs as nobody) and nothing else.
@@ -279,15 +372,15 @@ open("/dev/null", "w").write("discarded")
         self.assertExit(result, 125)
         self.assertNotIn(b"ran", result.stdout)
         self.assertIn(b"apt-get install runsc", result.stderr)
-        # What it cannot do: the proxy, and sandboxes kept warm (for now).
+        # What it cannot do: the proxy, and a fork server (for now).
         result = run(["run", *GVISOR, "--allow", "example.com:80", "-c", "pass"])
         self.assertExit(result, 125)
         self.assertIn(b"proxy", result.stderr)
         jobs = jobs_file([{"code": "print(1)"}])
-        for front in (["session", "-p", "paranoid"], ["batch", "-p", "paranoid", str(jobs)]):
-            result = run(front, input=b'{"code": "print(1)"}\n')
-            self.assertEqual(result.returncode, 125, result.describe())
-            self.assertIn(b"gvisor", result.stderr)
+        result = run(["batch", "--fork", "-p", "paranoid", str(jobs)])
+        self.assertEqual(result.returncode, 125, result.describe())
+        self.assertIn(b"gvisor", result.stderr)
+        self.assertIn(b"--fork", result.stderr)
 
     def test_a_runsc_other_users_could_replace_is_refused(self):
         # runsc is the sandbox's kernel: one another user planted on the caller's PATH would run

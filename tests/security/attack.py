@@ -45,7 +45,7 @@ Environment:
                 memory file), and a seccomp denial, answered by gVisor's filter inside, leaves
                 no record for the result. Registered for every attack run through ``run``
                 (RUN_ONLY ones too); one that needs what a gVisor run lacks (the proxy,
-                Landlock, the audit hook's channel) says ``NO_GVISOR = "why"``.
+                Landlock) says ``NO_GVISOR = "why"``.
   PYSANDBOX_WITH_ENV
                 ``1``: every run mounts a package environment (tests/support/mounted_env.py),
                 through whichever front: ``--with-env`` and ``--cache-dir`` name a copy, in a

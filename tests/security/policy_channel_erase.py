@@ -2,11 +2,13 @@
 """Erase the record of what the [policy] audit hook blocked.
 
 Under a profile with a [policy], the hook inside the interpreter writes each block to a
-channel pysandbox reads after the run (fd 4), and those records become the result's violations
-and the incident log entry. The channel is the script's to write, too. The script (profile
-"default") triggers two blocks, os.system("true") and subprocess.Popen(["true"]), catching
-both, then tries to make them vanish: lseek(4, 0) and 64 KiB of NULs over them, ftruncate(4, 0),
-then junk lines and a partial last line; it triggers nothing else and exits 0.
+channel pysandbox reads after the run (fd 4; under gVisor a socket the hook connected to, at the
+descriptor it got), and those records become the result's violations and the incident log entry.
+The channel is the script's to write, too. The script (profile "default") triggers two blocks,
+os.system("true") and subprocess.Popen(["true"]), catching both, then tries to make them vanish,
+on the channel (under gVisor, every socket it holds): lseek(fd, 0) and 64 KiB of NULs over them, ftruncate(fd, 0), a read
+of what is there, then junk lines and a partial last line; under gVisor it also connects to the
+channel's socket again and sends junk; it triggers nothing else and exits 0.
 
 Contained when the --json result's violations (through a kernel: its execute_reply's verdict's)
 still hold both blocks (kind "call", os.system
@@ -20,22 +22,34 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attack as A
 
-NO_GVISOR = (  # no gvisor variant (attack.py, PYSANDBOX_VIA)
-    "under gVisor runsc passes the script no descriptor but stdio, so the policy channel it "
-    "attacks is not there (the result says the hook was not confirmed)"
-)
-
 SCRIPT = r'''
-import os, subprocess
+import _socket, os, stat, subprocess
 attempt("os.system", os.system, "true")
 attempt("subprocess.Popen", subprocess.Popen, ["true"])
 if ARGS[0] == "erase":
-    attempt("lseek(4, 0)", os.lseek, 4, 0, os.SEEK_SET)
-    attempt("write NULs", os.write, 4, b"\0" * 65536)
-    attempt("ftruncate(4, 0)", os.ftruncate, 4, 0)
-    attempt("lseek(4, 0) again", os.lseek, 4, 0, os.SEEK_SET)
-    attempt("write junk", os.write, 4, b"junk\n\tcall\nimport\t\nhook\tuninstalled\n" * 64
-            + b"\xff\xfe\n" + b"call\tos.sys")
+    def is_socket(fd):
+        try:
+            return stat.S_ISSOCK(os.fstat(fd).st_mode)
+        except OSError:
+            return False
+    # fd 4; under gVisor, where the hook connected (a session's driver holds its own channel too,
+    # which is not this attack's).
+    channels = [4] if is_socket(4) else [fd for fd in range(3, 64) if is_socket(fd)]
+    note("channels", "%d found" % len(channels))
+    for fd in channels:
+        os.set_blocking(fd, False)
+        attempt("lseek(%d, 0)" % fd, os.lseek, fd, 0, os.SEEK_SET)
+        attempt("write NULs", os.write, fd, b"\0" * 65536)
+        attempt("ftruncate(%d, 0)" % fd, os.ftruncate, fd, 0)
+        attempt("read(%d)" % fd, os.read, fd, 65536)
+        attempt("lseek(%d, 0) again" % fd, os.lseek, fd, 0, os.SEEK_SET)
+        attempt("write junk", os.write, fd, b"junk\n\tcall\nimport\t\nhook\tuninstalled\n" * 64
+                + b"\xff\xfe\n" + b"call\tos.sys")
+    channel_dir = "/run/pysandbox-gvisor/channel"
+    for name in (os.listdir(channel_dir) if os.path.isdir(channel_dir) else []):
+        again = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+        if attempt("connect again", again.connect, channel_dir + "/" + name) is None:
+            attempt("send on it", again.send, b"hook\tuninstalled")
 note("done", 0)
 '''
 
@@ -48,6 +62,8 @@ def one_run(judge: A.Judge, mode: str, logdir) -> tuple[set, set, str]:
                                             "--incident-log", str(log)], timeout="10s")
     o = sb.run()
     A.check_behaved(judge, sb, allowed=(0, 1), expect_notes=["done"])
+    if mode == "erase" and o.note("channels") in (None, "0 found"):
+        judge.misbehaved("the script found no channel to attack")
     r = A.check_verdict(judge, o)
     reported = {(v.get("kind"), v.get("what")) for v in r.get("violations") or []
                 if isinstance(v, dict)}

@@ -190,8 +190,9 @@ TEST_SUITE("step tables") {
                   "die with the supervisor", "join a fresh session keyring",
                   "open the prepared font list", "open the workdir", "open the package environment",
                   "bind the package environment", "mount gVisor's state directory",
-                  "mount the staging root", "bind host paths read-only", "write synthetic files",
-                  "populate /dev", "pivot into the new root", "seal the root read-only"});
+                  "listen for the audit hook and the driver (gVisor)", "mount the staging root",
+                  "bind host paths read-only", "write synthetic files", "populate /dev",
+                  "pivot into the new root", "seal the root read-only"});
         CHECK(forked_only == std::set<std::string>{"die with the zygote"});
     }
 
