@@ -115,29 +115,24 @@ const char* compare_name(std::uint64_t op) {
     }
 }
 
+}  // namespace
+
+// --host-uds=open hands the script every host socket file in the sandbox's mounts as well as the
+// channels: where the profile allows no socket (a minimal base, as strict's), no rule of gVisor's
+// filter could let the channels' connections through and no other.
+bool can_connect(const Profile& profile) {
+    const auto calls = seccomp::allowed_calls(profile.seccomp, sockets_for(profile));
+    return std::ranges::find(calls, "socket") != calls.end() &&
+           std::ranges::find(calls, "connect") != calls.end();
+}
+
+namespace {
+
 // Whether the interpreter has channels to connect to (gvisor.hpp): the audit hook's, the cell
 // driver's.
 bool has_channels(const Plan& plan) {
-    return plan.profile.policy.wants_hook() || plan.program_kind == Program::Kind::driver;
-}
-
-// The connections of the audit hook and the driver to their channels (gvisor.hpp), made in the
-// script's process under gVisor's filter: where the profile allows no socket (a minimal base, as
-// strict's), exactly the socket() they make, and connect. An AF_UNIX SOCK_SEQPACKET socket
-// reaches nothing but the channels, which refuse a second connection, and a host socket of that
-// type in the sandbox's mounts; connect is of no use on anything else the script could have.
-void allow_channel_connections(seccomp::Recipe& inside, const Profile& profile) {
-    const auto calls = seccomp::allowed_calls(profile.seccomp, sockets_for(profile));
-    auto allowed = [&](std::string_view name) {
-        return std::ranges::find(calls, name) != calls.end();
-    };
-    if (!allowed("socket"))
-        inside.rules.push_back({SCMP_ACT_ALLOW,
-                                SCMP_SYS(socket),
-                                {{0, SCMP_CMP_EQ, AF_UNIX, 0},
-                                 {1, SCMP_CMP_EQ, SOCK_SEQPACKET | SOCK_CLOEXEC, 0},
-                                 {2, SCMP_CMP_EQ, 0, 0}}});
-    if (!allowed("connect")) inside.rules.push_back({SCMP_ACT_ALLOW, SCMP_SYS(connect), {}});
+    return (plan.profile.policy.wants_hook() || plan.program_kind == Program::Kind::driver) &&
+           can_connect(plan.profile);
 }
 
 // A rule's action as OCI spells it; a call for the supervisor becomes the default's.
@@ -339,6 +334,15 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
         throw UsageError(
             "sandbox.kernel = \"gvisor\" has no fork server (batch --fork) yet: run the batch "
             "without --fork, or use a profile with sandbox.kernel = \"host\"");
+    if (plan.program_kind == Program::Kind::driver && !can_connect(plan.profile))
+        throw UsageError(
+            "sandbox.kernel = \"gvisor\" reaches a session's, a server's or a batch's sandbox "
+            "through a host socket its driver connects to, and profile " +
+            plan.profile.name +
+            " allows the script no socket: letting the driver's socket() and connect() through "
+            "gVisor's filter would let the script connect to other host sockets too. Use a "
+            "profile whose seccomp allows sockets (e.g. extends = \"default\" with [sandbox] "
+            "kernel = \"gvisor\"), `pysandbox run` for one script, or the host kernel");
     if (plan.trace_syscalls)
         throw UsageError(
             "--trace-syscalls lists what the host kernel's seccomp filter sees; "
@@ -381,7 +385,6 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
     // The script's own filter, without the supervisor: inside, gVisor enforces it.
     seccomp::Recipe inside =
         seccomp::recipe(plan.profile.seccomp, sockets_for(plan.profile), std::nullopt);
-    if (has_channels(plan)) allow_channel_connections(inside, plan.profile);
     plan.files.push_back({dir + "/bundle/config.json", bundle_config(plan, inside), 0444});
     plan.gvisor = std::move(gvisor);
 

@@ -45,9 +45,14 @@
 //   script's. A fork server (zygote) is refused: its jobs' channels are passed as descriptors.
 //   --host-uds=open also lets the script connect to a host socket file in its mounts (in a
 //   directory filesystem.ro lists; the workdir's overlay refuses it), which on the host kernel it
-//   can do as well; it is passed only with a channel. Where the profile allows no socket,
-//   gVisor's filter lets exactly the channels' socket() and connect through
-//   (allow_channel_connections).
+//   can do as well; it is passed only with a channel. So there are channels only where the
+//   profile lets the script make an AF_UNIX socket and connect it (can_connect). Where it allows
+//   no socket (strict, paranoid), letting the hook's and the driver's socket() and connect()
+//   through gVisor's filter would let the script's through too, to any listening host socket of
+//   that type in its mounts (seccomp sees no address): the hook then has no channel (it blocks,
+//   its records stay inside, the result says it is not confirmed) and a driver is refused (125).
+//   A filter the hook would add after connecting, or a channel the supervisor connects into,
+//   could lift that; neither is built.
 //   Host FIFOs (--host-fifo=open), tried first, are unsound for this, a hostile script's way:
 //   gVisor refuses to open a FIFO for writing on a read-only mount, so it must be bound
 //   read-write; the only uid the sandbox can create it as is the one runsc maps to the script's
@@ -68,6 +73,7 @@
 namespace pysandbox {
 
 struct Plan;
+struct Profile;
 
 namespace gvisor {
 
@@ -92,6 +98,11 @@ seccomp::Recipe runsc_recipe();
 // `ptrace_allowed`: whether the profile lets the script ptrace (oci_action in gvisor.cpp says why
 // that matters).
 std::string oci_seccomp(const seccomp::Recipe& inside, bool kill, bool ptrace_allowed);
+
+// Whether the profile's own filter lets the script make an AF_UNIX socket and connect it: the
+// channels' condition (the comment at the top). Without it the audit hook has no channel and a
+// driver (session, MCP, batch, kernel) is refused.
+bool can_connect(const Profile& profile);
 
 // Puts a planned sandbox on gVisor, as the comment at the top says. Called once the host-kernel
 // plan is complete (make_plan). Throws SysError when runsc is missing, UsageError for what this

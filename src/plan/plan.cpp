@@ -138,10 +138,14 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
     // nor add one the profile does not have.
     // A zygote's interpreter installs the hook from its start, for the jobs it forks (their
     // profile is its own): none of them runs a line, nor finds a module imported, without it.
+    // Under gVisor the hook connects to its channel where the profile lets it (gvisor.hpp), and
+    // has none otherwise: it must not even try, where a denied call kills.
+    const bool gvisor = plan.profile.kernel == KernelChoice::gvisor;
+    const bool gvisor_channel = gvisor && gvisor::can_connect(plan.profile);
     const std::string policy = policy::hook_arguments(
         plan.profile.policy, plan.profile.name,
-        {kSandboxPythonDir, kPolicyFd, plan.program_kind == Program::Kind::zygote,
-         plan.profile.kernel == KernelChoice::gvisor ? kGvisorPolicySocket : std::string_view{}});
+        {kSandboxPythonDir, gvisor ? -1 : kPolicyFd, plan.program_kind == Program::Kind::zygote,
+         gvisor_channel ? kGvisorPolicySocket : std::string_view{}});
     if (policy.empty())
         env.erase(std::string(policy::kPolicyVariable));
     else
