@@ -40,6 +40,11 @@ std::size_t own_resident(std::uintptr_t start, std::uintptr_t end, std::size_t p
     return asked;
 }
 
+// Larger private writable mappings are reservations, not a heap: a sanitizer's shadow (terabytes)
+// or an allocator's arena, mostly never touched. Scanning one would cost a byte per page of
+// address space, far more than the faults it could save; they are left to fault.
+constexpr std::uintptr_t kLargestMapping = std::uintptr_t{1} << 30;
+
 }  // namespace
 
 std::size_t own_private_pages() {
@@ -59,7 +64,7 @@ std::size_t own_private_pages() {
         const char* text = line.data();
         if (std::from_chars(text, text + dash, start, 16).ec != std::errc{} ||
             std::from_chars(text + dash + 1, text + space, end, 16).ec != std::errc{} ||
-            end <= start)
+            end <= start || end - start > kLargestMapping)
             continue;
         asked += own_resident(start, end, page);
     }

@@ -11,7 +11,8 @@ namespace pysandbox::sys {
 
 // Makes this process's writable private pages that are in memory its own again, as a write to
 // each would (MADV_POPULATE_WRITE), without changing what they hold: the pages a later write
-// would have faulted on. Returns how many pages were asked for. Best effort: a kernel without
+// would have faulted on; mappings over 1 GiB (reservations: a sanitizer's shadow) are left out.
+// Returns how many pages were asked for. Best effort: a kernel without
 // MADV_POPULATE_WRITE (before 5.14), or a range it refuses, is left to fault as before.
 std::size_t own_private_pages();
 
