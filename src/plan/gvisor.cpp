@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <sstream>
 
@@ -81,9 +82,12 @@ seccomp::Sockets sockets_for(const Profile& profile) {
                                                  : seccomp::Sockets::unix_and_inet;
 }
 
-bool allows_ptrace(const Profile& profile) {
+// Whether the profile's own filter lets the script make each of `names`.
+bool allows(const Profile& profile, std::initializer_list<std::string_view> names) {
     const auto calls = seccomp::allowed_calls(profile.seccomp, sockets_for(profile));
-    return std::ranges::find(calls, "ptrace") != calls.end();
+    return std::ranges::all_of(names, [&](std::string_view name) {
+        return std::ranges::find(calls, name) != calls.end();
+    });
 }
 
 const char* rlimit_name(int resource) {
@@ -121,9 +125,7 @@ const char* compare_name(std::uint64_t op) {
 // channels: where the profile allows no socket (a minimal base, as strict's), no rule of gVisor's
 // filter could let the channels' connections through and no other.
 bool can_connect(const Profile& profile) {
-    const auto calls = seccomp::allowed_calls(profile.seccomp, sockets_for(profile));
-    return std::ranges::find(calls, "socket") != calls.end() &&
-           std::ranges::find(calls, "connect") != calls.end();
+    return allows(profile, {"socket", "connect"});
 }
 
 namespace {
@@ -224,7 +226,7 @@ std::string bundle_config(const Plan& plan, const seccomp::Recipe& inside) {
             {{"type", "uts"}},
             {{"type", "mount"}}}},
           {"seccomp", json::parse(oci_seccomp(inside, plan.profile.seccomp.kill,
-                                              allows_ptrace(plan.profile)))}}},
+                                              allows(plan.profile, {"ptrace"})))}}},
     };
     try {
         return config.dump(1) + "\n";
