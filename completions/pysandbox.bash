@@ -16,9 +16,9 @@ _pysandbox_options() {  # $1: a command path; REPLY: its options
         '') REPLY='-h --help --version' ;;
         'run') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --kernel --env --input --with-env --cache-dir --output-dir --output-runs --workdir --incident-log --with --requirements --find-links --index-url -c --json --fail-on-truncation -v --verbose --trace-syscalls' ;;
         'check') REPLY='-h --help -p --profile --json --kernel --incident-log' ;;
-        'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --with-env --cache-dir --output-dir --incident-log --pool --ndjson -v --verbose' ;;
+        'session') REPLY='-h --help -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --kernel --env --input --with-env --cache-dir --output-dir --incident-log --pool --ndjson -v --verbose' ;;
         'mcp') REPLY='-h --help -p --profile --pool --max-sessions --max-calls --http --http-token-file --http-allow-origin --http-max-clients --http-max-client-requests --max-client-sessions --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --idle-timeout --lifetime --net --allow --env --input --with-env --cache-dir --output-dir --incident-log -v --verbose' ;;
-        'batch') REPLY='-h --help -p --profile -j --jobs --keep-order --no-preload --fork --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --with-env --cache-dir --output-dir --incident-log --fail-on-error --junit -q --quiet -v --verbose' ;;
+        'batch') REPLY='-h --help -p --profile -j --jobs --keep-order --no-preload --fork --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --kernel --env --with-env --cache-dir --output-dir --incident-log --fail-on-error --junit -q --quiet -v --verbose' ;;
         'kernel') REPLY='-h --help -f --connection-file -p --profile --timeout --cpu-time --memory --max-procs --cpus --tmp-size --output-limit --net --allow --env --input --with-env --cache-dir --incident-log -v --verbose' ;;
         'kernel install') REPLY='-h --help --user --sys-prefix --prefix --name -p --profile' ;;
         'profile') REPLY='-h --help' ;;
@@ -75,6 +75,7 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'session|--lifetime') REPLY='text' ;;
         'session|--net') REPLY='choice none loopback proxy' ;;
         'session|--allow') REPLY='text' ;;
+        'session|--kernel') REPLY='choice host gvisor' ;;
         'session|--env') REPLY='text' ;;
         'session|--input') REPLY='file' ;;
         'session|--with-env') REPLY='text' ;;
@@ -120,6 +121,7 @@ _pysandbox_value_kind() {  # $1: 'path|option'; REPLY: what its value is (flag: 
         'batch|--output-limit') REPLY='text' ;;
         'batch|--net') REPLY='choice none loopback proxy' ;;
         'batch|--allow') REPLY='text' ;;
+        'batch|--kernel') REPLY='choice host gvisor' ;;
         'batch|--env') REPLY='text' ;;
         'batch|--with-env') REPLY='text' ;;
         'batch|--cache-dir') REPLY='directory' ;;

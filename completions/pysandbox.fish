@@ -94,6 +94,7 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'session|--lifetime' \
             'session|--net' \
             'session|--allow' \
+            'session|--kernel' \
             'session|--env' \
             'session|--input' \
             'session|--with-env' \
@@ -142,6 +143,7 @@ function __pysandbox_takes_value  # $argv[1]: 'path|option'
             'batch|--output-limit' \
             'batch|--net' \
             'batch|--allow' \
+            'batch|--kernel' \
             'batch|--env' \
             'batch|--with-env' \
             'batch|--cache-dir' \
@@ -251,6 +253,7 @@ complete -c pysandbox -n '__pysandbox_at session' -l idle-timeout -x -d 'End the
 complete -c pysandbox -n '__pysandbox_at session' -l lifetime -x -d 'End the session DUR after it started (limits.lifetime)'
 complete -c pysandbox -n '__pysandbox_at session' -l net -x -a 'none loopback proxy' -d 'Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to the allowed HOST:PORTs only)'
 complete -c pysandbox -n '__pysandbox_at session' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
+complete -c pysandbox -n '__pysandbox_at session' -l kernel -x -a 'host gvisor' -d 'Which kernel answers the script'\''s system calls: host, or gvisor (gVisor'\''s runsc in between; replaces the profile'\''s sandbox.kernel)'
 complete -c pysandbox -n '__pysandbox_at session' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at session' -l input -r -F -d 'Make host FILE readable as /tmp/work/NAME (default: its basename); repeatable'
 complete -c pysandbox -n '__pysandbox_at session' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s; in place of the profile'\''s python.requirements'
@@ -304,6 +307,7 @@ complete -c pysandbox -n '__pysandbox_at batch' -l tmp-size -x -d 'Size of the w
 complete -c pysandbox -n '__pysandbox_at batch' -l output-limit -x -d 'Bytes of stdout+stderr kept'
 complete -c pysandbox -n '__pysandbox_at batch' -l net -x -a 'none loopback proxy' -d 'Network: none, loopback (lo inside only) or proxy (HTTP/CONNECT proxy to the allowed HOST:PORTs only)'
 complete -c pysandbox -n '__pysandbox_at batch' -l allow -x -d 'Let the proxy reach HOST:PORT (*.DOMAIN:PORT for subdomains, [IPV6]:PORT); repeatable, added to the profile'\''s network.allow; implies --net proxy'
+complete -c pysandbox -n '__pysandbox_at batch' -l kernel -x -a 'host gvisor' -d 'Which kernel answers the script'\''s system calls: host, or gvisor (gVisor'\''s runsc in between; replaces the profile'\''s sandbox.kernel)'
 complete -c pysandbox -n '__pysandbox_at batch' -l env -x -d 'Set NAME=VALUE inside, or pass NAME from the host'
 complete -c pysandbox -n '__pysandbox_at batch' -l with-env -x -d 'Mount package environment ID (`pysandbox env create` made it; a unique prefix will do) read-only, its packages importable ahead of the host'\''s; in place of the profile'\''s python.requirements'
 complete -c pysandbox -n '__pysandbox_at batch' -l cache-dir -x -a '(__fish_complete_directories)' -d 'The package store (default: $PYSANDBOX_CACHE_DIR, else $XDG_CACHE_HOME/pysandbox, /var/cache/pysandbox for root)'

@@ -31,8 +31,8 @@ from ._async import AsyncSession, abatch, arun
 from ._batch import Job, batch
 from ._errors import SandboxError
 from ._files import FileInfo
-from ._result import (Artifact, Enforcement, Error, Figure, Limits, PythonException, Result,
-                      Status, Streams, SyscallCount, Usage, Violation)
+from ._result import (Artifact, Enforcement, Error, Figure, Gvisor, Limits, PythonException,
+                      Result, Status, Streams, SyscallCount, Usage, Violation)
 from ._run import run
 from ._session import CellResult, Session
 
@@ -47,6 +47,7 @@ __all__ = [
     "FileInfo",
     "Job",
     "Figure",
+    "Gvisor",
     "Limits",
     "PythonException",
     "Result",

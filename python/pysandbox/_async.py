@@ -84,6 +84,7 @@ async def arun(code: str | None = None, *, script: StrPath | None = None,
                profile: StrPath | None = None, timeout: float | str | None = None,
                inputs: Iterable[InputSpec] = (), args: Sequence[str] = (),
                stdin: bytes | str | None = None, env: EnvSpec = (), net: str | None = None,
+               kernel: str | None = None,
                output_dir: StrPath | None = None, on_stdout: OutputCallback | None = None,
                on_stderr: OutputCallback | None = None, binary: StrPath | None = None,
                extra_args: Sequence[str] = ()) -> Result:
@@ -96,7 +97,7 @@ async def arun(code: str | None = None, *, script: StrPath | None = None,
     has ended, its sandbox with it.
     """
     call = plan_run(code=code, script=script, profile=profile, timeout=timeout, inputs=inputs,
-                    args=args, stdin=stdin, env=env, net=net, output_dir=output_dir,
+                    args=args, stdin=stdin, env=env, net=net, kernel=kernel, output_dir=output_dir,
                     binary=binary, extra_args=extra_args,
                     streaming=Streaming(on_stdout, on_stderr))
     try:
@@ -153,12 +154,14 @@ class AsyncSession:
 
     def __init__(self, *, profile: StrPath | None = None, timeout: float | str | None = None,
                  inputs: Iterable[InputSpec] = (), env: EnvSpec = (), net: str | None = None,
+                 kernel: str | None = None,
                  idle_timeout: float | str | None = None, lifetime: float | str | None = None,
                  output_dir: StrPath | None = None, on_stdout: OutputCallback | None = None,
                  on_stderr: OutputCallback | None = None, binary: StrPath | None = None,
                  extra_args: Sequence[str] = ()) -> None:
         self._argv = session_argv(profile=profile, timeout=timeout, inputs=inputs, env=env,
-                                  net=net, idle_timeout=idle_timeout, lifetime=lifetime,
+                                  net=net, kernel=kernel, idle_timeout=idle_timeout,
+                                  lifetime=lifetime,
                                   output_dir=output_dir, binary=binary, extra_args=extra_args)
         self._streaming = Streaming(on_stdout, on_stderr)
         self._next_id = 1
@@ -302,6 +305,7 @@ async def abatch(jobs: Iterable[JobSpec] | AsyncIterable[JobSpec], *,
                  jobs_at_once: int | None = None, profiles: Iterable[str] = (),
                  keep_order: bool = False, fork: bool = False,
                  timeout: float | str | None = None, env: EnvSpec = (), net: str | None = None,
+                 kernel: str | None = None,
                  output_dir: StrPath | None = None, binary: StrPath | None = None,
                  extra_args: Sequence[str] = ()) -> AsyncIterator[Result]:
     """:func:`pysandbox.batch` for asyncio: yields each job's result as it comes::
@@ -317,7 +321,8 @@ async def abatch(jobs: Iterable[JobSpec] | AsyncIterable[JobSpec], *,
     after a grace period.
     """
     options = batch_options(jobs_at_once=jobs_at_once, profiles=profiles, keep_order=keep_order,
-                            fork=fork, timeout=timeout, env=env, net=net, output_dir=output_dir,
+                            fork=fork, timeout=timeout, env=env, net=net, kernel=kernel,
+                            output_dir=output_dir,
                             extra_args=extra_args)
     argv = [_process.find_binary(binary), "batch", *options, "-"]
     with tempfile.TemporaryFile() as stderr:

@@ -82,6 +82,7 @@ def job_line(job: JobSpec, position: int) -> str:
 def batch_options(*, jobs_at_once: int | None = None, profiles: Iterable[str] = (),
                   keep_order: bool = False, fork: bool = False,
                   timeout: float | str | None = None, env: EnvSpec = (), net: str | None = None,
+                  kernel: str | None = None,
                   output_dir: StrPath | None = None, extra_args: Sequence[str] = ()) -> list[str]:
     """The options of ``pysandbox batch`` these arguments stand for."""
     if isinstance(profiles, str):
@@ -97,7 +98,7 @@ def batch_options(*, jobs_at_once: int | None = None, profiles: Iterable[str] = 
         options.append("--fork")
     if output_dir is not None:
         options += ["--output-dir", os.path.abspath(output_dir)]
-    return options + _process.run_options(timeout=timeout, env=env, net=net,
+    return options + _process.run_options(timeout=timeout, env=env, net=net, kernel=kernel,
                                           extra_args=extra_args)
 
 
@@ -128,6 +129,7 @@ class _Feeder(threading.Thread):
 def batch(jobs: Iterable[JobSpec], *, jobs_at_once: int | None = None,
           profiles: Iterable[str] = (), keep_order: bool = False, fork: bool = False,
           timeout: float | str | None = None, env: EnvSpec = (), net: str | None = None,
+          kernel: str | None = None,
           output_dir: StrPath | None = None, binary: StrPath | None = None,
           extra_args: Sequence[str] = ()) -> Iterator[Result]:
     """Run many jobs, each in a sandbox of its own, and yield their results
@@ -154,8 +156,9 @@ def batch(jobs: Iterable[JobSpec], *, jobs_at_once: int | None = None,
         fork: fork each job's sandbox from a warm one that has imported the profile's preload
             (``--fork``): several times the jobs per second, at the costs BATCH in
             ``pysandbox(1)`` lists (no cgroup of its own; up to 256 jobs share a memory layout).
+            Not on gVisor: pysandbox refuses it there (SandboxError).
         timeout: every job's wall-clock limit unless the job sets its own.
-        env, net: as for :func:`pysandbox.run`, for every job.
+        env, net, kernel: as for :func:`pysandbox.run`, for every job.
         output_dir: a host directory, empty or absent, into which pysandbox copies the files
             each job made, as ``DIR/job-N`` (N: the job's line, from 1; ``--output-dir``).
         binary: the pysandbox executable; else ``$PYSANDBOX_BINARY``, else ``pysandbox`` on PATH.
@@ -166,7 +169,8 @@ def batch(jobs: Iterable[JobSpec], *, jobs_at_once: int | None = None,
             every job (a bad option or profile: its message; killed by a signal).
     """
     options = batch_options(jobs_at_once=jobs_at_once, profiles=profiles, keep_order=keep_order,
-                            fork=fork, timeout=timeout, env=env, net=net, output_dir=output_dir,
+                            fork=fork, timeout=timeout, env=env, net=net, kernel=kernel,
+                            output_dir=output_dir,
                             extra_args=extra_args)
     argv = [_process.find_binary(binary), "batch", *options, "-"]
     with tempfile.TemporaryFile() as stderr:

@@ -120,7 +120,8 @@ def _script_text(script: StrPath) -> str:
 
 def plan_run(*, code: str | None, script: StrPath | None, profile: StrPath | None,
              timeout: float | str | None, inputs: Iterable[InputSpec], args: Sequence[str],
-             stdin: bytes | str | None, env: EnvSpec, net: str | None, output_dir: StrPath | None,
+             stdin: bytes | str | None, env: EnvSpec, net: str | None, kernel: str | None,
+             output_dir: StrPath | None,
              binary: StrPath | None, extra_args: Sequence[str], streaming: Streaming) -> RunCall:
     """The call that runs ``code`` (or ``script``) as ``run()`` documents. Raises TypeError for
     arguments that do not fit, before anything starts."""
@@ -141,13 +142,13 @@ def plan_run(*, code: str | None, script: StrPath | None, profile: StrPath | Non
     if streaming:
         text = code if code is not None else _script_text(script)  # type: ignore[arg-type]
         options = _process.run_options(profile=profile, timeout=timeout, inputs=inputs, env=env,
-                                       net=net, extra_args=extra_args)
+                                       net=net, kernel=kernel, extra_args=extra_args)
         argv = [binary_path, "session", "--ndjson", *options]
         line = json.dumps({"id": 1, "code": text, "stream": True})
     else:
         profiles = [_process.profile_argument(profile)] if profile is not None else []
         options = batch_options(jobs_at_once=1, profiles=profiles, timeout=timeout, env=env,
-                                net=net, extra_args=extra_args)
+                                net=net, kernel=kernel, extra_args=extra_args)
         # No preload: a run starts the plain interpreter, as `pysandbox run` does.
         argv = [binary_path, "batch", "--no-preload", *options]
         line = json.dumps(_job(code, script, args, stdin, inputs))

@@ -88,6 +88,7 @@ def _env_arguments(env: EnvSpec) -> list[str]:
 
 def run_options(*, profile: StrPath | None = None, timeout: float | str | None = None,
                 inputs: Iterable[InputSpec] = (), env: EnvSpec = (), net: str | None = None,
+                kernel: str | None = None,
                 extra_args: Sequence[str] = ()) -> list[str]:
     """The command-line options these arguments stand for, in pysandbox's own spelling;
     ``extra_args`` (any other options) come last."""
@@ -102,6 +103,8 @@ def run_options(*, profile: StrPath | None = None, timeout: float | str | None =
         options += ["--env", variable]
     if net is not None:
         options += ["--net", net]
+    if kernel is not None:
+        options += ["--kernel", kernel]
     if isinstance(extra_args, str):
         raise TypeError("extra_args is a list of arguments, not one string")
     return options + list(extra_args)

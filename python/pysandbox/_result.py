@@ -155,6 +155,20 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Gvisor:
+    """Under gVisor (``Enforcement.kernel == "gvisor"``): what answered the script's calls."""
+
+    runsc: str
+    """The runsc executable that ran the sandbox."""
+    platform: str
+    """How gVisor intercepted the script's calls: ``"ptrace"``, ``"kvm"`` or ``"systrap"``."""
+    inside: tuple[str, ...]
+    """The layers gVisor enforced on the script (its seccomp among them)."""
+    around_runsc: tuple[str, ...]
+    """The layers the host kernel still put around runsc itself."""
+
+
+@dataclass(frozen=True)
 class Enforcement:
     """The isolation layers that were in force."""
 
@@ -176,6 +190,11 @@ class Enforcement:
     host_uid: int
     degraded: tuple[str, ...]
     """The optional layers that were not in force: ``"landlock"``, ``"cgroup"``, ``"audit_hook"``."""
+    kernel: str = "host"
+    """Which kernel answered the script's system calls: ``"host"`` or ``"gvisor"`` (the
+    profile's ``sandbox.kernel``, or ``kernel=``)."""
+    gvisor: Gvisor | None = None
+    """What gVisor enforced, under ``kernel == "gvisor"``; None on the host kernel."""
 
 
 @dataclass(frozen=True)
@@ -440,7 +459,15 @@ def _enforcement(fields: _Fields | None) -> Enforcement | None:
                        no_new_privs=fields.flag("no_new_privs"),
                        capabilities=fields.texts("capabilities"),
                        resources=fields.text("resources"), audit_hook=fields.text("audit_hook"),
-                       host_uid=fields.number("host_uid"), degraded=fields.texts("degraded"))
+                       host_uid=fields.number("host_uid"), degraded=fields.texts("degraded"),
+                       kernel=fields.text("kernel", "host"), gvisor=_gvisor(fields.table("gvisor")))
+
+
+def _gvisor(fields: _Fields | None) -> Gvisor | None:
+    if fields is None:
+        return None
+    return Gvisor(runsc=fields.text("runsc"), platform=fields.text("platform"),
+                  inside=fields.texts("inside"), around_runsc=fields.texts("around_runsc"))
 
 
 def _landlock(fields: _Fields) -> int | None:

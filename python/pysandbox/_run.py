@@ -19,6 +19,7 @@ def run(code: str | None = None, *, script: StrPath | None = None,
         profile: StrPath | None = None, timeout: float | str | None = None,
         inputs: Iterable[InputSpec] = (), args: Sequence[str] = (),
         stdin: bytes | str | None = None, env: EnvSpec = (), net: str | None = None,
+        kernel: str | None = None,
         output_dir: StrPath | None = None, on_stdout: OutputCallback | None = None,
         on_stderr: OutputCallback | None = None, binary: StrPath | None = None,
         extra_args: Sequence[str] = ()) -> Result:
@@ -46,6 +47,10 @@ def run(code: str | None = None, *, script: StrPath | None = None,
         env: environment variables for the script: a mapping, or ``"NAME"`` (from this
             process's environment) and ``"NAME=VALUE"`` strings.
         net: the network mode (``"none"``, ``"loopback"``, ``"proxy"``); the profile's when None.
+        kernel: which kernel answers the code's system calls (``--kernel``): ``"gvisor"``
+            (gVisor's runsc, a kernel in user space, in between; the result's
+            ``enforcement.kernel`` says so) or ``"host"``; the profile's ``sandbox.kernel``
+            when None.
         output_dir: a host directory, empty or absent, that receives a copy of the files the
             code made in /tmp/work (``--output-dir``; ``result.files`` lists them).
         on_stdout, on_stderr: called with each piece of the script's output, as text, while it
@@ -73,7 +78,7 @@ def run(code: str | None = None, *, script: StrPath | None = None,
     it kills the sandbox and removes what it made, then SIGKILL after a grace period.
     """
     call = plan_run(code=code, script=script, profile=profile, timeout=timeout, inputs=inputs,
-                    args=args, stdin=stdin, env=env, net=net, output_dir=output_dir,
+                    args=args, stdin=stdin, env=env, net=net, kernel=kernel, output_dir=output_dir,
                     binary=binary, extra_args=extra_args,
                     streaming=Streaming(on_stdout, on_stderr))
     try:

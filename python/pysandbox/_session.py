@@ -49,7 +49,7 @@ def _file_entries(files: FileSpec) -> list[dict[str, str]]:
 
 
 def session_argv(*, profile: StrPath | None, timeout: float | str | None,
-                 inputs: Iterable[InputSpec], env: EnvSpec, net: str | None,
+                 inputs: Iterable[InputSpec], env: EnvSpec, net: str | None, kernel: str | None,
                  idle_timeout: float | str | None, lifetime: float | str | None,
                  output_dir: StrPath | None, binary: StrPath | None,
                  extra_args: Sequence[str]) -> list[str]:
@@ -62,7 +62,8 @@ def session_argv(*, profile: StrPath | None, timeout: float | str | None,
     if output_dir is not None:
         session_options += ["--output-dir", os.path.abspath(output_dir)]
     options = _process.run_options(profile=profile, timeout=timeout, inputs=inputs, env=env,
-                                   net=net, extra_args=[*session_options, *extra_args])
+                                   net=net, kernel=kernel, extra_args=[*session_options,
+                                   *extra_args])
     return [_process.find_binary(binary), "session", "--ndjson", *options]
 
 
@@ -110,7 +111,8 @@ class Session:
     Args:
         profile: a profile name or file, as for :func:`pysandbox.run`.
         timeout: the longest a cell may run (``--timeout``); the profile's when None.
-        inputs, env, net: as for :func:`pysandbox.run`, for the whole session.
+        inputs, env, net, kernel: as for :func:`pysandbox.run`, for the whole session (on
+            gVisor, one warm gVisor sandbox serves the cells).
         idle_timeout: end the session when no cell came for this long (``--idle-timeout``).
         lifetime: end the session this long after it started (``--lifetime``).
         output_dir: a host directory, empty or absent, into which pysandbox copies what each
@@ -127,11 +129,13 @@ class Session:
 
     def __init__(self, *, profile: StrPath | None = None, timeout: float | str | None = None,
                  inputs: Iterable[InputSpec] = (), env: EnvSpec = (), net: str | None = None,
+                 kernel: str | None = None,
                  idle_timeout: float | str | None = None, lifetime: float | str | None = None,
                  output_dir: StrPath | None = None, on_stdout: OutputCallback | None = None,
                  on_stderr: OutputCallback | None = None, binary: StrPath | None = None,
                  extra_args: Sequence[str] = ()) -> None:
         argv = session_argv(profile=profile, timeout=timeout, inputs=inputs, env=env, net=net,
+                            kernel=kernel,
                             idle_timeout=idle_timeout, lifetime=lifetime, output_dir=output_dir,
                             binary=binary, extra_args=extra_args)
         self._streaming = Streaming(on_stdout, on_stderr)

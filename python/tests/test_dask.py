@@ -204,6 +204,22 @@ def test_a_job_ends_as_pysandbox_run_ends_it(cluster, fork):
         "violation": "policy_violation"}
 
 
+def test_jobs_run_on_gvisor_on_the_warm_servers_and_fork_is_refused(cluster):
+    # kernel="gvisor": each worker's warm `pysandbox batch --kernel gvisor`; the release is
+    # gVisor's, not the host's. gVisor has no fork server: fork=True raises pysandbox's reason.
+    release = "import os\nos.uname().release"
+    results = pysandbox.dask.run_many(cluster.client, [{"id": n, "code": release}
+                                                       for n in range(2)],
+                                      kernel="gvisor", timeout="20s", chunk=1)
+    for obj in results:
+        result = checked(Result.from_json(obj))
+        assert result.status is Status.OK and obj["worker"] in WORKERS, obj
+        assert result.value != repr(os.uname().release), "the host's kernel answered"
+        assert result.enforcement is not None and result.enforcement.kernel == "gvisor"
+    with pytest.raises(SandboxError, match=r"no fork server \(batch --fork\)"):
+        pysandbox.dask.run_many(cluster.client, [{"code": "1"}], kernel="gvisor", fork=True)
+
+
 def test_a_worker_keeps_its_servers_warm_and_ends_them_with_its_plugin(cluster):
     jobs = [{"id": f"ok-{n}", "code": f"print({n} * {n})"} for n in range(1, 41)]
     for obj in pysandbox.dask.run_many(cluster.client, jobs, fork=True):

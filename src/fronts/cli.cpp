@@ -88,7 +88,8 @@ CLI::Validator net_mode_validator() {
         "{" + names + "}");
 }
 
-// --kernel, for the fronts that can run a sandbox on gVisor (run, check), and doctor.
+// --kernel, for the fronts that can run a sandbox on gVisor (run, check, session, batch), and
+// doctor.
 void add_kernel_option(CLI::App& command, std::optional<KernelChoice>& kernel,
                        const std::string& help =
                            "Which kernel answers the script's system calls: host, or gvisor "
@@ -338,6 +339,7 @@ void add_session_command(CLI::App& app, Invocation& out) {
                       "past it is interrupted and has status timeout (see SESSIONS)");
     add_session_limit_options(*session, s.overrides);
     add_network_options(*session, s.overrides);
+    add_kernel_option(*session, s.overrides.kernel);
     add_input_options(*session, s.overrides);
     session
         ->add_option("--output-dir", s.overrides.output_dir,
@@ -502,6 +504,7 @@ void add_batch_command(CLI::App& app, Invocation& out) {
                       "Longest a job may run, and its default, e.g. 5 (seconds), 1m30s; a job "
                       "past it has status timeout");
     add_network_options(*batch, b.overrides);
+    add_kernel_option(*batch, b.overrides.kernel);
     repeated_option(
         *batch, "--env",
         [&b](const std::string& text) {

@@ -207,9 +207,10 @@ def _numbered(jobs: Iterable[JobSpec]) -> list[tuple[int, str]]:
 
 def _submit(client: Any, jobs: list[tuple[int, str]], *, profile: str | None,
             profiles: Sequence[str], timeout: float | str | None, env: EnvSpec, net: str | None,
+            kernel: str | None,
             extra_args: Sequence[str], retries: int, fork: bool, chunk: int | None) -> list[Any]:
     allowed = ([profile] if profile is not None else []) + [p for p in profiles if p != profile]
-    options = batch_options(fork=fork, timeout=timeout, env=env, net=net,
+    options = batch_options(fork=fork, timeout=timeout, env=env, net=net, kernel=kernel,
                             extra_args=extra_args)
     size = _chunk_size(client, len(jobs), chunk)
     chunks = [jobs[at:at + size] for at in range(0, len(jobs), size)]
@@ -229,19 +230,21 @@ def _as_completed(client: Any, jobs: list[tuple[int, str]], **options: Any) -> I
 
 def as_completed(client: Any, jobs: Iterable[JobSpec], *, profile: str | None = None,
                  profiles: Sequence[str] = (), timeout: float | str | None = None,
-                 env: EnvSpec = (), net: str | None = None, extra_args: Sequence[str] = (),
+                 env: EnvSpec = (), net: str | None = None, kernel: str | None = None,
+                 extra_args: Sequence[str] = (),
                  retries: int = 0, fork: bool = False, chunk: int | None = None) -> Iterator[
                      dict[str, Any]]:
     """Like :func:`run_many`, but yields the results of each chunk of jobs as soon as it is
     done."""
     return _as_completed(client, _numbered(jobs), profile=profile, profiles=profiles,
-                         timeout=timeout, env=env, net=net, extra_args=extra_args,
+                         timeout=timeout, env=env, net=net, kernel=kernel, extra_args=extra_args,
                          retries=retries, fork=fork, chunk=chunk)
 
 
 def run_many(client: Any, jobs: Iterable[JobSpec], *, profile: str | None = None,
              profiles: Sequence[str] = (), timeout: float | str | None = None,
-             env: EnvSpec = (), net: str | None = None, extra_args: Sequence[str] = (),
+             env: EnvSpec = (), net: str | None = None, kernel: str | None = None,
+             extra_args: Sequence[str] = (),
              retries: int = 0, fork: bool = False, chunk: int | None = None) -> list[
                  dict[str, Any]]:
     """Run ``jobs`` on the Dask cluster ``client`` is connected to; their results, in the jobs'
@@ -256,12 +259,14 @@ def run_many(client: Any, jobs: Iterable[JobSpec], *, profile: str | None = None
         profiles: other profiles jobs may name.
         timeout: every job's wall-clock limit unless the job sets its own; enforced by each
             worker's pysandbox.
-        env, net, extra_args: options of ``pysandbox batch`` for every job, as for
-            :func:`pysandbox.batch`.
+        env, net, kernel, extra_args: options of ``pysandbox batch`` for every job, as for
+            :func:`pysandbox.batch` (``kernel="gvisor"``: every job on gVisor).
         retries: how many more times Dask runs a chunk whose task raised (pysandbox failed on
             the worker). A chunk whose worker died is run again whatever this says.
         fork: fork each job's sandbox from the worker's warm zygote (``batch --fork``, at the
-            costs BATCH in pysandbox(1) lists), several times the jobs per second.
+            costs BATCH in pysandbox(1) lists), several times the jobs per second. Not on
+            gVisor, which has no fork server: there pysandbox refuses it (SandboxError); the
+            default, a warm ``pysandbox batch`` per worker, runs gVisor jobs.
         chunk: jobs per Dask task; None: about :data:`TASKS_PER_THREAD` tasks per thread of
             the cluster, at most :data:`MAX_CHUNK` jobs each. A task's results come back
             together, and a chunk whose worker died runs again as a whole elsewhere.
@@ -277,7 +282,8 @@ def run_many(client: Any, jobs: Iterable[JobSpec], *, profile: str | None = None
         ValueError: a job is a blank line or a string of more than one line.
     """
     futures = _submit(client, _numbered(jobs), profile=profile, profiles=profiles,
-                      timeout=timeout, env=env, net=net, extra_args=extra_args, retries=retries,
+                      timeout=timeout, env=env, net=net, kernel=kernel, extra_args=extra_args,
+                      retries=retries,
                       fork=fork, chunk=chunk)
     chunks: list[list[dict[str, Any]]] = client.gather(futures)
     return [obj for results in chunks for obj in results]

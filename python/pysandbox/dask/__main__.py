@@ -27,6 +27,9 @@ def _parser() -> argparse.ArgumentParser:
                              "default: default)")
     parser.add_argument("--timeout", metavar="DUR",
                         help="every job's wall-clock limit unless it sets its own (e.g. 2s)")
+    parser.add_argument("--kernel", metavar="KERNEL",
+                        help="which kernel answers the jobs' system calls: host, or gvisor "
+                             "(as pysandbox batch --kernel; default: the profile's)")
     parser.add_argument("--keep-order", action="store_true",
                         help="write the results in the input's order (default: as jobs finish)")
     parser.add_argument("--retries", type=int, default=0, metavar="N",
@@ -68,8 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lines = list(_lines(stream))
         profile = args.profile[0] if args.profile else None
         options = {"profile": profile, "profiles": args.profile[1:], "timeout": args.timeout,
-                   "env": (), "net": None, "extra_args": (), "retries": args.retries,
-                   "fork": args.fork, "chunk": args.chunk}
+                   "env": (), "net": None, "kernel": args.kernel, "extra_args": (),
+                   "retries": args.retries, "fork": args.fork, "chunk": args.chunk}
         with distributed().Client(args.scheduler) as client:
             results: Iterable[dict[str, Any]]
             if args.keep_order:
