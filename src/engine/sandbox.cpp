@@ -18,6 +18,7 @@
 #include "engine/policy_channel.hpp"
 #include "engine/zygote.hpp"
 #include "inside/child.hpp"
+#include "sys/dir_names.hpp"
 #include "sys/errors.hpp"
 #include "sys/records.hpp"
 #include "sys/write_size.hpp"
@@ -116,6 +117,100 @@ std::int64_t field_number(std::string_view text, std::size_t index) {
     std::int64_t value = 0;
     std::from_chars(text.data() + at, text.data() + text.size(), value);
     return value;
+}
+
+// What /proc/PID/stat says of one process (its threads together).
+struct ProcStat {
+    pid_t pid = 0;
+    pid_t parent = 0;
+    std::int64_t ticks = 0;  // CPU time: its own and that of the children it waited for
+};
+
+std::optional<ProcStat> proc_stat(int dir) {
+    const auto stat = read_proc_text(dir, "stat");
+    if (!stat) return std::nullopt;
+    const std::size_t after_name = stat->rfind(") ");
+    if (after_name == std::string::npos) return std::nullopt;
+    ProcStat parsed;
+    std::from_chars(stat->data(), stat->data() + stat->size(), parsed.pid);
+    // Fields from the state on (proc(5): state is 3, ppid 4, utime 14, stime 15, cutime 16,
+    // cstime 17).
+    const std::string_view fields = std::string_view(*stat).substr(after_name + 2);
+    parsed.parent = static_cast<pid_t>(field_number(fields, 4 - 3));
+    for (std::size_t field = 14; field <= 17; ++field)
+        parsed.ticks += field_number(fields, field - 3);
+    return parsed;
+}
+
+// Its peak resident memory (VmHWM, KiB); 0 when /proc does not say.
+std::int64_t peak_rss_kib(int dir) {
+    const auto status = read_proc_text(dir, "status");
+    std::int64_t kib = 0;
+    if (!status) return kib;
+    if (const std::size_t hwm = status->find("\nVmHWM:"); hwm != std::string::npos) {
+        std::string_view rest = std::string_view(*status).substr(hwm + 7);
+        rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
+        std::from_chars(rest.data(), rest.data() + rest.size(), kib);
+    }
+    return kib;
+}
+
+// The children of the process whose /proc directory is `dir`, as its threads list them (each
+// lists those it made).
+std::vector<pid_t> proc_children(int dir) {
+    std::vector<pid_t> pids;
+    const UniqueFd tasks(::openat(dir, "task", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!tasks) return pids;
+    for (const std::string& task : sys::sorted_names(tasks.get())) {
+        const auto listed = read_proc_text(tasks.get(), (task + "/children").c_str());
+        if (!listed) continue;
+        const char* at = listed->data();
+        const char* const end = at + listed->size();
+        pid_t pid = 0;
+        for (auto read = std::from_chars(at, end, pid); read.ec == std::errc{};
+             read = std::from_chars(at, end, pid)) {
+            pids.push_back(pid);
+            at = read.ptr + 1;  // past the space after each
+            if (at >= end) break;
+        }
+    }
+    return pids;
+}
+
+// The most processes tree_usage reads: gVisor's own are a handful, and the script's processes
+// are not the host's (each address space has one ptrace stub, bounded by the profile's
+// process limit inside gVisor).
+constexpr std::size_t kMaxTreeProcesses = 1024;
+
+// The CPU time of the process whose /proc directory is `root` and of every process under it,
+// summed (each with the children it waited for), and with `peak` the largest peak among them.
+// A number that the process listing it no longer owns (it ended, and another took the number)
+// names no child of it: the parent each claims is checked.
+std::optional<Sandbox::Usage> tree_usage(int root, bool peak) {
+    const auto top = proc_stat(root);
+    if (!top) return std::nullopt;
+    std::int64_t ticks = top->ticks;
+    Sandbox::Usage usage;
+    if (peak) usage.max_rss_kib = peak_rss_kib(root);
+    std::vector<std::pair<pid_t, std::vector<pid_t>>> pending;
+    pending.emplace_back(top->pid, proc_children(root));
+    std::size_t read = 1;
+    while (!pending.empty() && read < kMaxTreeProcesses) {
+        const auto [parent, children] = std::move(pending.back());
+        pending.pop_back();
+        for (const pid_t pid : children) {
+            if (read++ >= kMaxTreeProcesses) break;
+            const UniqueFd dir(
+                ::open(("/proc/" + std::to_string(pid)).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+            const auto stat = dir ? proc_stat(dir.get()) : std::nullopt;
+            if (!stat || stat->parent != parent) continue;
+            ticks += stat->ticks;
+            if (peak) usage.max_rss_kib = std::max(usage.max_rss_kib, peak_rss_kib(dir.get()));
+            pending.emplace_back(pid, proc_children(dir.get()));
+        }
+    }
+    usage.cpu_ms = ticks * 1000 / ::sysconf(_SC_CLK_TCK);
+    return usage;
 }
 
 }  // namespace
@@ -404,24 +499,14 @@ std::optional<Sandbox::Usage> Sandbox::interpreter_usage(bool peak) {
     }
     if (!interpreter_) return std::nullopt;
     // Through the directory opened while it lived: a gone process's files cannot be opened, and
-    // its number, reused, names another process's.
-    const auto stat = read_proc_text(interpreter_.get(), "stat");
-    const auto status =
-        peak ? read_proc_text(interpreter_.get(), "status") : std::optional<std::string>("");
-    if (!stat || !status) return std::nullopt;
-    const std::size_t after_name = stat->rfind(") ");
-    if (after_name == std::string::npos) return std::nullopt;
-    // Fields from the state on (proc(5): state is 3, utime 14, stime 15, cutime 16, cstime 17).
-    const std::string_view fields = std::string_view(*stat).substr(after_name + 2);
-    std::int64_t ticks = 0;
-    for (std::size_t field = 14; field <= 17; ++field) ticks += field_number(fields, field - 3);
+    // its number, reused, names another process's. Under gVisor the interpreter is runsc, and
+    // the script's cost is that of the processes under it (tree_usage).
+    if (plan_.profile.kernel == KernelChoice::gvisor) return tree_usage(interpreter_.get(), peak);
+    const auto stat = proc_stat(interpreter_.get());
+    if (!stat) return std::nullopt;
     Usage usage;
-    usage.cpu_ms = ticks * 1000 / ::sysconf(_SC_CLK_TCK);
-    if (const std::size_t hwm = status->find("\nVmHWM:"); hwm != std::string::npos) {
-        std::string_view rest = std::string_view(*status).substr(hwm + 7);
-        rest.remove_prefix(std::min(rest.find_first_not_of(" \t"), rest.size()));
-        std::from_chars(rest.data(), rest.data() + rest.size(), usage.max_rss_kib);
-    }
+    usage.cpu_ms = stat->ticks * 1000 / ::sysconf(_SC_CLK_TCK);
+    if (peak) usage.max_rss_kib = peak_rss_kib(interpreter_.get());
     return usage;
 }
 

@@ -91,7 +91,9 @@ class Sandbox {
     void kill() { child_->kill(SIGKILL); }
     // The interpreter's own usage so far, read from /proc: CPU time (its children's that it
     // waited for included) and, with `peak`, peak resident memory (else 0: /proc's status costs
-    // a cell's start more than its stat). None once it is gone.
+    // a cell's start more than its stat). Under gVisor, where the interpreter is runsc, that of
+    // every process under runsc (its sentry, the ptrace stubs): CPU time summed, the largest
+    // peak. None once it is gone.
     struct Usage {
         std::int64_t cpu_ms = 0;
         std::int64_t max_rss_kib = 0;

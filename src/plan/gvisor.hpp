@@ -41,8 +41,10 @@
 //   (sitecustomize.py). A session keeps one warm gVisor sandbox: a cell costs about a
 //   millisecond more than on the host kernel, not runsc's start. Not yet as on the host kernel:
 //   the interrupt a cell past its timeout gets is not passed on by runsc, so its sandbox is
-//   killed and replaced; a cell's usage is read from runsc's own process, which does not see the
-//   script's. A fork server (zygote) is refused: its jobs' channels are passed as descriptors.
+//   killed and replaced. A cell's usage is that of runsc and every process under it (the sentry,
+//   its gofer, the ptrace stubs that hold the script's address spaces), CPU time summed: the
+//   script's cost as the host sees it, gVisor's work for it included. A fork server (zygote) is
+//   refused: its jobs' channels are passed as descriptors.
 //   --host-uds=open also lets the script connect to a host socket file in its mounts (in a
 //   directory filesystem.ro lists; the workdir's overlay refuses it), which on the host kernel it
 //   can do as well; it is passed only with a channel. So there are channels only where the

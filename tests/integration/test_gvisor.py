@@ -348,6 +348,23 @@ for path in os.listdir("/run/pysandbox-gvisor/channel"):
             {"kind": "call", "what": "os.system", "count": 1, "action": "denied"}]))
         self.assertEqual((first["violations"], again["violations"]), ([], []))
 
+    def test_a_cells_usage_is_what_gvisors_processes_cost_the_host(self):
+        # The script runs in runsc's sentry and its ptrace stubs, not in runsc (the interpreter
+        # on the host kernel): a cell's CPU time is theirs, as the host counts it, over the cell.
+        # gVisor's own clock runs ahead of the host's on a loaded machine: 0.5 s of it is at
+        # least 0.2 s of the host's.
+        spin = ("import time\nt = time.process_time()\n"
+                "while time.process_time() - t < 0.5:\n    pass")
+        cells = ["1", spin, "1"]
+        result = run(["session", *GVISOR, *TIMEOUT],
+                     input="".join(json.dumps({"code": c}) + "\n" for c in cells).encode())
+        self.assertExit(result, 0)
+        before, spun, after = (line["usage"] for line in result.lines())
+        self.assertGreaterEqual(spun["cpu_ms"], 200, result.describe())
+        # Each cell's own, not the session's so far: an idle cell costs gVisor little.
+        self.assertLess(after["cpu_ms"], 100, result.describe())
+        self.assertLess(before["cpu_ms"], 100, result.describe())
+
     def test_batch_and_mcp_run_on_gvisor(self):
         on_gvisor = str(profile('extends = "default"\n\n[sandbox]\nkernel = "gvisor"\n'))
         release = "import os; print(os.uname().release)"
