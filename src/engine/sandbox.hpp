@@ -22,6 +22,7 @@
 #include "sys/cgroup.hpp"
 #include "sys/child_guard.hpp"
 #include "sys/poller.hpp"
+#include "sys/timer_fd.hpp"
 #include "sys/unique_fd.hpp"
 #include "wire/report.hpp"
 
@@ -140,6 +141,7 @@ class Sandbox {
     void rewrite_traceback_paths();
     void on_report();
     void on_notification();
+    void on_cpu_watch();
     Outcome outcome(Ending ending) const;
 
     const Plan& plan_;
@@ -169,6 +171,12 @@ class Sandbox {
     SyscallWatch syscalls_;
     std::unique_ptr<proxy::Proxy> proxy_;
     sys::UniqueFd interpreter_;  // its /proc directory, once found: bound to that process
+    // sandbox.kernel = "gvisor": the CPU-time limit, which the supervisor enforces over runsc's
+    // processes (on_cpu_watch). Their CPU time once runsc had started the script's container
+    // (runsc's own start, which the limit does not count), and that at which it was reached.
+    std::optional<sys::TimerFd> cpu_watch_;
+    std::optional<std::int64_t> cpu_baseline_ms_;
+    std::optional<std::int64_t> cpu_limit_reached_ms_;
 };
 
 }  // namespace pysandbox

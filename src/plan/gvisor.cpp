@@ -384,6 +384,15 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
         ",gid=" + std::to_string(plan.ids.inner_gid);
     gvisor.envp = {"PATH=" + std::string(kDefaultPath), "TMPDIR=" + state, "HOME=" + state};
 
+    // The CPU-time limit is the supervisor's, over runsc's processes beyond runsc's start
+    // (engine/sandbox.cpp, on_cpu_watch): gVisor's own, which would end the script with an exit
+    // code it could forge, and the host's on each of runsc's processes, which counts runsc's start
+    // too, only back it up, at twice the limit and a second more.
+    for (Rlimit& limit : plan.rlimits)
+        if (limit.resource == RLIMIT_CPU && limit.hard != RLIM_INFINITY) {
+            limit.soft = 2 * limit.soft + 1;
+            limit.hard = limit.soft + 1;
+        }
     // The script's own filter, without the supervisor: inside, gVisor enforces it.
     seccomp::Recipe inside =
         seccomp::recipe(plan.profile.seccomp, sockets_for(plan.profile), std::nullopt);

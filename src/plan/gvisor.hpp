@@ -20,9 +20,13 @@
 //   checks each call of the script before gVisor serves it. There is no supervisor to ask: a
 //   denied call gets EPERM (or, with action = "kill", ends the script with SIGSYS) and is not
 //   listed in the result.
-// - The script's rlimits (address space, CPU, processes, files) are gVisor's, in the bundle: on
-//   runsc itself an address-space limit would stop its Go runtime, and a process limit its
-//   threads. runsc keeps the CPU-time, core, locked-memory, message-queue and signal limits.
+// - The script's rlimits (address space, processes, files) are gVisor's, in the bundle: on runsc
+//   itself an address-space limit would stop its Go runtime, and a process limit its threads.
+//   runsc keeps the core, locked-memory, message-queue and signal limits. The CPU-time limit is
+//   the supervisor's (engine/sandbox.cpp, on_cpu_watch), over runsc's processes beyond runsc's
+//   start: gVisor's would end the script with SIGXCPU, which runsc reports as exit code 152, as
+//   the script could exit by itself. gVisor's and the host's on runsc stay as backstops, at
+//   twice the limit and a second more.
 // - Nothing masked on the sandbox's /proc: runsc mounts procfs in its namespaces, which a user
 //   namespace may only do where a fully visible one exists. Only runsc sees that /proc.
 // - The host user's namespace counts allow runsc's own namespaces (a few of each kind). The first

@@ -63,6 +63,9 @@ struct Outcome {
     // An allocation the kernel refused at the memory limit, as the supervisor measured it
     // (seccomp.hpp, AllocationWatch).
     bool allocation_refused = false;
+    // The supervisor ended the sandbox at the CPU limit, measured by itself (sandbox.kernel =
+    // "gvisor": engine/sandbox.cpp, on_cpu_watch).
+    bool cpu_limit_reached = false;
     // A session cell's: the times its driver's channel ran past its budget and was muted
     // (engine/control_channel.hpp), the script's flooding.
     std::uint64_t channel_mutes = 0;

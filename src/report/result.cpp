@@ -318,7 +318,7 @@ json gvisor_json(const Plan& plan) {
             {"inside", {"seccomp", "rlimits", "read_only_root", "network_none"}},
             {"around_runsc",
              {"namespaces", "read_only_root", "tmp_size", "no_new_privs", "seccomp_denylist",
-              "cpu_rlimit", "user_counts"}}};
+              "cpu_time_watch", "user_counts"}}};
 }
 
 json enforcement_json(const Plan& plan, const Outcome& outcome) {

@@ -83,11 +83,13 @@ bool output_truncated(const Outcome& outcome) {
     return outcome.stdout_omitted + outcome.stderr_omitted > 0;
 }
 
-// Evidence from the kernel, never the script's word: a script can send itself SIGXCPU or raise
+// Evidence from the kernel or the supervisor's own measure (under gVisor, which ends the sandbox at
+// the CPU limit itself), never the script's word: a script can send itself SIGXCPU or raise
 // MemoryError. RLIMIT_CPU sends SIGXCPU at the limit and SIGKILL a second later; the kernel counts
 // the limit in scheduler ticks and getrusage() in run time, which on a busy or virtual machine
 // differ by up to a quarter, so the measured CPU time must reach half the limit.
 bool hit_cpu_limit(const Plan& plan, const Outcome& outcome) {
+    if (outcome.cpu_limit_reached) return true;
     if (outcome.kind != Kind::signaled) return false;
     if (outcome.signal != SIGXCPU && outcome.signal != SIGKILL) return false;
     return 2 * outcome.session_cpu_ms.value_or(outcome.cpu_ms) >=

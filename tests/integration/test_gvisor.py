@@ -139,12 +139,35 @@ class GvisorTest(SandboxTestCase):
         # (runsc's) are its own exit codes like any other.
         for code, status in (("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 137),
                              ("import sys; sys.exit(137)", 137),
+                             ("import os, signal; os.kill(os.getpid(), signal.SIGXCPU)", 152),
+                             ("import sys; sys.exit(152)", 152),
                              ("import sys; sys.exit(125)", 125),
                              ("import sys; sys.exit(128)", 128)):
             result = run(["run", "--json", *GVISOR, *TIMEOUT, "--cpu-time", "500ms", "-c", code])
             out = result.json()
             self.assertEqual((out["exit_code"], out["signal"], out["status"], result.returncode),
                              (status, None, "error", status), result.describe())
+
+    def test_the_cpu_limit_is_the_supervisors_verdict(self):
+        # gVisor's own limit would end the script with SIGXCPU, which runsc reports as exit code
+        # 152 (above): pysandbox measures runsc's processes from the host and ends the sandbox at
+        # the limit itself, long before the wall clock, beyond runsc's own start (about half a
+        # second of CPU, which the limit does not count).
+        started = time.monotonic()
+        result = run(["run", "--json", *GVISOR, *TIMEOUT, "--cpu-time", "1s", "-c",
+                      "while True:\n    pass"])
+        out = result.json()
+        self.assertEqual((out["status"], out["exit_code"], out["signal"]),
+                         ("cpu_limit", None, "SIGKILL"), result.describe())
+        self.assertGreaterEqual(out["usage"]["cpu_ms"], 1000, out)
+        self.assertLess(time.monotonic() - started, 15, "ended by the wall clock")
+        # A session's sandbox: the cell is the one that reached it, and the state is lost.
+        cells = ["x = 1", "while True:\n    pass"]
+        result = run(["session", *GVISOR, *TIMEOUT, "--cpu-time", "1s"],
+                     input="".join(json.dumps({"code": c}) + "\n" for c in cells).encode())
+        kept, spun = result.lines()
+        self.assertEqual((kept["status"], spun["status"], spun["state"]),
+                         ("ok", "cpu_limit", "lost"), result.describe())
 
     def start_serving(self) -> tuple[subprocess.Popen, int]:
         """`run --json` on gVisor of a script that waits for its stdin, once it runs: the process
