@@ -511,8 +511,10 @@ std::vector<std::string> pip_arguments(const EnvInvocation& invocation, const st
         args.emplace_back("--no-build-isolation");  // Debian's setuptools, not a download
     else
         args.insert(args.end(), {"--only-binary", ":all:"});
+    // Without an index the sandbox has no network either (install_profile): a requirement given
+    // as a URL fails at once, not after pip's 5 retries and their 8 s of backoff.
     if (index.empty())
-        args.emplace_back("--no-index");
+        args.insert(args.end(), {"--no-index", "--retries", "0"});
     else
         args.insert(args.end(), {"--index-url", index});
     for (std::size_t i = 0; i < houses; ++i)

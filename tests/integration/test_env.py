@@ -77,7 +77,9 @@ class Index:
         self.server = http.server.ThreadingHTTPServer(
             ("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # A short poll_interval: close()'s shutdown() waits for the loop to look at its flag,
+        # at the default every 0.5 s.
+        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
 
     def release(self):
         self.released.set()
