@@ -128,13 +128,38 @@ bool can_connect(const Profile& profile) {
     return allows(profile, {"socket", "connect"});
 }
 
+bool needs_seal(const Profile& profile) {
+    return !can_connect(profile);
+}
+
 namespace {
 
 // Whether the interpreter has channels to connect to (gvisor.hpp): the audit hook's, the cell
 // driver's.
 bool has_channels(const Plan& plan) {
-    return (plan.profile.policy.wants_hook() || plan.program_kind == Program::Kind::driver) &&
-           can_connect(plan.profile);
+    return plan.profile.policy.wants_hook() || plan.program_kind == Program::Kind::driver;
+}
+
+// What the channels need of gVisor's filter beyond the profile's allowlist, each as narrow as
+// the call sitecustomize.py makes: Python's socket(AF_UNIX, SOCK_SEQPACKET) (it adds
+// SOCK_CLOEXEC), connect (seccomp sees no address), and the seal's own installation,
+// seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC). With `action` ALLOW they go into
+// the first filter; denied, they are the seal. Only the calls the profile does not allow itself.
+std::vector<seccomp::Recipe::Rule> channel_calls(const Profile& profile, std::uint32_t action) {
+    std::vector<seccomp::Recipe::Rule> rules;
+    if (!allows(profile, {"socket"}))
+        rules.push_back({action,
+                         SCMP_SYS(socket),
+                         {{0, SCMP_CMP_EQ, AF_UNIX, 0},
+                          {1, SCMP_CMP_EQ, SOCK_SEQPACKET | SOCK_CLOEXEC, 0},
+                          {2, SCMP_CMP_EQ, 0, 0}}});
+    if (!allows(profile, {"connect"})) rules.push_back({action, SCMP_SYS(connect), {}});
+    if (!allows(profile, {"seccomp"}))
+        rules.push_back({action,
+                         SCMP_SYS(seccomp),
+                         {{0, SCMP_CMP_EQ, SECCOMP_SET_MODE_FILTER, 0},
+                          {1, SCMP_CMP_EQ, SECCOMP_FILTER_FLAG_TSYNC, 0}}});
+    return rules;
 }
 
 // A rule's action as OCI spells it; a call for the supervisor becomes the default's.
@@ -327,6 +352,24 @@ std::string oci_seccomp(const seccomp::Recipe& inside, bool kill, bool ptrace_al
     return filter.dump();
 }
 
+seccomp::Recipe seal_recipe(const Profile& profile) {
+    seccomp::Recipe seal;
+    seal.default_action = SCMP_ACT_ALLOW;  // gVisor's first filter still answers the rest
+    seal.rules = channel_calls(
+        profile, profile.seccomp.kill ? SCMP_ACT_KILL_PROCESS : SCMP_ACT_ERRNO(EPERM));
+    return seal;
+}
+
+std::string seal_argument(const Profile& profile, std::string_view hook_socket,
+                          std::string_view control_socket) {
+    if (!needs_seal(profile) || (hook_socket.empty() && control_socket.empty())) return {};
+    const std::vector<sock_filter> program = seccomp::compile(seal_recipe(profile));
+    // Its bytes as numbers, Python's bytes() of them: the struct sock_filter array, as here.
+    const auto* bytes = reinterpret_cast<const unsigned char*>(program.data());
+    const std::vector<unsigned> numbers(bytes, bytes + program.size() * sizeof(sock_filter));
+    return json::array({SCMP_SYS(seccomp), numbers, hook_socket, control_socket}).dump();
+}
+
 void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
     if (plan.profile.network.mode == NetMode::proxy)
         throw UsageError(
@@ -336,15 +379,6 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
         throw UsageError(
             "sandbox.kernel = \"gvisor\" has no fork server (batch --fork) yet: run the batch "
             "without --fork, or use a profile with sandbox.kernel = \"host\"");
-    if (plan.program_kind == Program::Kind::driver && !can_connect(plan.profile))
-        throw UsageError(
-            "sandbox.kernel = \"gvisor\" reaches a session's, a server's or a batch's sandbox "
-            "through a host socket its driver connects to, and profile " +
-            plan.profile.name +
-            " allows the script no socket: letting the driver's socket() and connect() through "
-            "gVisor's filter would let the script connect to other host sockets too. Use a "
-            "profile whose seccomp allows sockets (e.g. extends = \"default\" with [sandbox] "
-            "kernel = \"gvisor\"), `pysandbox run` for one script, or the host kernel");
     if (plan.trace_syscalls)
         throw UsageError(
             "--trace-syscalls lists what the host kernel's seccomp filter sees; "
@@ -393,9 +427,14 @@ void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {
             limit.soft = 2 * limit.soft + 1;
             limit.hard = limit.soft + 1;
         }
-    // The script's own filter, without the supervisor: inside, gVisor enforces it.
+    // The script's own filter, without the supervisor: inside, gVisor enforces it; with the
+    // channels' calls where the profile lacks them, which the seal takes back before the script
+    // runs (seal_argument).
     seccomp::Recipe inside =
         seccomp::recipe(plan.profile.seccomp, sockets_for(plan.profile), std::nullopt);
+    if (has_channels(plan) && needs_seal(plan.profile))
+        std::ranges::move(channel_calls(plan.profile, SCMP_ACT_ALLOW),
+                          std::back_inserter(inside.rules));
     plan.files.push_back({dir + "/bundle/config.json", bundle_config(plan, inside), 0444});
     plan.gvisor = std::move(gvisor);
 

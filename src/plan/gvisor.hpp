@@ -42,8 +42,9 @@
 //   is refused. The channels are then what the host kernel's pairs give: records kept whole,
 //   stamped by the host kernel, read by the supervisor alone; the script can add junk or stop
 //   reporting, never take back what was sent. The hook lets the driver's connect through
-//   (sitecustomize.py). A session keeps one warm gVisor sandbox: a cell costs about a
-//   millisecond more than on the host kernel, not runsc's start. Not yet as on the host kernel:
+//   (sitecustomize.py) where the channels are not sealed (below). A session keeps one warm
+//   gVisor sandbox: a cell costs about a millisecond more than on the host kernel, not runsc's
+//   start. Not yet as on the host kernel:
 //   the interrupt a cell past its timeout gets is not passed on by runsc, so its sandbox is
 //   killed and replaced. A cell's usage is that of runsc and every process under it (the sentry,
 //   its gofer, the ptrace stubs that hold the script's address spaces), CPU time summed: the
@@ -51,14 +52,31 @@
 //   refused: its jobs' channels are passed as descriptors.
 //   --host-uds=open also lets the script connect to a host socket file in its mounts (in a
 //   directory filesystem.ro lists; the workdir's overlay refuses it), which on the host kernel it
-//   can do as well; it is passed only with a channel. So there are channels only where the
-//   profile lets the script make an AF_UNIX socket and connect it (can_connect). Where it allows
-//   no socket (strict, paranoid), letting the hook's and the driver's socket() and connect()
-//   through gVisor's filter would let the script's through too, to any listening host socket of
-//   that type in its mounts (seccomp sees no address): the hook then has no channel (it blocks,
-//   its records stay inside, the result says it is not confirmed) and a driver is refused (125).
-//   A filter the hook would add after connecting, or a channel the supervisor connects into,
-//   could lift that; neither is built.
+//   can do as well where the profile lets it make an AF_UNIX socket and connect it (can_connect);
+//   it is passed only with a channel.
+//   Where the profile allows no socket (strict, paranoid), the channels are sealed: seccomp sees
+//   no address, so letting the hook's and the driver's socket() and connect() through gVisor's
+//   filter lets the script's through too, to any listening host socket of that type in its
+//   mounts. gVisor's filter then also allows exactly what the channels take (channel_calls in
+//   gvisor.cpp: socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), connect, and
+//   seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC), each only where the profile
+//   lacks it), and a second filter, the seal (seal_recipe: libseccomp's program, compiled here),
+//   denies those again as the profile denies (kill, or EPERM) and allows the rest, which the
+//   first filter still answers: filters stack, the strictest answer wins, and none can be taken
+//   off. sitecustomize.py, which runs before any line of the script, gets the seal and the
+//   sockets to connect through PYSANDBOX_SEAL (kSealVariable, consumed before the script runs)
+//   and, in this order: connects the hook's channel and the driver's (the driver's first
+//   argument is kSealedControl; sitecustomize puts the connected descriptor's number there),
+//   installs the seal on every thread (through ctypes, taken out of sys.modules again so that a
+//   policy that denies ctypes still sees the script's import), and only then installs the hook.
+//   All connections come before the seal, so nothing connects after it; nothing of the script
+//   runs before it (site's .pth files are the host's own: the environments go on PYTHONPATH).
+//   Fail closed: should a step fail, the interpreter ends (125) before the script, and the
+//   supervisor confirms only what comes after the seal: the hook's "installed" record and the
+//   driver's "ready" are written after it, by code that ran before anything of the script. A
+//   driver that finds kSealedControl unreplaced (sitecustomize did not run) refuses to connect.
+//   The seal is gVisor's to enforce (seccomp(2) with TSYNC under noNewPrivileges, Debian 12's
+//   runsc included); a script that installs a filter of its own after it is denied the call.
 //   Host FIFOs (--host-fifo=open), tried first, are unsound for this, a hostile script's way:
 //   gVisor refuses to open a FIFO for writing on a read-only mount, so it must be bound
 //   read-write; the only uid the sandbox can create it as is the one runsc maps to the script's
@@ -105,10 +123,31 @@ seccomp::Recipe runsc_recipe();
 // that matters).
 std::string oci_seccomp(const seccomp::Recipe& inside, bool kill, bool ptrace_allowed);
 
-// Whether the profile's own filter lets the script make an AF_UNIX socket and connect it: the
-// channels' condition (the comment at the top). Without it the audit hook has no channel and a
-// driver (session, MCP, batch, kernel) is refused.
+// Whether the profile's own filter lets the script make an AF_UNIX socket and connect it (the
+// comment at the top).
 bool can_connect(const Profile& profile);
+
+// Whether channels on this profile need the seal: it allows the script no socket() or connect().
+bool needs_seal(const Profile& profile);
+
+// The seal: the calls the channels needed beyond the profile's allowlist (socket, connect,
+// seccomp, each only where the profile lacks it, argument-matched as in gVisor's filter) denied
+// as the profile denies (kill ? the process killed : EPERM), every other call allowed, for
+// gVisor's first filter to answer.
+seccomp::Recipe seal_recipe(const Profile& profile);
+
+// The environment variable through which sitecustomize.py learns what to connect before the
+// seal and the seal itself; it removes it before the script runs.
+inline constexpr std::string_view kSealVariable = "PYSANDBOX_SEAL";
+// The driver's first argument where sitecustomize.py connects its channel before the seal and
+// puts the descriptor's number in its place; the driver refuses to run on it unreplaced.
+inline constexpr std::string_view kSealedControl = "sealed";
+
+// kSealVariable's value, one JSON array (a Python literal): [seccomp's number, the seal's
+// program (seal_recipe compiled by libseccomp) as its bytes, the hook's socket or "", the
+// driver's socket or ""]; empty where the profile needs no seal or there is no channel.
+std::string seal_argument(const Profile& profile, std::string_view hook_socket,
+                          std::string_view control_socket);
 
 // Puts a planned sandbox on gVisor, as the comment at the top says. Called once the host-kernel
 // plan is complete (make_plan). Throws SysError when runsc is missing, UsageError for what this

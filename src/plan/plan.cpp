@@ -140,16 +140,27 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
     // profile is its own): none of them runs a line, nor finds a module imported, without it.
     // Under gVisor the hook connects to its channel where the profile lets it (gvisor.hpp), and
     // has none otherwise: it must not even try, where a denied call kills.
+    // Under gVisor the hook connects to its channel, and where the profile allows the script no
+    // socket, sitecustomize connects the hook's and the driver's channels and then seals them
+    // (gvisor.hpp).
     const bool gvisor = plan.profile.kernel == KernelChoice::gvisor;
-    const bool gvisor_channel = gvisor && gvisor::can_connect(plan.profile);
     const std::string policy = policy::hook_arguments(
         plan.profile.policy, plan.profile.name,
         {kSandboxPythonDir, gvisor ? -1 : kPolicyFd, plan.program_kind == Program::Kind::zygote,
-         gvisor_channel ? kGvisorPolicySocket : std::string_view{}});
-    if (policy.empty())
-        env.erase(std::string(policy::kPolicyVariable));
-    else
-        env[std::string(policy::kPolicyVariable)] = policy;
+         gvisor ? kGvisorPolicySocket : std::string_view{}});
+    const std::string seal =
+        gvisor ? gvisor::seal_argument(
+                     plan.profile, policy.empty() ? std::string_view{} : kGvisorPolicySocket,
+                     plan.program_kind == Program::Kind::driver ? kGvisorControlSocket
+                                                                : std::string_view{})
+               : std::string{};
+    for (const auto& [name, value] :
+         {std::pair{policy::kPolicyVariable, &policy}, std::pair{gvisor::kSealVariable, &seal}}) {
+        if (value->empty())
+            env.erase(std::string(name));
+        else
+            env[std::string(name)] = *value;
+    }
     // The sandbox's modules come first, whatever else is asked for: site imports the audit hook
     // from there. (Debian's python3 -s still imports sitecustomize from PYTHONPATH.)
     std::string& python_path = env["PYTHONPATH"];

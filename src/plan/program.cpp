@@ -9,6 +9,7 @@
 
 #include "embed/python_modules.hpp"
 #include "embed/zygote_helper_blob.hpp"
+#include "plan/gvisor.hpp"
 #include "plan/host_files.hpp"
 #include "plan/install_paths.hpp"
 #include "plan/policy.hpp"
@@ -140,10 +141,14 @@ void add_program(const Program& program, Plan& plan) {
             plan.argv.push_back("-c");
             plan.argv.push_back(
                 import_and_run(zygote ? python::kZygoteModule : python::kDriverModule));
-            // Under gVisor the driver inherits no channel: it connects to it (gvisor.hpp).
-            plan.argv.push_back(plan.profile.kernel == KernelChoice::gvisor
-                                    ? std::string(kGvisorControlSocket)
-                                    : std::to_string(kControlFd));
+            // Under gVisor the driver inherits no channel: it connects to it, or, where the
+            // channels are sealed, sitecustomize.py does and passes it on (gvisor.hpp).
+            if (plan.profile.kernel != KernelChoice::gvisor)
+                plan.argv.push_back(std::to_string(kControlFd));
+            else if (gvisor::needs_seal(plan.profile))
+                plan.argv.emplace_back(gvisor::kSealedControl);
+            else
+                plan.argv.emplace_back(kGvisorControlSocket);
             plan.script_args = plan.argv.size();
             for (const auto& module : plan.profile.preload) plan.argv.push_back(module);
             plan.script_label = zygote ? "zygote" : "session";

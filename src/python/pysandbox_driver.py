@@ -1158,9 +1158,13 @@ def _preload(modules: "list[str]") -> "dict[str, str]":
 def _channel_fd(where: str) -> int:
     """The channel: the descriptor number pysandbox passed, or, under gVisor, where the
     interpreter inherits none, the path of the socket to connect to (plan/gvisor.hpp);
-    pysandbox takes this one connection and no other."""
+    pysandbox takes this one connection and no other. Where the profile allows no socket,
+    sitecustomize connected it before sealing the calls off and put its number here."""
     if where.isdigit():
         return int(where)
+    if where == "sealed":  # gvisor::kSealedControl, which sitecustomize replaces before the seal
+        raise SystemExit("pysandbox: sandbox error: the driver's channel was not connected and "
+                         "sealed before it started (sitecustomize did not run)")
     import _socket
     connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
     connection.connect(where)

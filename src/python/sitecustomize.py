@@ -180,9 +180,60 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
         record("hook", "installed")
 
 
+def _seal(seccomp_nr: int, program: "list[int]", hook_at: str, control_at: str) -> int:
+    """Under gVisor, where the profile allows the script no socket (plan/gvisor.hpp): connects
+    the hook's channel (its descriptor is returned, else -1) and the cell driver's (its number
+    replaces the driver's first argument), then installs the seal, a seccomp filter pysandbox
+    compiled that denies the socket(), connect() and seccomp() gVisor's filter let through for
+    this. Before any line of the script; should any step fail, the interpreter ends (125) and the
+    script never runs with those calls open. The seal goes in through ctypes, imported here
+    before the hook exists and taken out of sys.modules again, so the script's own import of it
+    raises the import event a policy judges."""
+    import os
+    import sys
+
+    def connect(path: str) -> int:
+        import _socket
+        connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
+        connection.connect(path)
+        return connection.detach()
+
+    before = set(sys.modules)
+    try:
+        hook_fd = connect(hook_at) if hook_at else -1
+        if control_at:
+            if sys.argv[1:2] != ["sealed"]:  # gvisor::kSealedControl
+                raise OSError("the driver's channel argument is not where pysandbox put it")
+            sys.argv[1] = str(connect(control_at))
+        import ctypes
+        code = ctypes.create_string_buffer(bytes(program), len(program))
+        # struct sock_fprog on x86_64: the instructions' count, padding, their address.
+        fprog = ctypes.create_string_buffer(
+            (len(program) // 8).to_bytes(2, "little") + bytes(6) +
+            ctypes.addressof(code).to_bytes(8, "little"), 16)
+        libc = ctypes.CDLL(None, use_errno=True)
+        # SECCOMP_SET_MODE_FILTER (1), SECCOMP_FILTER_FLAG_TSYNC (1): every thread, or none.
+        if libc.syscall(seccomp_nr, 1, 1, fprog) != 0:
+            raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER) failed")
+    except BaseException as error:
+        os.write(2, ("pysandbox: sandbox error: could not seal the channels to pysandbox under "
+                     "gVisor (%s); the script does not run\n" % (error,)).encode())
+        os._exit(125)
+    finally:
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+    return hook_fd
+
+
 import os
 
 _policy = os.environ.pop("PYSANDBOX_POLICY", "")
+_sealed = os.environ.pop("PYSANDBOX_SEAL", "")
+_hook_fd = _seal(*eval(_sealed, {"__builtins__": {}}, {})) if _sealed else -1
 if _policy:
-    _install(*eval(_policy, {"__builtins__": {}}, {}))
-del _install, _policy, os
+    _arguments = eval(_policy, {"__builtins__": {}}, {})
+    if _sealed:
+        _arguments[4] = _hook_fd  # connected before the seal, as the path it was
+    _install(*_arguments)
+    del _arguments
+del _install, _seal, _policy, _sealed, _hook_fd, os

@@ -306,22 +306,27 @@ open("/dev/null", "w").write("discarded")
         # The hook inside gVisor reports on a host socket it connects to (plan/gvisor.hpp): the
         # result confirms it and lists its blocks as on the host kernel. The script then tries the
         # socket itself (a policy that lets it connect): a second connection is refused, and the
-        # socket's directory is read-only. paranoid allows no socket: its hook has no channel
-        # (the script could not be given the hook's connection alone), blocks all the same, and
-        # is said not confirmed; no host socket is handed to that script (--host-uds).
+        # socket's directory is read-only. paranoid allows no socket: its hook connects before
+        # the seal takes socket() and connect() back (plan/gvisor.hpp), and is confirmed with its
+        # blocks all the same; the script's own socket() then ends it (paranoid kills).
         only_system = profile('extends = "default"\n\n[policy]\ndeny_calls = ["os.system"]\n')
         result = run(["run", "--json", "-p", "paranoid", *TIMEOUT, "-c", """
-import os
+import os, sys
 try:
     os.system("true")
 except PermissionError:
     print("blocked")
-print(os.path.exists("/run/pysandbox-gvisor/channel"))
+print(os.listdir("/run/pysandbox-gvisor/channel"), flush=True)
+import _socket
+_socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+print("made a socket")
 """])
         out = result.json()
-        self.assertEqual(out["enforcement"]["audit_hook"], "not confirmed", result.describe())
-        self.assertEqual((out["status"], out["stdout"]), ("ok", "blocked\nFalse\n"),
+        self.assertEqual(out["enforcement"]["audit_hook"], "installed", result.describe())
+        self.assertEqual((out["exit_code"], out["stdout"]), (128 + 31, "blocked\n['policy']\n"),
                          result.describe())
+        self.assertEqual(out["violations"], [
+            {"kind": "call", "what": "os.system", "count": 1, "action": "denied"}])
         result = run(["run", "--json", "-p", str(only_system), *GVISOR, *TIMEOUT, "-c", """
 import _socket, os
 try:
@@ -388,8 +393,36 @@ for path in os.listdir("/run/pysandbox-gvisor/channel"):
         self.assertLess(after["cpu_ms"], 100, result.describe())
         self.assertLess(before["cpu_ms"], 100, result.describe())
 
+    def test_a_session_on_paranoid_is_sealed(self):
+        # paranoid allows the script no socket: the driver's and the hook's channels are
+        # connected before the seal (plan/gvisor.hpp), the cells run, the hook reports, and a
+        # cell's own socket() ends its sandbox (paranoid kills), which the next cell replaces.
+        cells = [
+            "import os\ntry:\n    os.system('true')\nexcept PermissionError:\n    print('blocked')",
+            "import _socket\n_socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)\nprint('made')",
+            "print(6 * 7)",
+        ]
+        result = run(["session", "-p", "paranoid"],
+                     input="".join(json.dumps({"code": c}) + "\n" for c in cells).encode())
+        self.assertExit(result, 0)
+        blocked, socket, after = result.lines()
+        self.assertEqual((blocked["status"], blocked["stdout"], blocked["violations"]),
+                         ("ok", "blocked\n", [{"kind": "call", "what": "os.system", "count": 1,
+                                               "action": "denied"}]), result.describe())
+        self.assertEqual(blocked["enforcement"]["audit_hook"], "installed", result.describe())
+        self.assertEqual((socket["exit_code"], socket["stdout"]), (128 + 31, ""),
+                         result.describe())
+        self.assertEqual((after["status"], after["stdout"]), ("ok", "42\n"), result.describe())
+        self.assertEqual(after["sandbox"], 2, result.describe())
+
     def test_batch_and_mcp_run_on_gvisor(self):
-        on_gvisor = str(profile('extends = "default"\n\n[sandbox]\nkernel = "gvisor"\n'))
+        # paranoid too: its channels are sealed (test_a_session_on_paranoid_is_sealed).
+        for on_gvisor in (str(profile('extends = "default"\n\n[sandbox]\nkernel = "gvisor"\n')),
+                          "paranoid"):
+            with self.subTest(profile=on_gvisor):
+                self.check_batch_and_mcp(on_gvisor)
+
+    def check_batch_and_mcp(self, on_gvisor: str):
         release = "import os; print(os.uname().release)"
         result = run(["batch", "-p", on_gvisor, str(jobs_file([{"code": release}] * 2))])
         self.assertExit(result, 0)
@@ -435,13 +468,6 @@ for path in os.listdir("/run/pysandbox-gvisor/channel"):
         self.assertEqual(result.returncode, 125, result.describe())
         self.assertIn(b"gvisor", result.stderr)
         self.assertIn(b"--fork", result.stderr)
-        # A driver's channel under a profile that allows no socket (plan/gvisor.hpp): refused,
-        # never a filter that lets the script's socket() and connect() through with the driver's.
-        for front in (["session", "-p", "paranoid"], ["batch", "-p", "paranoid", str(jobs)],
-                      ["mcp", "-p", "paranoid"]):
-            result = run(front, input=b"")
-            self.assertEqual(result.returncode, 125, result.describe())
-            self.assertIn(b"allows the script no socket", result.stderr, result.describe())
 
     def test_a_runsc_other_users_could_replace_is_refused(self):
         # runsc is the sandbox's kernel: one another user planted on the caller's PATH would run

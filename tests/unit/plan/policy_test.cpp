@@ -16,6 +16,7 @@
 
 #include "embed/python_modules.hpp"
 #include "engine/policy_channel.hpp"
+#include "plan/gvisor.hpp"
 #include "plan/plan.hpp"
 #include "plan/policy.hpp"
 #include "plan/profile.hpp"
@@ -175,8 +176,17 @@ TEST_SUITE("policy") {
         // nothing at module level
         const std::string_view site = module_source("sitecustomize");
         CHECK(contains(site, "\n_policy = os.environ.pop(\"PYSANDBOX_POLICY\", \"\")\n"));
-        CHECK(contains(site, "\n    _install(*eval(_policy, {\"__builtins__\": {}}, {}))\n"));
-        CHECK(contains(site, "\ndel _install, _policy, os\n"));
+        CHECK(contains(site, "\n    _arguments = eval(_policy, {\"__builtins__\": {}}, {})\n"));
+        CHECK(contains(site, "\n    _install(*_arguments)\n"));
+        CHECK(contains(site, "\ndel _install, _seal, _policy, _sealed, _hook_fd, os\n"));
+        // Under gVisor's seal (plan/gvisor.hpp): the variable and the driver's argument as the
+        // plan spells them.
+        CHECK(contains(site, "\n_sealed = os.environ.pop(\"" +
+                                 std::string(pysandbox::gvisor::kSealVariable) + "\", \"\")\n"));
+        CHECK(contains(
+            site, "sys.argv[1:2] != [\"" + std::string(pysandbox::gvisor::kSealedControl) + "\"]"));
+        CHECK(contains(module_source("pysandbox_driver"),
+                       "if where == \"" + std::string(pysandbox::gvisor::kSealedControl) + "\":"));
         CHECK(contains(site, "\n    sys.addaudithook(hook)\n"));
         // A forked job announces itself to the zygote's hook by the wire's event name
         CHECK(contains(site, "forked_event, kept_most = \"" +
@@ -194,10 +204,13 @@ TEST_SUITE("policy") {
 
     TEST_CASE("the plan passes the policy to sitecustomize, and --env cannot change that") {
         Request request = code_request();
-        request.overrides.env = {"PYSANDBOX_POLICY=[\"x\",[],[],{},-1,\"/\"]"};
+        // Nor add the seal's (plan/gvisor.hpp), which would connect what it names.
+        request.overrides.env = {"PYSANDBOX_POLICY=[\"x\",[],[],{},-1,\"/\"]",
+                                 "PYSANDBOX_SEAL=[317,[],\"/run/x\",\"\"]"};
         const Profile normal = shipped("default");
         auto plan = plan_for(request, normal);
         CHECK(plan_variable(*plan, "PYSANDBOX_POLICY") == hook_arguments_for(normal));
+        CHECK_FALSE(plan_variable(*plan, "PYSANDBOX_SEAL"));
         auto without = plan_for(request, from_text("[policy]\ndeny_calls = []\n"));
         CHECK_FALSE(plan_variable(*without, "PYSANDBOX_POLICY"));
         const auto has_file = [](const Plan& p, std::string_view path) {

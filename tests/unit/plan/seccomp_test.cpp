@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/gvisor.hpp"
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "plan/seccomp.hpp"
@@ -195,6 +196,42 @@ TEST_SUITE("seccomp allowlist") {
         CHECK(strict.action(SYS_chmod) == kNotify);
         CHECK(strict.action(SYS_symlink) == kNotify);
         CHECK(seccomp::denial_errno(AUDIT_ARCH_X86_64, SYS_socket) == EAFNOSUPPORT);
+    }
+
+    TEST_CASE("gVisor's seal: exactly the channels' calls a profile lacks, denied as it denies") {
+        // paranoid (strict on gVisor) kills; the seal denies what the channels needed beyond
+        // the allowlist, argument for argument, and leaves everything else to gVisor's filter.
+        const auto load = [](const char* name) {
+            return pysandbox::load_profile(name, std::vector<fs::path>{kShippedProfiles});
+        };
+        const pysandbox::Profile paranoid = load("paranoid");
+        REQUIRE(pysandbox::gvisor::needs_seal(paranoid));
+        const Filter seal{seccomp::compile(pysandbox::gvisor::seal_recipe(paranoid))};
+        constexpr std::uint64_t kChannel = SOCK_SEQPACKET | SOCK_CLOEXEC;
+        CHECK(seal.action(SYS_socket, {AF_UNIX, kChannel, 0}) == SECCOMP_RET_KILL_PROCESS);
+        CHECK(seal.action(SYS_connect, {3, 0, 110}) == SECCOMP_RET_KILL_PROCESS);
+        CHECK(seal.action(SYS_seccomp, {SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC}) ==
+              SECCOMP_RET_KILL_PROCESS);
+        // Not let through for the channels: gVisor's own filter answers them.
+        CHECK(seal.action(SYS_socket, {AF_UNIX, SOCK_STREAM, 0}) == kAllow);
+        CHECK(seal.action(SYS_seccomp, {SECCOMP_SET_MODE_FILTER, 0}) == kAllow);
+        for (int nr : {SYS_read, SYS_write, SYS_getpid, SYS_mmap, SYS_openat})
+            CHECK(seal.action(nr) == kAllow);
+        // strict with errno: EPERM, as gVisor's filter answers (Debian 12's runsc has no other).
+        pysandbox::Profile errno_profile = paranoid;
+        errno_profile.seccomp.kill = false;
+        const Filter answered{seccomp::compile(pysandbox::gvisor::seal_recipe(errno_profile))};
+        CHECK(answered.action(SYS_connect) == SECCOMP_RET_ERRNO);
+        CHECK(answered.errno_of(SYS_connect) == EPERM);
+        // default allows AF_UNIX sockets and connect: no seal, nothing let through.
+        const pysandbox::Profile normal = load("default");
+        CHECK_FALSE(pysandbox::gvisor::needs_seal(normal));
+        CHECK(pysandbox::gvisor::seal_argument(normal, "/hook", "/control").empty());
+        // Without a channel there is nothing to seal.
+        CHECK(pysandbox::gvisor::seal_argument(paranoid, "", "").empty());
+        const std::string argument = pysandbox::gvisor::seal_argument(paranoid, "/hook", "");
+        CHECK(argument.starts_with("[" + std::to_string(SYS_seccomp) + ",["));
+        CHECK(argument.ends_with("],\"/hook\",\"\"]"));
     }
 
     TEST_CASE("prctl and personality: the harmless uses only") {
