@@ -308,7 +308,9 @@ open("/dev/null", "w").write("discarded")
         # socket itself (a policy that lets it connect): a second connection is refused, and the
         # socket's directory is read-only. paranoid allows no socket: its hook connects before
         # the seal takes socket() and connect() back (plan/gvisor.hpp), and is confirmed with its
-        # blocks all the same; the script's own socket() then ends it (paranoid kills).
+        # blocks all the same; the script's own socket() then ends it (paranoid kills). The
+        # seal went in through ctypes, which paranoid's policy denies: the script's import of it
+        # is still an import the hook sees (sitecustomize took it out of sys.modules again).
         only_system = profile('extends = "default"\n\n[policy]\ndeny_calls = ["os.system"]\n')
         result = run(["run", "--json", "-p", "paranoid", *TIMEOUT, "-c", """
 import os, sys
@@ -316,6 +318,11 @@ try:
     os.system("true")
 except PermissionError:
     print("blocked")
+print(sorted(name for name in sys.modules if "ctypes" in name))
+try:
+    import ctypes
+except PermissionError:
+    print("ctypes blocked")
 print(os.listdir("/run/pysandbox-gvisor/channel"), flush=True)
 import _socket
 _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
@@ -323,10 +330,12 @@ print("made a socket")
 """])
         out = result.json()
         self.assertEqual(out["enforcement"]["audit_hook"], "installed", result.describe())
-        self.assertEqual((out["exit_code"], out["stdout"]), (128 + 31, "blocked\n['policy']\n"),
+        self.assertEqual((out["exit_code"], out["stdout"]),
+                         (128 + 31, "blocked\n[]\nctypes blocked\n['policy']\n"),
                          result.describe())
-        self.assertEqual(out["violations"], [
-            {"kind": "call", "what": "os.system", "count": 1, "action": "denied"}])
+        self.assertCountEqual(out["violations"], [
+            {"kind": "call", "what": "os.system", "count": 1, "action": "denied"},
+            {"kind": "import", "what": "ctypes", "count": 1, "action": "denied"}])
         result = run(["run", "--json", "-p", str(only_system), *GVISOR, *TIMEOUT, "-c", """
 import _socket, os
 try:
