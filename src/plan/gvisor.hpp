@@ -70,7 +70,9 @@
 //   installs the seal on every thread (through ctypes, taken out of sys.modules again so that a
 //   policy that denies ctypes still sees the script's import), and only then installs the hook.
 //   All connections come before the seal, so nothing connects after it; nothing of the script
-//   runs before it (site's .pth files are the host's own: the environments go on PYTHONPATH).
+//   runs before it: site reads .pth files only in the host's site directories (the shipped
+//   profiles' -s leaves the user's out, and that would be under the sandbox's new /tmp; the
+//   environments go on PYTHONPATH, whose .pth files site does not read).
 //   Fail closed: should a step fail, the interpreter ends (125) before the script, and the
 //   supervisor confirms only what comes after the seal: the hook's "installed" record and the
 //   driver's "ready" are written after it, by code that ran before anything of the script. A
