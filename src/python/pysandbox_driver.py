@@ -1163,8 +1163,9 @@ def _channel_fd(where: str) -> int:
     if where.isdigit():
         return int(where)
     if where == "sealed":  # gvisor::kSealedControl, which sitecustomize replaces before the seal
-        raise SystemExit("pysandbox: sandbox error: the driver's channel was not connected and "
-                         "sealed before it started (sitecustomize did not run)")
+        os.write(2, b"pysandbox: sandbox error: the driver's channel was not connected and sealed "
+                 b"before it started (sitecustomize did not run: python.args has -S?)\n")
+        os._exit(125)
     import _socket
     connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET | _socket.SOCK_CLOEXEC)
     connection.connect(where)
