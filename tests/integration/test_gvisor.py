@@ -423,6 +423,15 @@ for path in os.listdir("/run/pysandbox-gvisor/channel"):
                          result.describe())
         self.assertEqual((after["status"], after["stdout"]), ("ok", "42\n"), result.describe())
         self.assertEqual(after["sandbox"], 2, result.describe())
+        # Fail closed: where site does not run (-S, allowed without a [policy]), nothing seals
+        # the channel, and the driver does not connect it itself: the session ends with 125
+        # before any cell runs.
+        without_site = profile('extends = "paranoid"\n\n[python]\nargs = ["-s", "-S"]\n\n'
+                               '[policy]\ndeny_imports = []\ndeny_calls = []\n')
+        result = run(["session", "-p", str(without_site)],
+                     input=json.dumps({"code": "print('ran')"}).encode() + b"\n")
+        self.assertExit(result, 125)
+        self.assertNotIn(b"ran", result.stdout)
 
     def test_batch_and_mcp_run_on_gvisor(self):
         # paranoid too: its channels are sealed (test_a_session_on_paranoid_is_sealed).
