@@ -68,7 +68,9 @@
 //   and, in this order: connects the hook's channel and the driver's (the driver's first
 //   argument is kSealedControl; sitecustomize puts the connected descriptor's number there),
 //   installs the seal on every thread (through ctypes, taken out of sys.modules again so that a
-//   policy that denies ctypes still sees the script's import), and only then installs the hook.
+//   policy that denies ctypes still sees the script's import; its objects stay reachable through
+//   the garbage collector, which the hook, not the boundary, already concedes), and only then
+//   installs the hook.
 //   All connections come before the seal, so nothing connects after it; nothing of the script
 //   runs before it: site reads .pth files only in the host's site directories (the shipped
 //   profiles' -s leaves the user's out, and that would be under the sandbox's new /tmp; the

@@ -188,7 +188,10 @@ def _seal(seccomp_nr: int, program: "list[int]", hook_at: str, control_at: str) 
     this. Before any line of the script; should any step fail, the interpreter ends (125) and the
     script never runs with those calls open. The seal goes in through ctypes, imported here
     before the hook exists and taken out of sys.modules again, so the script's own import of it
-    raises the import event a policy judges."""
+    raises the import event a policy judges. ctypes' classes stay alive in _ctypes' own state
+    (gc.collect() does not free them), where a script that searches the garbage collector finds
+    them without an import: the hook explains, and is not the boundary; the seal and gVisor's
+    filter are."""
     import os
     import sys
 
