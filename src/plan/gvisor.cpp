@@ -123,7 +123,7 @@ const char* compare_name(std::uint64_t op) {
 
 // --host-uds=open hands the script every host socket file in the sandbox's mounts as well as the
 // channels: where the profile allows no socket (a minimal base, as strict's), no rule of gVisor's
-// filter could let the channels' connections through and no other.
+// filter can let the channels' connections through and no other, so the seal takes them back.
 bool can_connect(const Profile& profile) {
     return allows(profile, {"socket", "connect"});
 }

@@ -138,8 +138,6 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
     // nor add one the profile does not have.
     // A zygote's interpreter installs the hook from its start, for the jobs it forks (their
     // profile is its own): none of them runs a line, nor finds a module imported, without it.
-    // Under gVisor the hook connects to its channel where the profile lets it (gvisor.hpp), and
-    // has none otherwise: it must not even try, where a denied call kills.
     // Under gVisor the hook connects to its channel, and where the profile allows the script no
     // socket, sitecustomize connects the hook's and the driver's channels and then seals them
     // (gvisor.hpp).
