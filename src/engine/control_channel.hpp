@@ -62,8 +62,9 @@ struct ControlMessage {
 //
 // Under gVisor (plan/gvisor.hpp), where the interpreter inherits no descriptor, the channel is
 // `listening`, as the policy channel is (policy_channel.hpp): the sandbox's setup binds the
-// supervisor's socket at kGvisorControlSocket and listens on it; the driver connects first thing;
-// the supervisor takes that one connection, closes the listener, and the channel is then the
+// supervisor's socket at kGvisorControlSocket and listens on it; the driver connects first thing
+// (where the channels are sealed, sitecustomize does it for the driver, before the seal); the
+// supervisor takes that one connection, closes the listener, and the channel is then the
 // pair's: records kept whole, stamped by the kernel, read by the supervisor alone.
 class ControlChannel {
   public:
