@@ -9,6 +9,10 @@
 // sys.modules, where no import event fires for it. It uses the stable ABI only (any CPython the
 // profile names), and the multi-phase initialisation, which leaves sys.modules alone.
 //
+// Under gVisor it also installs the seal over the channels (plan/gvisor.hpp), for
+// sitecustomize.py, before any line of the script: seal(), for the same reasons (no ctypes,
+// whose objects would stay within the script's reach, nothing in sys.modules).
+//
 // The zygote is single-threaded and calls in with the GIL held: the fork is CPython's own
 // (PyOS_BeforeFork / PyOS_AfterFork_*) around a raw clone(2) (spawn() says why).
 
@@ -18,6 +22,8 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -25,6 +31,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -290,9 +297,29 @@ PyObject* py_serve(PyObject*, PyObject* channel) {
     return PyLong_FromLong(serve(static_cast<int>(fd)));
 }
 
+// seal(program: bytes) -> int: installs `program` (struct sock_filter[], as pysandbox compiled
+// it) as a seccomp filter on every thread of the process; 0, or -errno (-EINVAL for bytes that
+// are no whole program).
+PyObject* py_seal(PyObject*, PyObject* program) {
+    char* bytes = nullptr;
+    Py_ssize_t size = 0;
+    if (PyBytes_AsStringAndSize(program, &bytes, &size) < 0) return nullptr;
+    const auto count = static_cast<std::size_t>(size) / sizeof(sock_filter);
+    if (size <= 0 || static_cast<std::size_t>(size) % sizeof(sock_filter) != 0 || count > USHRT_MAX)
+        return PyLong_FromLong(-EINVAL);
+    // A copy, aligned as the kernel reads it.
+    std::vector<sock_filter> filter(count);
+    std::memcpy(filter.data(), bytes, static_cast<std::size_t>(size));
+    sock_fprog fprog{static_cast<unsigned short>(count), filter.data()};
+    const long rc =
+        ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &fprog);
+    return PyLong_FromLong(rc == 0 ? 0 : rc > 0 ? -ESRCH : -errno);  // > 0: a thread refused it
+}
+
 PyMethodDef methods[] = {
     {"configure", py_configure, METH_O, nullptr},
     {"serve", py_serve, METH_O, nullptr},
+    {"seal", py_seal, METH_O, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -367,7 +367,9 @@ std::string seal_argument(const Profile& profile, std::string_view hook_socket,
     // Its bytes as numbers, Python's bytes() of them: the struct sock_filter array, as here.
     const auto* bytes = reinterpret_cast<const unsigned char*>(program.data());
     const std::vector<unsigned> numbers(bytes, bytes + program.size() * sizeof(sock_filter));
-    return json::array({SCMP_SYS(seccomp), numbers, hook_socket, control_socket}).dump();
+    return json::array({std::string(kSandboxPythonDir) + std::string(kZygoteHelperFile), numbers,
+                        hook_socket, control_socket})
+        .dump();
 }
 
 void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {

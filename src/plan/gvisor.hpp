@@ -67,10 +67,10 @@
 //   sockets to connect through PYSANDBOX_SEAL (kSealVariable, consumed before the script runs)
 //   and, in this order: connects the hook's channel and the driver's (the driver's first
 //   argument is kSealedControl; sitecustomize puts the connected descriptor's number there),
-//   installs the seal on every thread (through ctypes, taken out of sys.modules again so that a
-//   policy that denies ctypes still sees the script's import; its objects stay reachable through
-//   the garbage collector, which the hook, not the boundary, already concedes), and only then
-//   installs the hook.
+//   installs the seal on every thread (through the zygote's native helper, inside/
+//   zygote_helper.cpp, which the plan writes into the sandbox for it and sitecustomize makes
+//   outside the import system and lets go of: not ctypes, whose objects would stay within the
+//   script's reach in _ctypes' state, with no import event), and only then installs the hook.
 //   All connections come before the seal, so nothing connects after it; nothing of the script
 //   runs before it: site reads .pth files only in the host's site directories (the shipped
 //   profiles' -s leaves the user's out, and that would be under the sandbox's new /tmp; the
@@ -147,9 +147,10 @@ inline constexpr std::string_view kSealVariable = "PYSANDBOX_SEAL";
 // puts the descriptor's number in its place; the driver refuses to run on it unreplaced.
 inline constexpr std::string_view kSealedControl = "sealed";
 
-// kSealVariable's value, one JSON array (a Python literal): [seccomp's number, the seal's
-// program (seal_recipe compiled by libseccomp) as its bytes, the hook's socket or "", the
-// driver's socket or ""]; empty where the profile needs no seal or there is no channel.
+// kSealVariable's value, one JSON array (a Python literal): [the native helper that installs it
+// (kZygoteHelperFile in kSandboxPythonDir, which the plan then writes there), the seal's program
+// (seal_recipe compiled by libseccomp) as its bytes, the hook's socket or "", the driver's socket
+// or ""]; empty where the profile needs no seal or there is no channel.
 std::string seal_argument(const Profile& profile, std::string_view hook_socket,
                           std::string_view control_socket);
 

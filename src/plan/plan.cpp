@@ -152,6 +152,9 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
                      plan.program_kind == Program::Kind::driver ? kGvisorControlSocket
                                                                 : std::string_view{})
                : std::string{};
+    if (!seal.empty())  // what installs it: the zygote's helper, a native extension module
+        plan.files.push_back({std::string(kSandboxPythonDir) + std::string(kZygoteHelperFile),
+                              std::string(zygote::helper_library()), 0444});
     for (const auto& [name, value] :
          {std::pair{policy::kPolicyVariable, &policy}, std::pair{gvisor::kSealVariable, &seal}}) {
         if (value->empty())

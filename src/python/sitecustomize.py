@@ -180,20 +180,20 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
         record("hook", "installed")
 
 
-def _seal(seccomp_nr: int, program: "list[int]", hook_at: str, control_at: str) -> int:
+def _seal(helper: str, program: "list[int]", hook_at: str, control_at: str) -> int:
     """Under gVisor, where the profile allows the script no socket (plan/gvisor.hpp): connects
     the hook's channel (its descriptor is returned, else -1) and the cell driver's (its number
     replaces the driver's first argument), then installs the seal, a seccomp filter pysandbox
     compiled that denies the socket(), connect() and seccomp() gVisor's filter let through for
     this. Before any line of the script; should any step fail, the interpreter ends (125) and the
-    script never runs with those calls open. The seal goes in through ctypes, imported here
-    before the hook exists and taken out of sys.modules again, so the script's own import of it
-    raises the import event a policy judges. ctypes' classes stay alive in _ctypes' own state
-    (gc.collect() does not free them), where a script that searches the garbage collector finds
-    them without an import: the hook explains, and is not the boundary; the seal and gVisor's
-    filter are."""
+    script never runs with those calls open. The seal goes in through pysandbox's native helper
+    (src/inside/zygote_helper.cpp), made from its spec outside the import system as the zygote
+    makes it (pysandbox_zygote._own_module): nothing of it is left in sys.modules, nor, once
+    collected, anywhere else."""
+    import _imp
     import os
     import sys
+    from _frozen_importlib import ModuleSpec
 
     def connect(path: str) -> int:
         import _socket
@@ -202,22 +202,21 @@ def _seal(seccomp_nr: int, program: "list[int]", hook_at: str, control_at: str) 
         return connection.detach()
 
     before = set(sys.modules)
+    import gc
     try:
         hook_fd = connect(hook_at) if hook_at else -1
         if control_at:
             if sys.argv[1:2] != ["sealed"]:  # gvisor::kSealedControl
                 raise OSError("the driver's channel argument is not where pysandbox put it")
             sys.argv[1] = str(connect(control_at))
-        import ctypes
-        code = ctypes.create_string_buffer(bytes(program), len(program))
-        # struct sock_fprog on x86_64: the instructions' count, padding, their address.
-        fprog = ctypes.create_string_buffer(
-            (len(program) // 8).to_bytes(2, "little") + bytes(6) +
-            ctypes.addressof(code).to_bytes(8, "little"), 16)
-        libc = ctypes.CDLL(None, use_errno=True)
-        # SECCOMP_SET_MODE_FILTER (1), SECCOMP_FILTER_FLAG_TSYNC (1): every thread, or none.
-        if libc.syscall(seccomp_nr, 1, 1, fprog) != 0:
-            raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER) failed")
+        spec = ModuleSpec(helper.rpartition("/")[2].partition(".")[0], None, origin=helper)
+        module = _imp.create_dynamic(spec)
+        _imp.exec_dynamic(module)
+        failed = module.seal(bytes(program))
+        if failed:
+            raise OSError(-failed, "seccomp(SECCOMP_SET_MODE_FILTER) failed: %s" %
+                          os.strerror(-failed))
+        del module, spec
     except BaseException as error:
         os.write(2, ("pysandbox: sandbox error: could not seal the channels to pysandbox under "
                      "gVisor (%s); the script does not run\n" % (error,)).encode())
@@ -225,6 +224,7 @@ def _seal(seccomp_nr: int, program: "list[int]", hook_at: str, control_at: str) 
     finally:
         for name in set(sys.modules) - before:
             del sys.modules[name]
+    gc.collect()  # the helper's module and its functions, in a cycle
     return hook_fd
 
 

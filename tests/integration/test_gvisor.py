@@ -309,8 +309,9 @@ open("/dev/null", "w").write("discarded")
         # socket's directory is read-only. paranoid allows no socket: its hook connects before
         # the seal takes socket() and connect() back (plan/gvisor.hpp), and is confirmed with its
         # blocks all the same; the script's own socket() then ends it (paranoid kills). The
-        # seal went in through ctypes, which paranoid's policy denies: the script's import of it
-        # is still an import the hook sees (sitecustomize took it out of sys.modules again).
+        # seal went in through pysandbox's native helper, made outside the import system: no
+        # module of it is left, in sys.modules or anywhere the garbage collector reaches, and
+        # ctypes, which paranoid's policy denies, is still an import the hook sees.
         only_system = profile('extends = "default"\n\n[policy]\ndeny_calls = ["os.system"]\n')
         result = run(["run", "--json", "-p", "paranoid", *TIMEOUT, "-c", """
 import os, sys
@@ -318,7 +319,9 @@ try:
     os.system("true")
 except PermissionError:
     print("blocked")
-print(sorted(name for name in sys.modules if "ctypes" in name))
+import gc
+print(sorted(name for name in sys.modules if "ctypes" in name or "helper" in name),
+      [o.__name__ for o in gc.get_objects() if type(o) is type(os) and "helper" in o.__name__])
 try:
     import ctypes
 except PermissionError:
@@ -331,7 +334,7 @@ print("made a socket")
         out = result.json()
         self.assertEqual(out["enforcement"]["audit_hook"], "installed", result.describe())
         self.assertEqual((out["exit_code"], out["stdout"]),
-                         (128 + 31, "blocked\n[]\nctypes blocked\n['policy']\n"),
+                         (128 + 31, "blocked\n[] []\nctypes blocked\n['policy']\n"),
                          result.describe())
         self.assertCountEqual(out["violations"], [
             {"kind": "call", "what": "os.system", "count": 1, "action": "denied"},
