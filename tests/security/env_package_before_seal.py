@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""A hostile package in a --with-env environment runs before gVisor's seal, and skips it.
+
+On gVisor, where the profile allows the script no socket (paranoid), gVisor's filter lets
+socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC), connect and seccomp through so that
+sitecustomize can connect pysandbox's channels, and sitecustomize then installs the seal (through
+ctypes) that denies them again, before the script runs (plan/gvisor.hpp). Code that runs before
+the seal runs with those calls open. pysandbox puts an environment's site directory on
+PYTHONPATH, ahead of the standard library, so a package there named as a module Python or
+sitecustomize imports at start (encodings, ctypes, struct...) is imported instead of the
+standard library's, before the seal. Package code is as hostile as the script
+(env_hostile_package.py).
+
+The environment holds one wheel whose top-level package is `ctypes`. Imported by sitecustomize,
+it connects to a host SOCK_SEQPACKET socket (mode 0777) in a directory beneath /usr (read-only in
+the sandbox) and writes "PACKAGE" to it, then pretends to be ctypes well enough that the seal's
+syscall() "succeeds" without installing anything; the script, whose policy lets it connect (one
+denied call, os.system, so the hook is installed and blocks nothing of this), then connects and
+writes "SCRIPT".
+
+Run through `run` the profile is strict on the host kernel (where sitecustomize imports no
+ctypes); through the gvisor variant it is paranoid (gVisor, sealed channels), with the same
+policy. Contained when, judged from the host, the socket saw no connection; the run may end as
+the profile's denial ends it (128 + SIGSYS), or with 125 (the seal failed).
+"""
+import os
+import select
+import signal
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attack as A  # noqa: E402
+from support.running import run  # noqa: E402
+from support.wheels import make_wheel  # noqa: E402
+
+RUN_ONLY = "pysandbox env is a command of its own; --with-env is a run option here"
+
+# The environment's ctypes: connects first, then answers sitecustomize's seal as if it worked.
+FAKE_CTYPES = r'''
+import _socket, os
+try:
+    _s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+    _s.connect({where!r})
+    os.write(_s.fileno(), b"PACKAGE")
+except OSError:
+    pass
+def create_string_buffer(init, size=None):
+    return init
+def addressof(buffer):
+    return 0
+def get_errno():
+    return 0
+class CDLL:
+    def __init__(self, *args, **kwargs):
+        pass
+    def syscall(self, *args):
+        return 0
+'''
+
+SCRIPT = r'''
+import _socket, os
+s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+s.connect({where!r})
+os.write(s.fileno(), b"SCRIPT")
+print("connected", flush=True)
+'''
+
+
+def caller_uid():
+    return A.NOBODY if A.RUN_AS == "nobody" else 0
+
+
+def test():
+    judge = A.Judge("a --with-env package that shadows ctypes runs before gVisor's seal")
+    where = A.usr_fixture_dir()
+    target = str(where / "seqpacket")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(target)
+    os.chmod(target, 0o777)
+    listener.listen(8)
+    listener.setblocking(False)
+
+    store = A.shared_dir(owner=caller_uid())
+    house = A.shared_dir()
+    make_wheel(house, "evil_ctypes", "1.0",
+               {"ctypes/__init__.py": FAKE_CTYPES.format(where=target)})
+    made = run(["env", "create", "--cache-dir", str(store), "--find-links", str(house),
+                "evil_ctypes"], timeout=180)
+    if made.returncode != 0:
+        judge.misbehaved("the wheel did not install" + made.describe())
+        judge.done()
+        return
+    env_id = made.stdout.decode().strip()
+    base = "paranoid" if A.VIA == "gvisor" else "strict"
+    profile = A.write_file(A.shared_dir() / "with-env.toml",
+                           f'extends = "{base}"\n\n[limits]\nwall_time = "20s"\n\n'
+                           '[policy]\ndeny_imports = []\ndeny_calls = ["os.system"]\n')
+    script = A.write_file(A.shared_dir() / "connect.py", SCRIPT.format(where=target))
+    used = run(["run", "-p", str(profile), "--with-env", env_id, "--cache-dir", str(store),
+                str(script)], timeout=60)
+    if used.returncode not in (0, 125, A.signalled(signal.SIGSYS)):
+        judge.misbehaved("the run ended otherwise than contained or refused" + used.describe())
+    got = []
+    while select.select([listener], [], [], 0.2)[0]:  # a connection made is queued already
+        connection, _ = listener.accept()
+        connection.settimeout(0.5)
+        try:
+            got.append(connection.recv(100))
+        except OSError:
+            got.append(b"")
+        connection.close()
+    if got:
+        judge.escape(f"the host's SOCK_SEQPACKET socket in a read-only directory accepted "
+                     f"{len(got)} connection(s) {got!r} under profile {base} "
+                     f"(the package's before the seal, the script's after a seal skipped)")
+    judge.done(made.describe() + used.describe())
+
+
+if __name__ == "__main__":
+    A.main(test)
