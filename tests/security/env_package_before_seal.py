@@ -16,7 +16,9 @@ it connects to a host SOCK_SEQPACKET socket (mode 0777) in a directory beneath /
 the sandbox) and writes "PACKAGE" to it, then pretends to be ctypes well enough that the seal's
 syscall() "succeeds" without installing anything; the script, whose policy lets it connect (one
 denied call, os.system, so the hook is installed and blocks nothing of this), then connects and
-writes "SCRIPT".
+writes "SCRIPT". Control: the script imports a module of the environment first, found
+right after the sandbox's own modules on sys.path (the environment is there, not a failed
+install).
 
 Run through `run` the profile is strict on the host kernel (where sitecustomize imports no
 ctypes); through the gvisor variant it is paranoid (gVisor, sealed channels), with the same
@@ -59,7 +61,10 @@ class CDLL:
 '''
 
 SCRIPT = r'''
-import _socket, os
+import _socket, os, sys
+import marker  # the environment is on sys.path all the same (once sealed), before the stdlib
+print("value", marker.VALUE, sys.path.index(os.path.dirname(marker.__file__)) ==
+      sys.path.index("/sandbox/.pysandbox") + 1, flush=True)
 s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
 s.connect({where!r})
 os.write(s.fileno(), b"SCRIPT")
@@ -84,7 +89,8 @@ def test():
     store = A.shared_dir(owner=caller_uid())
     house = A.shared_dir()
     make_wheel(house, "evil_ctypes", "1.0",
-               {"ctypes/__init__.py": FAKE_CTYPES.format(where=target)})
+               {"ctypes/__init__.py": FAKE_CTYPES.format(where=target),
+                "marker.py": "VALUE = 7\n"})
     made = run(["env", "create", "--cache-dir", str(store), "--find-links", str(house),
                 "evil_ctypes"], timeout=180)
     if made.returncode != 0:
@@ -101,6 +107,9 @@ def test():
                 str(script)], timeout=60)
     if used.returncode not in (0, 125, A.signalled(signal.SIGSYS)):
         judge.misbehaved("the run ended otherwise than contained or refused" + used.describe())
+    if b"value 7 True\n" not in used.stdout:
+        judge.misbehaved("the script did not import the environment's module from sys.path[1]"
+                         + used.describe())
     got = []
     while select.select([listener], [], [], 0.2)[0]:  # a connection made is queued already
         connection, _ = listener.accept()
