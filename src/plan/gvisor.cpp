@@ -361,14 +361,14 @@ seccomp::Recipe seal_recipe(const Profile& profile) {
 }
 
 std::string seal_argument(const Profile& profile, std::string_view hook_socket,
-                          std::string_view control_socket) {
+                          std::string_view control_socket, std::string_view later_path) {
     if (!needs_seal(profile) || (hook_socket.empty() && control_socket.empty())) return {};
     const std::vector<sock_filter> program = seccomp::compile(seal_recipe(profile));
     // Its bytes as numbers, Python's bytes() of them: the struct sock_filter array, as here.
     const auto* bytes = reinterpret_cast<const unsigned char*>(program.data());
     const std::vector<unsigned> numbers(bytes, bytes + program.size() * sizeof(sock_filter));
     return json::array({std::string(kSandboxPythonDir) + std::string(kZygoteHelperFile), numbers,
-                        hook_socket, control_socket})
+                        hook_socket, control_socket, later_path})
         .dump();
 }
 

@@ -64,17 +64,22 @@
 //   denies those again as the profile denies (kill, or EPERM) and allows the rest, which the
 //   first filter still answers: filters stack, the strictest answer wins, and none can be taken
 //   off. sitecustomize.py, which runs before any line of the script, gets the seal and the
-//   sockets to connect through PYSANDBOX_SEAL (kSealVariable, consumed before the script runs)
-//   and, in this order: connects the hook's channel and the driver's (the driver's first
-//   argument is kSealedControl; sitecustomize puts the connected descriptor's number there),
-//   installs the seal on every thread (through the zygote's native helper, inside/
-//   zygote_helper.cpp, which the plan writes into the sandbox for it and sitecustomize makes
-//   outside the import system and lets go of: not ctypes, whose objects would stay within the
-//   script's reach in _ctypes' state, with no import event), and only then installs the hook.
+//   sockets to connect through PYSANDBOX_SEAL (kSealVariable, consumed before the script runs;
+//   with it, what PYTHONPATH would have held beyond the sandbox's own modules, kept off it until
+//   the seal is in: seal_argument) and, in this order: connects the hook's channel and the
+//   driver's (the driver's first argument is kSealedControl; sitecustomize puts the connected
+//   descriptor's number there), installs the seal on every thread (through the zygote's native
+//   helper, inside/zygote_helper.cpp, which the plan writes into the sandbox for it and
+//   sitecustomize makes outside the import system and lets go of: not ctypes, whose objects would
+//   stay within the script's reach in _ctypes' state, with no import event), puts the rest of the
+//   path on sys.path, and only then installs the hook.
 //   All connections come before the seal, so nothing connects after it; nothing of the script
-//   runs before it: site reads .pth files only in the host's site directories (the shipped
-//   profiles' -s leaves the user's out, and that would be under the sandbox's new /tmp; the
-//   environments go on PYTHONPATH, whose .pth files site does not read).
+//   runs before it: until the seal, sys.path holds the sandbox's own modules and the host's
+//   standard library and site directories alone (an environment's package is as hostile as the
+//   script, and on PYTHONPATH it would come before the standard library: a package named
+//   encodings, which Python imports at its start, would run first), and site reads .pth files
+//   only in the host's site directories (the shipped profiles' -s leaves the user's out, and
+//   that would be under the sandbox's new /tmp).
 //   Fail closed: should a step fail, the interpreter ends (125) before the script, and the
 //   supervisor confirms only what comes after the seal: the hook's "installed" record and the
 //   driver's "ready" are written after it, by code that ran before anything of the script. A
@@ -150,9 +155,14 @@ inline constexpr std::string_view kSealedControl = "sealed";
 // kSealVariable's value, one JSON array (a Python literal): [the native helper that installs it
 // (kZygoteHelperFile in kSandboxPythonDir, which the plan then writes there), the seal's program
 // (seal_recipe compiled by libseccomp) as its bytes, the hook's socket or "", the driver's socket
-// or ""]; empty where the profile needs no seal or there is no channel.
+// or "", `later_path`]; empty where the profile needs no seal or there is no channel.
+// `later_path`: what PYTHONPATH would hold after the sandbox's own modules (the environment's
+// site directory, the caller's PYTHONPATH), which sitecustomize puts on sys.path only after the
+// seal: on PYTHONPATH, ahead of the standard library, a package named as a module Python imports
+// at its start (encodings, or _distutils_hack for the host's distutils-precedence.pth) would run
+// before the seal, with socket() and connect() open.
 std::string seal_argument(const Profile& profile, std::string_view hook_socket,
-                          std::string_view control_socket);
+                          std::string_view control_socket, std::string_view later_path);
 
 // Puts a planned sandbox on gVisor, as the comment at the top says. Called once the host-kernel
 // plan is complete (make_plan). Throws SysError when runsc is missing, UsageError for what this

@@ -146,15 +146,25 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
         plan.profile.policy, plan.profile.name,
         {kSandboxPythonDir, gvisor ? -1 : kPolicyFd, plan.program_kind == Program::Kind::zygote,
          gvisor ? kGvisorPolicySocket : std::string_view{}});
+    // The sandbox's modules come first, whatever else is asked for: site imports the audit hook
+    // from there. (Debian's python3 -s still imports sitecustomize from PYTHONPATH.) Under the
+    // seal, the rest goes on sys.path only once the seal is in (gvisor::seal_argument).
+    std::string& python_path = env["PYTHONPATH"];
+    const std::string own =
+        fs::path(kSandboxPythonDir).parent_path().string();  // no '/' at the end
+    if (!plan.packages_dir.empty())
+        python_path = std::string(kPackagesDir) + (python_path.empty() ? "" : ":" + python_path);
     const std::string seal =
         gvisor ? gvisor::seal_argument(
                      plan.profile, policy.empty() ? std::string_view{} : kGvisorPolicySocket,
                      plan.program_kind == Program::Kind::driver ? kGvisorControlSocket
-                                                                : std::string_view{})
+                                                                : std::string_view{},
+                     python_path)
                : std::string{};
     if (!seal.empty())  // what installs it: the zygote's helper, a native extension module
         plan.files.push_back({std::string(kSandboxPythonDir) + std::string(kZygoteHelperFile),
                               std::string(zygote::helper_library()), 0444});
+    python_path = own + (python_path.empty() || !seal.empty() ? "" : ":" + python_path);
     for (const auto& [name, value] :
          {std::pair{policy::kPolicyVariable, &policy}, std::pair{gvisor::kSealVariable, &seal}}) {
         if (value->empty())
@@ -162,14 +172,6 @@ void add_environment(const Overrides& overrides, const std::vector<std::string>&
         else
             env[std::string(name)] = *value;
     }
-    // The sandbox's modules come first, whatever else is asked for: site imports the audit hook
-    // from there. (Debian's python3 -s still imports sitecustomize from PYTHONPATH.)
-    std::string& python_path = env["PYTHONPATH"];
-    const std::string own =
-        fs::path(kSandboxPythonDir).parent_path().string();  // no '/' at the end
-    if (!plan.packages_dir.empty())
-        python_path = std::string(kPackagesDir) + (python_path.empty() ? "" : ":" + python_path);
-    python_path = own + (python_path.empty() ? "" : ":" + python_path);
     for (const auto& [name, value] : env) plan.envp.push_back(name + "=" + value);
 }
 

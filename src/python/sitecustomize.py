@@ -180,7 +180,8 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
         record("hook", "installed")
 
 
-def _seal(helper: str, program: "list[int]", hook_at: str, control_at: str) -> int:
+def _seal(helper: str, program: "list[int]", hook_at: str, control_at: str,
+          later_path: str) -> int:
     """Under gVisor, where the profile allows the script no socket (plan/gvisor.hpp): connects
     the hook's channel (its descriptor is returned, else -1) and the cell driver's (its number
     replaces the driver's first argument), then installs the seal, a seccomp filter pysandbox
@@ -189,7 +190,10 @@ def _seal(helper: str, program: "list[int]", hook_at: str, control_at: str) -> i
     script never runs with those calls open. The seal goes in through pysandbox's native helper
     (src/inside/zygote_helper.cpp), made from its spec outside the import system as the zygote
     makes it (pysandbox_zygote._own_module): nothing of it is left in sys.modules, nor, once
-    collected, anywhere else."""
+    collected, anywhere else. `later_path`: what PYTHONPATH would have held after this module's
+    directory (an environment's packages, the caller's PYTHONPATH), put there on sys.path only
+    now, once sealed: until then only the standard library imports, not a package named as one
+    of its modules."""
     import _imp
     import os
     import sys
@@ -225,6 +229,10 @@ def _seal(helper: str, program: "list[int]", hook_at: str, control_at: str) -> i
         for name in set(sys.modules) - before:
             del sys.modules[name]
     gc.collect()  # the helper's module and its functions, in a cycle
+    # As Python reads PYTHONPATH: relative entries (an empty one too) against the working
+    # directory, right after this module's directory, the first.
+    if later_path:
+        sys.path[1:1] = [os.path.abspath(entry) for entry in later_path.split(":")]
     return hook_fd
 
 

@@ -226,12 +226,16 @@ TEST_SUITE("seccomp allowlist") {
         // default allows AF_UNIX sockets and connect: no seal, nothing let through.
         const pysandbox::Profile normal = load("default");
         CHECK_FALSE(pysandbox::gvisor::needs_seal(normal));
-        CHECK(pysandbox::gvisor::seal_argument(normal, "/hook", "/control").empty());
+        CHECK(pysandbox::gvisor::seal_argument(normal, "/hook", "/control", "").empty());
         // Without a channel there is nothing to seal.
-        CHECK(pysandbox::gvisor::seal_argument(paranoid, "", "").empty());
-        const std::string argument = pysandbox::gvisor::seal_argument(paranoid, "/hook", "");
+        CHECK(pysandbox::gvisor::seal_argument(paranoid, "", "", "/sandbox/.packages").empty());
+        const std::string argument = pysandbox::gvisor::seal_argument(paranoid, "/hook", "", "");
         CHECK(argument.starts_with("[\"/sandbox/.pysandbox/pysandbox_zygote_helper.so\",["));
-        CHECK(argument.ends_with("],\"/hook\",\"\"]"));
+        CHECK(argument.ends_with("],\"/hook\",\"\",\"\"]"));
+        // What PYTHONPATH would hold beyond the sandbox's own modules goes on sys.path after the
+        // seal: before it, a package named as a standard module would run with the calls open.
+        CHECK(pysandbox::gvisor::seal_argument(paranoid, "", "/control", "/sandbox/.packages:/x")
+                  .ends_with("],\"\",\"/control\",\"/sandbox/.packages:/x\"]"));
     }
 
     TEST_CASE("prctl and personality: the harmless uses only") {
