@@ -180,8 +180,7 @@ def _install(profile: str, deny_imports: list[str], deny_calls: list[str],
         record("hook", "installed")
 
 
-def _seal(helper: str, program: "list[int]", hook_at: str, control_at: str,
-          later_path: str) -> int:
+def _seal(argument: str) -> int:
     """Under gVisor, where the profile allows the script no socket (plan/gvisor.hpp): connects
     the hook's channel (its descriptor is returned, else -1) and the cell driver's (its number
     replaces the driver's first argument), then installs the seal, a seccomp filter pysandbox
@@ -190,7 +189,9 @@ def _seal(helper: str, program: "list[int]", hook_at: str, control_at: str,
     script never runs with those calls open. The seal goes in through pysandbox's native helper
     (src/inside/zygote_helper.cpp), made from its spec outside the import system as the zygote
     makes it (pysandbox_zygote._own_module): nothing of it is left in sys.modules, nor, once
-    collected, anywhere else. `later_path`: what PYTHONPATH would have held after this module's
+    collected, anywhere else. `argument`: PYSANDBOX_SEAL's value (gvisor::seal_argument), read
+    inside the try: site reports an Exception out of sitecustomize and runs the script all the
+    same. `later_path`: what PYTHONPATH would have held after this module's
     directory (an environment's packages, the caller's PYTHONPATH), put there on sys.path only
     now, once sealed: until then only the standard library imports, not a package named as one
     of its modules."""
@@ -208,6 +209,8 @@ def _seal(helper: str, program: "list[int]", hook_at: str, control_at: str,
     before = set(sys.modules)
     import gc
     try:
+        helper, program, hook_at, control_at, later_path = eval(
+            argument, {"__builtins__": {}}, {})
         hook_fd = connect(hook_at) if hook_at else -1
         if control_at:
             if sys.argv[1:2] != ["sealed"]:  # gvisor::kSealedControl
@@ -240,7 +243,7 @@ import os
 
 _policy = os.environ.pop("PYSANDBOX_POLICY", "")
 _sealed = os.environ.pop("PYSANDBOX_SEAL", "")
-_hook_fd = _seal(*eval(_sealed, {"__builtins__": {}}, {})) if _sealed else -1
+_hook_fd = _seal(_sealed) if _sealed else -1
 if _policy:
     _arguments = eval(_policy, {"__builtins__": {}}, {})
     if _sealed:
