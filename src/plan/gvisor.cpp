@@ -162,6 +162,21 @@ std::vector<seccomp::Recipe::Rule> channel_calls(const Profile& profile, std::ui
     return rules;
 }
 
+// `value` as JSON text, which holds only UTF-8: replacing a byte would hand the script other
+// arguments, environment or working directory than the caller's, so text that is not UTF-8 is
+// refused.
+std::string dump_utf8(const json& value, int indent = -1) {
+    try {
+        return value.dump(indent);
+    } catch (const json::type_error&) {  // the one a dump throws: text that is not UTF-8
+        throw UsageError(
+            "sandbox.kernel = \"gvisor\" passes the script's arguments, environment and "
+            "working directory to runsc as JSON (the OCI bundle's config.json), which holds only "
+            "UTF-8 text: one of them is not UTF-8; rename or re-encode it, or run on the host "
+            "kernel (--kernel host)");
+    }
+}
+
 // A rule's action as OCI spells it; a call for the supervisor becomes the default's.
 //
 // Debian 12's runsc ignores errnoRet: every SCMP_ACT_ERRNO answers EPERM. The calls the profile
@@ -253,17 +268,7 @@ std::string bundle_config(const Plan& plan, const seccomp::Recipe& inside) {
           {"seccomp", json::parse(oci_seccomp(inside, plan.profile.seccomp.kill,
                                               allows(plan.profile, {"ptrace"})))}}},
     };
-    try {
-        return config.dump(1) + "\n";
-    } catch (const json::type_error&) {  // the one a dump throws: text that is not UTF-8
-        // JSON holds only UTF-8, and replacing a byte would hand the script other arguments
-        // than the caller's.
-        throw UsageError(
-            "sandbox.kernel = \"gvisor\" passes the script's arguments, environment and "
-            "working directory to runsc as JSON (the OCI bundle's config.json), which holds only "
-            "UTF-8 text: one of them is not UTF-8; rename or re-encode it, or run on the host "
-            "kernel (--kernel host)");
-    }
+    return dump_utf8(config, 1) + "\n";
 }
 
 // Who else could replace the runsc at `real` (a canonical path): the file or a directory above
@@ -367,9 +372,9 @@ std::string seal_argument(const Profile& profile, std::string_view hook_socket,
     // Its bytes as numbers, Python's bytes() of them: the struct sock_filter array, as here.
     const auto* bytes = reinterpret_cast<const unsigned char*>(program.data());
     const std::vector<unsigned> numbers(bytes, bytes + program.size() * sizeof(sock_filter));
-    return json::array({std::string(kSandboxPythonDir) + std::string(kZygoteHelperFile), numbers,
-                        hook_socket, control_socket, later_path})
-        .dump();
+    // PYTHONPATH (the caller's) may hold what is not UTF-8, as the bundle's environment may.
+    return dump_utf8(json::array({std::string(kSandboxPythonDir) + std::string(kZygoteHelperFile),
+                                  numbers, hook_socket, control_socket, later_path}));
 }
 
 void put_on_gvisor(Plan& plan, const std::vector<std::string>& host_env) {

@@ -31,6 +31,7 @@
 #include "plan/plan.hpp"
 #include "plan/profile.hpp"
 #include "plan/seccomp.hpp"
+#include "sys/errors.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -236,6 +237,9 @@ TEST_SUITE("seccomp allowlist") {
         // seal: before it, a package named as a standard module would run with the calls open.
         CHECK(pysandbox::gvisor::seal_argument(paranoid, "", "/control", "/sandbox/.packages:/x")
                   .ends_with("],\"\",\"/control\",\"/sandbox/.packages:/x\"]"));
+        // The caller's PYTHONPATH may not be UTF-8, which JSON cannot hold: refused, clearly.
+        CHECK_THROWS_AS(pysandbox::gvisor::seal_argument(paranoid, "/hook", "", "/x\xff"),
+                        pysandbox::UsageError);
     }
 
     TEST_CASE("prctl and personality: the harmless uses only") {
