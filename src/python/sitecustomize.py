@@ -233,9 +233,11 @@ def _seal(argument: str) -> int:
             del sys.modules[name]
     gc.collect()  # the helper's module and its functions, in a cycle
     # As Python reads PYTHONPATH: relative entries (an empty one too) against the working
-    # directory, right after this module's directory, the first.
+    # directory, right after this module's directory, the first. And on PYTHONPATH again for
+    # the interpreters the script starts, which inherit the seal.
     if later_path:
         sys.path[1:1] = [os.path.abspath(entry) for entry in later_path.split(":")]
+        os.environ["PYTHONPATH"] = os.environ.get("PYTHONPATH", "") + ":" + later_path
     return hook_fd
 
 
