@@ -11,12 +11,14 @@ sitecustomize imports at start (encodings, ctypes, struct...) is imported instea
 standard library's, before the seal. Package code is as hostile as the script
 (env_hostile_package.py).
 
-The environment holds one wheel whose top-level package is `ctypes`. Imported by sitecustomize,
-it connects to a host SOCK_SEQPACKET socket (mode 0777) in a directory beneath /usr (read-only in
-the sandbox) and writes "PACKAGE" to it, then pretends to be ctypes well enough that the seal's
-syscall() "succeeds" without installing anything; the script, whose policy lets it connect (one
-denied call, os.system, so the hook is installed and blocks nothing of this), then connects and
-writes "SCRIPT". Control: the script imports a module of the environment first, found
+The environment holds one wheel with two top-level packages. `encodings`, which Python imports
+at its start, connects (where the gVisor channels' directory exists) to a host SOCK_SEQPACKET
+socket (mode 0777) in a directory beneath /usr (read-only in the sandbox), writes "ENCODINGS" to
+it, and puts the standard library's encodings in its place. `ctypes`, imported by sitecustomize
+where the seal goes in through ctypes, connects and writes "PACKAGE", then pretends to be ctypes
+well enough that the seal's syscall() "succeeds" without installing anything; the script, whose
+policy lets it connect (one denied call, os.system, so the hook is installed and blocks nothing
+of this), then connects and writes "SCRIPT". Control: the script imports a module of the environment first, found
 right after the sandbox's own modules on sys.path (the environment is there, not a failed
 install).
 
@@ -38,7 +40,29 @@ from support.wheels import make_wheel  # noqa: E402
 
 RUN_ONLY = "pysandbox env is a command of its own; --with-env is a run option here"
 
-# The environment's ctypes: connects first, then answers sitecustomize's seal as if it worked.
+# The environment's encodings, which Python imports at its start, before site: on gVisor, where
+# the channels' calls are open until the seal, it connects; then it puts the standard library's
+# encodings in its place, or Python would not start.
+FAKE_ENCODINGS = r'''
+import os, sys
+if os.path.isdir("/run/pysandbox-gvisor/channel"):
+    try:
+        import _socket
+        _s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+        _s.connect({where!r})
+        os.write(_s.fileno(), b"ENCODINGS")
+    except OSError:
+        pass
+_here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_path = sys.path[:]
+sys.path[:] = [entry for entry in _path if entry != _here]
+del sys.modules["encodings"]
+import encodings
+sys.path[:] = _path
+'''
+
+# The environment's ctypes, where sitecustomize seals through ctypes: connects, then answers the
+# seal's syscall() as if it worked.
 FAKE_CTYPES = r'''
 import _socket, os
 try:
@@ -89,7 +113,8 @@ def test():
     store = A.shared_dir(owner=caller_uid())
     house = A.shared_dir()
     make_wheel(house, "evil_ctypes", "1.0",
-               {"ctypes/__init__.py": FAKE_CTYPES.format(where=target),
+               {"encodings/__init__.py": FAKE_ENCODINGS.format(where=target),
+                "ctypes/__init__.py": FAKE_CTYPES.format(where=target),
                 "marker.py": "VALUE = 7\n"})
     made = run(["env", "create", "--cache-dir", str(store), "--find-links", str(house),
                 "evil_ctypes"], timeout=180)
@@ -122,7 +147,7 @@ def test():
     if got:
         judge.escape(f"the host's SOCK_SEQPACKET socket in a read-only directory accepted "
                      f"{len(got)} connection(s) {got!r} under profile {base} "
-                     f"(the package's before the seal, the script's after a seal skipped)")
+                     f"(ENCODINGS, PACKAGE: before the seal; SCRIPT: after a seal skipped)")
     judge.done(made.describe() + used.describe())
 
 
