@@ -1,13 +1,13 @@
 #!/usr/bin/python3
-"""A hostile package in a --with-env environment runs before gVisor's seal, and skips it.
+"""A hostile package in a --with-env environment runs before gVisor's seal (and may skip it).
 
 On gVisor, where the profile allows the script no socket (paranoid), gVisor's filter lets
 socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC), connect and seccomp through so that
-sitecustomize can connect pysandbox's channels, and sitecustomize then installs the seal (through
-ctypes) that denies them again, before the script runs (plan/gvisor.hpp). Code that runs before
-the seal runs with those calls open. pysandbox puts an environment's site directory on
-PYTHONPATH, ahead of the standard library, so a package there named as a module Python or
-sitecustomize imports at start (encodings, ctypes, struct...) is imported instead of the
+sitecustomize can connect pysandbox's channels, and sitecustomize then installs the seal that
+denies them again, before the script runs (plan/gvisor.hpp). Code that runs before the seal runs
+with those calls open. On PYTHONPATH, an environment's site directory would come ahead of the
+standard library, so a package there named as a module Python or sitecustomize imports at its
+start (encodings; ctypes where the seal went in through it) would be imported instead of the
 standard library's, before the seal. Package code is as hostile as the script
 (env_hostile_package.py).
 
@@ -18,9 +18,9 @@ it, and puts the standard library's encodings in its place. `ctypes`, imported b
 where the seal goes in through ctypes, connects and writes "PACKAGE", then pretends to be ctypes
 well enough that the seal's syscall() "succeeds" without installing anything; the script, whose
 policy lets it connect (one denied call, os.system, so the hook is installed and blocks nothing
-of this), then connects and writes "SCRIPT". Control: the script imports a module of the environment first, found
-right after the sandbox's own modules on sys.path (the environment is there, not a failed
-install).
+of this), then connects and writes "SCRIPT". Control: the script imports a module of the
+environment first, found right after the sandbox's own modules on sys.path (the environment is
+there, not a failed install).
 
 Run through `run` the profile is strict on the host kernel (where sitecustomize imports no
 ctypes); through the gvisor variant it is paranoid (gVisor, sealed channels), with the same
@@ -101,7 +101,8 @@ def caller_uid():
 
 
 def test():
-    judge = A.Judge("a --with-env package that shadows ctypes runs before gVisor's seal")
+    judge = A.Judge("a --with-env package that shadows a standard module runs before gVisor's "
+                    "seal")
     where = A.usr_fixture_dir()
     target = str(where / "seqpacket")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
