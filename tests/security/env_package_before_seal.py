@@ -43,16 +43,22 @@ RUN_ONLY = "pysandbox env is a command of its own; --with-env is a run option he
 # The environment's encodings, which Python imports at its start, before site: on gVisor, where
 # the channels' calls are open until the seal, it connects; then it puts the standard library's
 # encodings in its place, or Python would not start.
-FAKE_ENCODINGS = r'''
-import os, sys
-if os.path.isdir("/run/pysandbox-gvisor/channel"):
+# What either package runs first: a connection to the host's socket, and a word through it.
+CONNECT = r'''
+def _connect(word):
+    import _socket, os
     try:
-        import _socket
-        _s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
-        _s.connect({where!r})
-        os.write(_s.fileno(), b"ENCODINGS")
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
+        s.connect({where!r})
+        os.write(s.fileno(), word)
     except OSError:
         pass
+'''
+
+FAKE_ENCODINGS = CONNECT + r'''
+import os, sys
+if os.path.isdir("/run/pysandbox-gvisor/channel"):
+    _connect(b"ENCODINGS")
 _here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _path = sys.path[:]
 sys.path[:] = [entry for entry in _path if entry != _here]
@@ -63,14 +69,8 @@ sys.path[:] = _path
 
 # The environment's ctypes, where sitecustomize seals through ctypes: connects, then answers the
 # seal's syscall() as if it worked.
-FAKE_CTYPES = r'''
-import _socket, os
-try:
-    _s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_SEQPACKET)
-    _s.connect({where!r})
-    os.write(_s.fileno(), b"PACKAGE")
-except OSError:
-    pass
+FAKE_CTYPES = CONNECT + r'''
+_connect(b"PACKAGE")
 def create_string_buffer(init, size=None):
     return init
 def addressof(buffer):
