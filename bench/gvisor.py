@@ -6,6 +6,8 @@ Each round runs every case once, in an order shuffled each round:
   python            /usr/bin/python3 -c CODE                        no sandbox
   run               pysandbox run -c CODE                           the host's kernel
   run --kernel gvisor   pysandbox run --kernel gvisor -c CODE       gVisor's kernel
+  run -p paranoid   pysandbox run -p paranoid -c CODE               gVisor with strict's policy:
+                    its audit hook's channel connected and sealed before the script (gvisor.hpp)
   runsc do          runsc --rootless --network=none --platform=ptrace do python3 -c CODE
                     gVisor alone, no pysandbox: the floor of a run on gVisor
 
@@ -101,6 +103,7 @@ def main() -> int:
         "python": lambda: timed([PYTHON, "-c", CODE], work),
         "run": lambda: timed([*sandbox, "-c", CODE], work),
         "run --kernel gvisor": lambda: timed([*gvisor, "-c", CODE], work),
+        "run -p paranoid": lambda: timed([*sandbox, "-p", "paranoid", "-c", CODE], work),
         "runsc do": lambda: timed([*runsc_do, "-c", CODE], work),
         "syscalls, host kernel": lambda: self_timed([*sandbox, "-c", SYSCALLS], work),
         "syscalls, gvisor": lambda: self_timed([*gvisor, "-c", SYSCALLS], work),
@@ -125,6 +128,7 @@ def main() -> int:
 
     ratios = {"run --kernel gvisor / runsc do (target <= 1.2)":
               ratio("run --kernel gvisor", "runsc do"),
+              "run -p paranoid / runsc do": ratio("run -p paranoid", "runsc do"),
               "run --kernel gvisor / run": ratio("run --kernel gvisor", "run"),
               "syscalls: gvisor / host kernel": ratio("syscalls, gvisor", "syscalls, host kernel")}
     if args.json:
