@@ -58,8 +58,8 @@ MAX_CHUNK = 64
 
 class WarmServers:
     """The Dask worker plugin that holds a worker's warm pysandbox servers (one ``pysandbox
-    batch -`` per profile and option set, ``--jobs`` the worker's threads unless
-    ``jobs_at_once`` says) and ends them when the worker closes.
+    batch -`` per profile and option set, with ``--fork`` or without as :func:`run_many`'s
+    ``fork`` says, ``--jobs`` the worker's threads unless ``jobs_at_once`` says) and ends them when the worker closes.
 
     :func:`run_jobs` installs it on its worker when it is missing; register it yourself to
     choose ``jobs_at_once``: ``client.register_worker_plugin(WarmServers(4))`` (that ends the
