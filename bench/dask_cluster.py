@@ -13,10 +13,13 @@ slow moment of the machine hits all alike, runs the same `--jobs` trivial jobs
              distributed itself costs a task (scheduler, worker, client), no sandbox at all
   cold       one Dask task per job that runs a `pysandbox batch --jobs 1` of its own, as
              pysandbox.dask did before its workers kept a warm pysandbox (issue 35)
-  dask       pysandbox.dask.run_many(client, jobs) with the library's defaults
-  dask_fork  run_many(..., fork=True): chunks of jobs per task, each worker's warm fork server
-  dask_task  run_many(..., fork=True, chunk=1): one task per job, each worker's warm fork server
-  cli        python3 -m pysandbox.dask --fork --scheduler ... JOBS.jsonl, end to end (its
+  dask       pysandbox.dask.run_many(client, jobs) with the library's defaults: chunks of jobs
+             per task, each worker's warm fork server (on the host's kernel, here)
+  dask_plain run_many(..., fork=False): each worker's warm plain `pysandbox batch`, a sandbox
+             started for each job (the default before)
+  dask_fork  run_many(..., fork=True): as the default here, asked for
+  dask_task  run_many(..., chunk=1): one task per job, each worker's warm fork server
+  cli        python3 -m pysandbox.dask --scheduler ... JOBS.jsonl, end to end (its
              interpreter's start, importing distributed and connecting included)
 
 The workers' warm servers outlive a round (that is their point); the first round starts them, so
@@ -47,7 +50,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = "/usr/bin/python3"  # Debian's, with python3-distributed
 CODE = "print(sum(range(1000)))"
-WAYS = ("fork", "noop", "cold", "dask", "dask_fork", "dask_task", "cli")
+WAYS = ("fork", "noop", "cold", "dask", "dask_plain", "dask_fork", "dask_task", "cli")
 COLD_WAYS = ("fork", "noop", "cold")  # nothing of theirs outlives a round: no warm-up
 
 
@@ -113,7 +116,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--nthreads", type=int, default=1)
-    parser.add_argument("--only", default="fork,noop,cold,dask,dask_fork,dask_task",
+    parser.add_argument("--only", default="fork,noop,cold,dask,dask_plain,dask_fork,dask_task",
                         help=f"a comma-separated subset of {','.join(WAYS)}")
     parser.add_argument("--python", default=str(REPO / "python"),
                         help="the directory holding the pysandbox package the cluster imports")
@@ -157,14 +160,15 @@ def main() -> int:
         return run
 
     def cli() -> None:
-        out = subprocess.run([PYTHON, "-m", "pysandbox.dask", "--fork", "--scheduler",
+        out = subprocess.run([PYTHON, "-m", "pysandbox.dask", "--scheduler",
                               cluster.address, str(jobs_file)], check=True, capture_output=True,
                              env=env).stdout
         check([json.loads(line) for line in out.splitlines()], args.jobs, "cli")
 
     ways: dict[str, Callable[[], None]] = {
-        "fork": batch_fork, "noop": noop, "cold": cold, "dask": dask(), "dask_fork": dask(fork=True),
-        "dask_task": dask(fork=True, chunk=1), "cli": cli}
+        "fork": batch_fork, "noop": noop, "cold": cold, "dask": dask(),
+        "dask_plain": dask(fork=False), "dask_fork": dask(fork=True), "dask_task": dask(chunk=1),
+        "cli": cli}
     ways = {name: ways[name] for name in only}
     rates: dict[str, list[float]] = {name: [] for name in ways}
     try:
@@ -200,8 +204,9 @@ def main() -> int:
           f"{args.rounds} rounds (+{args.warmup} untimed), medians [range]")
     labels = {"fork": f"batch --fork -j {parallel}", "noop": "dask: a no-op task per job",
               "cold": "a cold pysandbox batch per task",
-              "dask": "pysandbox.dask defaults", "dask_fork": "pysandbox.dask fork=True",
-              "dask_task": "... fork=True, chunk=1", "cli": "python3 -m pysandbox.dask --fork"}
+              "dask": "pysandbox.dask defaults", "dask_plain": "pysandbox.dask fork=False",
+              "dask_fork": "pysandbox.dask fork=True", "dask_task": "... defaults, chunk=1",
+              "cli": "python3 -m pysandbox.dask"}
     for name in rates:
         ratio = row.get(f"{name}_fork_ratio")
         print(f"  {labels[name]:34} {row[name + '_jobs_per_s']:>8} jobs/s  "

@@ -1,9 +1,10 @@
 """pysandbox.dask on a real Dask cluster: a `dask scheduler` and two `dask worker` processes on
 127.0.0.1, started and stopped here. Every job gets its result from the worker's own warm
-pysandbox (a long-lived `pysandbox batch` per profile, held by a worker plugin), the same result
-as `pysandbox run` gives; both workers take jobs; a server killed mid-chunk answers its jobs with
-an error and is replaced; a worker killed mid-batch loses no job and duplicates none; a worker
-that closes ends its servers."""
+pysandbox (a long-lived `pysandbox batch` per profile, held by a worker plugin: `--fork` by
+default on the host's kernel, plain on gVisor, as the servers' command lines show), the same
+result as `pysandbox run` gives; both workers take jobs; a server killed mid-chunk answers its
+jobs with an error and is replaced; a worker killed mid-batch loses no job and duplicates none; a
+worker that closes ends its servers."""
 
 import json
 import os
@@ -19,6 +20,8 @@ import pytest
 
 import pysandbox.dask
 from pysandbox import Result, SandboxError, Status
+from pysandbox.dask import _server
+from pysandbox.dask.__main__ import _parser
 from support import REPO, checked, descendants, exits, run
 
 WORKERS = ("w1", "w2")
@@ -90,6 +93,12 @@ class Cluster:
         return {self.worker_name(address): pids
                 for address, pids in self.client.run(pids).items()}
 
+    def server_argvs(self) -> dict[str, list[list[str]]]:
+        """Each worker's warm servers by name: their command lines, as the host sees them."""
+        return {name: [Path(f"/proc/{pid}/cmdline").read_text().split("\0")[:-1]
+                       for pid in pids]
+                for name, pids in self.servers().items()}
+
     def worker_name(self, address: str) -> str:
         return self.client.scheduler_info()["workers"][address]["name"]
 
@@ -149,6 +158,12 @@ def test_every_job_runs_once_on_the_workers_own_pysandbox(cluster):
         check_result(obj)
     by_worker = Counter(r["worker"] for r in results)
     assert set(by_worker) == set(WORKERS), (by_worker, cluster.logs())
+    # By default, on the host's kernel (a forked job enforced as a plain one is, here), each
+    # worker's server is a fork server.
+    argvs = cluster.server_argvs()
+    assert all(argvs[name] for name in WORKERS), argvs
+    for argv in (argv for name in WORKERS for argv in argvs[name]):
+        assert argv[1] == "batch" and "--fork" in argv, argv
 
 
 def test_the_command_line_writes_batch_lines_with_the_worker(cluster, tmp_path):
@@ -216,6 +231,10 @@ def test_jobs_run_on_gvisor_on_the_warm_servers_and_fork_is_refused(cluster):
         assert result.status is Status.OK and obj["worker"] in WORKERS, obj
         assert result.value != repr(os.uname().release), "the host's kernel answered"
         assert result.enforcement is not None and result.enforcement.kernel == "gvisor"
+    # By default the gVisor servers are plain warm batches (no fork server there), no error.
+    gvisor = [argv for argvs in cluster.server_argvs().values() for argv in argvs
+              if "gvisor" in argv]
+    assert gvisor and not [argv for argv in gvisor if "--fork" in argv], gvisor
     with pytest.raises(SandboxError, match=r"no fork server \(batch --fork\)"):
         pysandbox.dask.run_many(cluster.client, [{"code": "1"}], kernel="gvisor", fork=True)
 
@@ -287,6 +306,31 @@ def test_a_line_that_cannot_be_sent_whole_is_refused_and_later_results_stay_thei
     for obj in results:
         assert "worker" not in obj  # no Dask worker ran it
         checked(Result.from_json(obj))
+
+
+def test_by_default_a_job_is_forked_only_where_its_enforcement_would_not_change(monkeypatch):
+    # A host that gives a plain job a cgroup of its own (this one does not): the forked job's
+    # enforcement differs, so the server is a plain batch.
+    plain = {"kernel": "host", "resources": "cgroup", "degraded": []}
+    probes = {True: dict(plain, resources="rlimit", degraded=["cgroup"]), False: plain}
+    monkeypatch.setattr(_server, "_probe", lambda argv: probes["--fork" in argv])
+    assert "resources ('rlimit', not 'cgroup')" in _server.why_not_fork("default", [])
+    assert not _server._forks("default", [], None)
+    assert _server._forks("default", [], True) and not _server._forks("default", [], False)
+    probes[True] = plain
+    assert _server.why_not_fork("default", []) is None and _server._forks("default", [], None)
+    probes[True] = "pysandbox: error: no fork server"
+    assert "no fork server" in _server.why_not_fork("default", [])
+    assert not _server._forks("default", [], None)
+    assert not _server._forks("default", ["--fork"], None)  # --fork is in the options already
+
+
+def test_the_command_line_forks_by_default_and_takes_fork_and_no_fork():
+    base = ["--scheduler", "tcp://127.0.0.1:1", "jobs.jsonl"]
+    assert [_parser().parse_args([*base, *more]).fork
+            for more in ([], ["--fork"], ["--no-fork"])] == [None, True, False]
+    with pytest.raises(SystemExit):
+        _parser().parse_args([*base, "--fork", "--no-fork"])
 
 
 def test_a_blank_job_is_refused_before_any_task(cluster):

@@ -1,8 +1,9 @@
 """Many machines: pysandbox jobs on a Dask cluster (Debian's ``python3-distributed``).
 
-Each worker keeps a warm ``pysandbox`` of its own: a long-lived ``pysandbox batch -`` per
-profile (``--fork`` with ``fork=True``), as many jobs at once as the worker has threads, held by a
-worker plugin (:class:`WarmServers`, installed by the first task on the worker) that ends it when
+Each worker keeps a warm ``pysandbox`` of its own: a long-lived ``pysandbox batch --fork -`` per
+profile (plain ``pysandbox batch -`` on gVisor, with ``fork=False``, or where a forked job would
+lose a layer a plain one has), as many jobs at once as the worker has threads, held by a worker
+plugin (:class:`WarmServers`, installed by the first task on the worker) that ends it when
 the worker closes. The Dask tasks, :func:`run_jobs`, each hand a chunk of jobs to it and wait for
 their result lines: the isolation is pysandbox's, every job in a sandbox of its own with every
 layer, the same on every host, and the job's timeout is pysandbox's, not Dask's. A task is a pure
@@ -16,7 +17,7 @@ it and ``line``, the job's place in the jobs given (from 1)::
 
     client = Client("tcp://scheduler:8786")
     jobs = [{"id": n, "code": f"print({n} ** 2)", "timeout": "2s"} for n in range(10_000)]
-    for result in pysandbox.dask.as_completed(client, jobs, fork=True):
+    for result in pysandbox.dask.as_completed(client, jobs):
         print(result["id"], result["status"], result["worker"])
 
 Or from the shell: ``python3 -m pysandbox.dask --scheduler tcp://scheduler:8786 JOBS.jsonl``.
@@ -57,8 +58,8 @@ MAX_CHUNK = 64
 
 class WarmServers:
     """The Dask worker plugin that holds a worker's warm pysandbox servers (one ``pysandbox
-    batch -`` per profile and option set, ``--jobs`` the worker's threads unless
-    ``jobs_at_once`` says) and ends them when the worker closes.
+    batch -`` per profile and option set, with ``--fork`` or without as :func:`run_many`'s
+    ``fork`` says, ``--jobs`` the worker's threads unless ``jobs_at_once`` says) and ends them when the worker closes.
 
     :func:`run_jobs` installs it on its worker when it is missing; register it yourself to
     choose ``jobs_at_once``: ``client.register_worker_plugin(WarmServers(4))`` (that ends the
@@ -149,10 +150,11 @@ def _run_cold(line: str, profiles: Sequence[str], options: Sequence[str]) -> dic
 
 
 def run_jobs(jobs: Sequence[tuple[int, str]], profiles: Sequence[str] = (),
-             options: Sequence[str] = ()) -> list[dict[str, Any]]:
+             options: Sequence[str] = (), fork: bool | None = None) -> list[dict[str, Any]]:
     """The Dask task: run a chunk of jobs (``pysandbox batch`` lines, each with its place in
     the input) on this worker's warm servers (:class:`WarmServers`; this process's own outside
-    a worker), ``options`` being those of ``pysandbox batch`` (``--fork`` among them or not).
+    a worker), ``options`` being those of ``pysandbox batch``, and ``fork`` as for
+    :func:`run_many` (``--fork`` among ``options`` forks, whatever ``fork`` says).
     Their result objects, in the jobs' order, each with ``line`` set to the job's place and
     ``worker`` to this worker's name (none outside a worker).
 
@@ -168,7 +170,7 @@ def run_jobs(jobs: Sequence[tuple[int, str]], profiles: Sequence[str] = (),
     waiting: list[Any] = []
     for _, line in jobs:
         profile = _profile_for(line, profiles)
-        waiting.append(None if profile is None else servers.send(profile, options, line))
+        waiting.append(None if profile is None else servers.send(profile, options, line, fork))
     results = []
     for (number, line), waiter in zip(jobs, waiting):
         obj = _run_cold(line, profiles, options) if waiter is None else dict(waiter.wait())
@@ -179,10 +181,10 @@ def run_jobs(jobs: Sequence[tuple[int, str]], profiles: Sequence[str] = (),
     return results
 
 
-def run_job(line: str, profiles: Sequence[str] = (), options: Sequence[str] = ()) -> dict[
-        str, Any]:
+def run_job(line: str, profiles: Sequence[str] = (), options: Sequence[str] = (),
+            fork: bool | None = None) -> dict[str, Any]:
     """One job through :func:`run_jobs`, as the first line of its input."""
-    [result] = run_jobs([(1, line)], profiles, options)
+    [result] = run_jobs([(1, line)], profiles, options, fork)
     return result
 
 
@@ -208,15 +210,18 @@ def _numbered(jobs: Iterable[JobSpec]) -> list[tuple[int, str]]:
 def _submit(client: Any, jobs: list[tuple[int, str]], *, profile: str | None,
             profiles: Sequence[str], timeout: float | str | None, env: EnvSpec, net: str | None,
             kernel: str | None,
-            extra_args: Sequence[str], retries: int, fork: bool, chunk: int | None) -> list[Any]:
+            extra_args: Sequence[str], retries: int, fork: bool | None,
+            chunk: int | None) -> list[Any]:
+    if fork is not None and not isinstance(fork, bool):
+        raise TypeError(f"fork is True, False or None, not {fork!r}")
     allowed = ([profile] if profile is not None else []) + [p for p in profiles if p != profile]
-    options = batch_options(fork=fork, timeout=timeout, env=env, net=net, kernel=kernel,
+    options = batch_options(timeout=timeout, env=env, net=net, kernel=kernel,
                             extra_args=extra_args)
     size = _chunk_size(client, len(jobs), chunk)
     chunks = [jobs[at:at + size] for at in range(0, len(jobs), size)]
     # pure=False: two equal chunks are two tasks, each with its own results.
     futures: list[Any] = client.map(run_jobs, chunks, profiles=allowed, options=options,
-                                    pure=False, retries=retries)
+                                    fork=fork, pure=False, retries=retries)
     return futures
 
 
@@ -232,7 +237,7 @@ def as_completed(client: Any, jobs: Iterable[JobSpec], *, profile: str | None = 
                  profiles: Sequence[str] = (), timeout: float | str | None = None,
                  env: EnvSpec = (), net: str | None = None, kernel: str | None = None,
                  extra_args: Sequence[str] = (),
-                 retries: int = 0, fork: bool = False, chunk: int | None = None) -> Iterator[
+                 retries: int = 0, fork: bool | None = None, chunk: int | None = None) -> Iterator[
                      dict[str, Any]]:
     """Like :func:`run_many`, but yields the results of each chunk of jobs as soon as it is
     done."""
@@ -245,7 +250,7 @@ def run_many(client: Any, jobs: Iterable[JobSpec], *, profile: str | None = None
              profiles: Sequence[str] = (), timeout: float | str | None = None,
              env: EnvSpec = (), net: str | None = None, kernel: str | None = None,
              extra_args: Sequence[str] = (),
-             retries: int = 0, fork: bool = False, chunk: int | None = None) -> list[
+             retries: int = 0, fork: bool | None = None, chunk: int | None = None) -> list[
                  dict[str, Any]]:
     """Run ``jobs`` on the Dask cluster ``client`` is connected to; their results, in the jobs'
     order.
@@ -263,10 +268,15 @@ def run_many(client: Any, jobs: Iterable[JobSpec], *, profile: str | None = None
             :func:`pysandbox.batch` (``kernel="gvisor"``: every job on gVisor).
         retries: how many more times Dask runs a chunk whose task raised (pysandbox failed on
             the worker). A chunk whose worker died is run again whatever this says.
-        fork: fork each job's sandbox from the worker's warm zygote (``batch --fork``, at the
-            costs BATCH in pysandbox(1) lists), several times the jobs per second. Not on
-            gVisor, which has no fork server: there pysandbox refuses it (SandboxError); the
-            default, a warm ``pysandbox batch`` per worker, runs gVisor jobs.
+        fork: None (the default): each worker forks its jobs' sandboxes from a warm zygote
+            (``batch --fork``, several times the jobs per second) where its pysandbox enforces
+            a forked job exactly as a plain one (the results' ``enforcement`` equal), and runs
+            a plain warm ``pysandbox batch`` elsewhere: on gVisor, which has no fork server,
+            and where a plain job gets a cgroup of its own (a forked one has rlimits only); it
+            decides when it starts a server, by running one job each way. Forked jobs share
+            what BATCH in pysandbox(1) lists (up to 256 in a row are copies of one process: its
+            address-space layout, stack canary and str hash secret). True: always ``--fork``
+            (SandboxError on gVisor, as pysandbox refuses it there). False: never.
         chunk: jobs per Dask task; None: about :data:`TASKS_PER_THREAD` tasks per thread of
             the cluster, at most :data:`MAX_CHUNK` jobs each. A task's results come back
             together, and a chunk whose worker died runs again as a whole elsewhere.

@@ -34,9 +34,16 @@ def _parser() -> argparse.ArgumentParser:
                         help="write the results in the input's order (default: as jobs finish)")
     parser.add_argument("--retries", type=int, default=0, metavar="N",
                         help="run a chunk again up to N times when pysandbox failed on its worker")
-    parser.add_argument("--fork", action="store_true",
-                        help="fork each job's sandbox from the worker's warm zygote, as "
-                             "pysandbox batch --fork (see BATCH in pysandbox(1))")
+    forking = parser.add_mutually_exclusive_group()
+    forking.add_argument("--fork", action="store_true", default=None,
+                         help="fork every job's sandbox from the worker's warm zygote, as "
+                              "pysandbox batch --fork (see BATCH in pysandbox(1)); an error on "
+                              "gVisor (default: fork where the worker's pysandbox enforces a "
+                              "forked job as a plain one: not on gVisor, nor where a plain job "
+                              "gets a cgroup of its own)")
+    forking.add_argument("--no-fork", dest="fork", action="store_false",
+                         help="never fork: each job in a sandbox started for it alone, as a plain "
+                              "pysandbox batch")
     parser.add_argument("--chunk", type=_positive, metavar="N",
                         help=f"jobs per Dask task (default: about {TASKS_PER_THREAD} tasks per "
                              f"thread of the cluster, at most {MAX_CHUNK} jobs each)")

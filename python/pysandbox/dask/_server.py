@@ -1,5 +1,7 @@
 """A worker's warm pysandbox: one long-lived ``pysandbox batch -`` per profile and options, fed
-job lines on its stdin by the worker's tasks, each waiting for its own result line.
+job lines on its stdin by the worker's tasks, each waiting for its own result line. It is
+``pysandbox batch --fork`` when asked, or, by default, when a forked job would be enforced as a
+plain one is (:func:`why_not_fork`).
 
 ``pysandbox batch`` without ``--keep-order`` writes each job's result line as soon as the job
 ends, with ``line``: the job's line in its input, from 1. A server numbers the lines it writes
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -28,6 +31,10 @@ least recently used idle one is closed: each holds warm sandboxes."""
 
 _STARTS = 3
 """Servers started in a row for one job before giving up: each ended before the job was sent."""
+
+_PROBE_JOB = b'{"code": "pass"}\n'
+
+_log = logging.getLogger("pysandbox.dask")
 
 
 class ServerGone(Exception):
@@ -86,6 +93,64 @@ def _lost_result(line: str, profile: str, returncode: int, stderr: str) -> dict[
         "exception": None, "violations": [], "files": [], "files_omitted": 0, "syscalls": None,
         "usage": None, "limits": None, "enforcement": None, "profile": profile,
         "error": {"message": message, "step": "worker", "errno": None}, "warnings": []}
+
+
+def _probe(argv: Sequence[str]) -> dict[str, Any] | str:
+    """What enforced one trivial job of ``argv`` (a ``pysandbox batch`` reading stdin): its
+    result's ``enforcement``; or, when it gave no ``ok`` result (it refused its options or
+    profile, or the job failed), why not."""
+    completed = _process.call(argv, _PROBE_JOB)
+    lines = completed.stdout.splitlines()
+    said = completed.stderr.decode("utf-8", "replace").strip()[-500:]
+    try:
+        [line] = lines
+        obj = json.loads(line)
+        enforcement = obj["enforcement"] if obj["status"] == "ok" else None
+    except (ValueError, KeyError, TypeError):
+        enforcement = None
+    if completed.returncode != 0 or not isinstance(enforcement, dict):
+        return said or f"exit status {completed.returncode}, {len(lines)} result lines"
+    return enforcement
+
+
+def why_not_fork(profile: str, options: Sequence[str]) -> str | None:
+    """Why jobs of ``profile`` with ``options`` (those of ``pysandbox batch``, without
+    ``--fork``) should not be forked on this host; None when they may.
+
+    A job is forked only when this host's pysandbox enforces a forked one exactly as it enforces
+    a plain one (the two results' ``enforcement`` equal): not on gVisor, which has no fork
+    server (``batch --fork`` refuses it), nor where a plain job would get a cgroup of its own (a
+    forked one has rlimits only), so that forking by default weakens nothing pysandbox reports.
+    What ``--fork`` changes beyond that (BATCH in pysandbox(1): jobs in a row share the zygote's
+    address-space layout, stack canary and str hash secret) comes with the default;
+    ``fork=False`` keeps it off. Costs two one-job batches, once per server started.
+    """
+    argv = [_process.find_binary(), "batch", "--quiet", "--jobs", "1", "--profile", profile,
+            *options]
+    forked = _probe([*argv, "--fork", "-"])
+    if isinstance(forked, str):
+        return f"pysandbox batch --fork ran no job: {forked}"
+    plain = _probe([*argv, "-"])
+    if isinstance(plain, str):
+        return f"pysandbox batch ran no job: {plain}"
+    differs = sorted(key for key in plain.keys() | forked.keys()
+                     if plain.get(key) != forked.get(key))
+    if differs:
+        return ("a forked job's enforcement differs from a plain one's in "
+                + ", ".join(f"{key} ({forked.get(key)!r}, not {plain.get(key)!r})"
+                            for key in differs))
+    return None
+
+
+def _forks(profile: str, options: Sequence[str], fork: bool | None) -> bool:
+    """Whether a server of ``profile`` with ``options`` gets ``--fork`` added (see
+    :meth:`Servers.send`)."""
+    if fork is not None or "--fork" in options:
+        return bool(fork) and "--fork" not in options
+    why_not = why_not_fork(profile, options)
+    if why_not is not None:
+        _log.info("jobs of profile %s not forked: %s", profile, why_not)
+    return why_not is None
 
 
 class Server:
@@ -226,8 +291,8 @@ class Server:
 
 
 class Servers:
-    """A worker's servers, one per (profile, options), started on first use and started again
-    after one has ended. Thread-safe.
+    """A worker's servers, one per (profile, options, fork), started on first use and started
+    again after one has ended. Thread-safe.
 
     Args:
         jobs_at_once: each server's ``--jobs`` (the worker's threads; else one per CPU).
@@ -236,36 +301,43 @@ class Servers:
     def __init__(self, jobs_at_once: int | None = None) -> None:
         self.jobs_at_once = jobs_at_once or os.cpu_count() or 1
         self._lock = threading.Lock()
-        self._servers: dict[tuple[str, tuple[str, ...]], Server] = {}
+        self._servers: dict[tuple[str, tuple[str, ...], bool | None], Server] = {}
         self._closed = False
 
-    def send(self, profile: str, options: Sequence[str], line: str) -> _Waiter:
+    def send(self, profile: str, options: Sequence[str], line: str,
+             fork: bool | None = None) -> _Waiter:
         """Send ``line`` (a job of ``profile``, not blank) to that profile's server with
         ``options`` (a new one in place of one that has ended); its waiter's ``wait()`` gives
-        its result, or raises SandboxError when the server refused its options or profile."""
+        its result, or raises SandboxError when the server refused its options or profile.
+
+        ``fork``: True adds ``--fork`` to ``options``; None does where :func:`why_not_fork` finds
+        nothing against it, decided when the server starts; False never (``--fork`` among
+        ``options`` forks whatever it says)."""
         for _ in range(_STARTS):
             try:
-                return self._server(profile, tuple(options)).send(line)
+                return self._server(profile, tuple(options), fork).send(line)
             except ServerGone:
                 continue  # not sent: to the server started in its place
         raise SandboxError(f"pysandbox batch ended {_STARTS} times before a job could be sent "
                            f"to it")
 
-    def run(self, profile: str, options: Sequence[str], lines: Sequence[str]) -> list[
-            dict[str, Any]]:
+    def run(self, profile: str, options: Sequence[str], lines: Sequence[str],
+            fork: bool | None = None) -> list[dict[str, Any]]:
         """The results of ``lines`` (see :meth:`send`), in their order."""
-        waiters = [self.send(profile, options, line) for line in lines]
+        waiters = [self.send(profile, options, line, fork) for line in lines]
         return [waiter.wait() for waiter in waiters]
 
-    def _server(self, profile: str, options: tuple[str, ...]) -> Server:
-        key = (profile, options)
+    def _server(self, profile: str, options: tuple[str, ...], fork: bool | None) -> Server:
+        key = (profile, options, fork)
         with self._lock:
             if self._closed:
                 raise SandboxError("the worker's pysandbox servers are closed")
             server = self._servers.pop(key, None)
             if server is None or server.ended:
+                forks = _forks(profile, options, fork)
                 argv = [_process.find_binary(), "batch", "--quiet", "--jobs",
-                        str(self.jobs_at_once), "--profile", profile, *options, "-"]
+                        str(self.jobs_at_once), "--profile", profile, *options,
+                        *(["--fork"] if forks else []), "-"]
                 server = Server(argv, profile, window=2 * self.jobs_at_once)
             self._servers[key] = server  # last: the most recently used
             for other_key, other in list(self._servers.items()):
