@@ -1183,7 +1183,13 @@ def main(preloaded: "dict[str, str] | None" = None) -> None:
     sys.modules["pysandbox_driver"] = sys.modules[__name__]
     failed = _preload(sys.argv[2:]) if preloaded is None else preloaded
     sys.argv = [""]  # as in an interactive interpreter
-    sys.path[0] = ""  # modules in the working directory import, as there
+    # The -c that imported this module put its directory first (pysandbox's own modules are on
+    # PYTHONPATH already): without it, sys.path is what `pysandbox run -c` has, the working
+    # directory ('') first, as in an interactive interpreter.
+    if sys.path and sys.path[0] == os.path.dirname(__file__):
+        del sys.path[0]
+    if sys.path[:1] != [""]:
+        sys.path.insert(0, "")
     # Each line as it is printed, as at a terminal: stdout and stderr then arrive in the order
     # the cell wrote them.
     for stream in (sys.stdout, sys.stderr):

@@ -1,6 +1,7 @@
 """The `[python] interpreter` setting: exit 127 when missing, 126 when not executable."""
 
 import glob
+import json
 import os
 import stat
 import unittest
@@ -54,6 +55,23 @@ class InterpreterTest(SandboxTestCase):
         result = self.run_with("/usr/bin")
         self.assertExit(result, 126)
         self.assertEqual(result.stdout, b"")
+
+    def test_sys_path_is_the_same_in_a_run_a_job_and_a_forked_job(self):
+        # A job's cell driver is imported by a -c that puts its directory first; the job must
+        # not see that: its sys.path was ['', '', '/sandbox/.pysandbox', ...] where a run's is
+        # ['', '/sandbox/.pysandbox', ...].
+        code = "import json, sys; print(json.dumps(sys.path))"
+        ran = run(["run", "-c", code])
+        self.assertExit(ran, 0)
+        expected = json.loads(ran.stdout)
+        self.assertEqual(expected[0], "", expected)
+        self.assertEqual(expected.count(""), 1, expected)
+        for fork in ([], ["--fork"]):
+            with self.subTest(fork=fork):
+                batch = run(["batch", *fork, "-"], input=json.dumps({"code": code}).encode() + b"\n")
+                self.assertEqual(batch.returncode, 0, batch.stderr)
+                [line] = batch.stdout.splitlines()
+                self.assertEqual(json.loads(json.loads(line)["stdout"]), expected)
 
 
 if __name__ == "__main__":
