@@ -147,6 +147,9 @@ void Session::dispatch() {
     timed_out_ = false;
     timer_.arm(timeout_);
     phase_ = Phase::running;
+    // Written last, the clocks armed: a driver on this CPU runs as soon as the loop sleeps, and
+    // nothing of the supervisor's is left to come before it.
+    sandbox_->control()->write_now();
 }
 
 // The running cell's end, and its input() requests when its owner answers them; each call opens
