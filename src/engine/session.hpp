@@ -168,6 +168,7 @@ class Session {
     Zygote* zygote_;
     sys::TimerFd timer_;
     std::unique_ptr<Sandbox> sandbox_;
+    bool sandbox_used_ = false;  // a cell was sent to it: the script has run there
     Phase phase_ = Phase::none;
     int sandboxes_ = 0;
     std::optional<Outcome> start_failure_;
