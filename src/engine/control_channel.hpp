@@ -87,6 +87,11 @@ class ControlChannel {
     void send(const nlohmann::json& message);
     bool wants_write() const { return !outbox_.empty() && !closed_ && !listening_; }
     void on_writable();
+    // Writes now what the socket takes without waiting, rather than in the loop's next round: a
+    // cell waits for nothing else.
+    void write_now() {
+        if (wants_write()) on_writable();
+    }
 
     // Takes only messages of `kind` (with `token`, when given), and starts a new budget; until the
     // first call every message is taken. expect_nothing: none, in the same budget.

@@ -77,6 +77,7 @@ void Session::start_sandbox() {
                        : std::make_unique<Sandbox>(plan_, poller_);
     sandbox_->feed_stdin({});  // a cell's input() reads end of file
     phase_ = Phase::starting;
+    sandbox_used_ = false;
     ++sandboxes_;
     files_seen_.clear();
     usage_before_ = {};
@@ -120,6 +121,8 @@ void Session::run(Cell cell) {
 }
 
 void Session::dispatch() {
+    const bool first = !std::exchange(sandbox_used_, true);
+    if (first && cell_->alone) sandbox_->move_beside_supervisor();
     token_ = encoding::random_hex(16);
     json files = json::array();
     for (const CellFile& file : cell_->files)
@@ -141,12 +144,16 @@ void Session::dispatch() {
     const Clock::time_point now = Clock::now();
     cell_setup_ = duration_cast<milliseconds>(now - cell_start_);
     cell_start_ = now;
-    // Its CPU time only: the cell's peak is the interpreter's, read at its end.
-    usage_before_ = sandbox_->interpreter_usage(false).value_or(usage_before_);
+    // Its CPU time only: the cell's peak is the interpreter's, read at its end. A sandbox's
+    // first cell counts from its ready (on_message).
+    if (!first) usage_before_ = sandbox_->interpreter_usage(false).value_or(usage_before_);
     if (cgroup::RunCgroup* cgroup = sandbox_->cgroup()) oom_before_ = cgroup->oom_kills();
     timed_out_ = false;
     timer_.arm(timeout_);
     phase_ = Phase::running;
+    // Written last, the clocks armed: a driver on this CPU runs as soon as the loop sleeps, and
+    // nothing of the supervisor's is left to come before it.
+    sandbox_->control()->write_now();
 }
 
 // The running cell's end, and its input() requests when its owner answers them; each call opens
@@ -222,6 +229,10 @@ void Session::on_message(const ControlMessage& received) {
     if (*kind == "ready" && phase_ == Phase::starting) {
         sandbox_->control()->expect_nothing();
         phase_ = Phase::idle;
+        // Read now, while no cell waits for /proc (a pool's sandbox is ready long before its
+        // call): the first cell's CPU time counts from here, and nothing of the script's runs
+        // before it.
+        usage_before_ = sandbox_->interpreter_usage(false).value_or(usage_before_);
         if (const auto failed = message.find("failed");
             failed != message.end() && failed->is_object())
             for (const auto& [module, error] : failed->items())

@@ -75,6 +75,10 @@ struct Cell {
     // interrupt ends the wait). Without it, input() in a kernel's cell raises
     // StdinNotImplementedError. Called only while the cell runs.
     std::function<void(const std::string& prompt, bool password)> on_input;
+    // The only cell its front runs now: a sandbox that has run no cell yet moves to the CPU the
+    // front runs on first (Sandbox::move_beside_supervisor). Not for cells that run side by side,
+    // which would then share that CPU.
+    bool alone = false;
 };
 
 // A cell's result as the result of a sandbox that ran that one cell only (an MCP call, a batch
@@ -168,6 +172,7 @@ class Session {
     Zygote* zygote_;
     sys::TimerFd timer_;
     std::unique_ptr<Sandbox> sandbox_;
+    bool sandbox_used_ = false;  // a cell was sent to it: the script has run there
     Phase phase_ = Phase::none;
     int sandboxes_ = 0;
     std::optional<Outcome> start_failure_;

@@ -210,7 +210,11 @@ class Server {
             [this] {
                 return sys::Poller::Interest{progress_clock_.get(), POLLIN};
             },
-            [this](short) { progress_clock_.acknowledge(); }, this);
+            [this](short) {
+                progress_clock_.acknowledge();
+                progress_armed_.reset();
+            },
+            this);
         loop_.poller().watch(
             [this] {
                 return sys::Poller::Interest{refill_clock_.get(), POLLIN};
@@ -932,6 +936,7 @@ class Server {
                 }
                 it->offer = it->environment.get();
             }
+            it->cell.alone = running() == 0;
             if (it->session_id.empty()) {
                 OneShot one{std::move(*it), take_from(*it->offer)};
                 one.session->name_output("call-" + std::to_string(++one_shot_count_), false);
@@ -1134,6 +1139,8 @@ class Server {
         for (OneShot& one : one_shots_) report(one.call);
         for (auto& [session_id, named] : sessions_)
             if (named.running && !named.cancelled) report(*named.running);
+        if (due == progress_armed_) return;  // as it is: no system call in every round
+        progress_armed_ = due;
         if (due)
             progress_clock_.arm(*due - Clock::now());
         else
@@ -1256,8 +1263,9 @@ class Server {
     };
     std::deque<EndedSession> ended_;
     sys::TimerFd session_clock_;
-    sys::TimerFd progress_clock_;  // a call's held-back progress is due
-    sys::TimerFd refill_clock_;    // the pools' deferred replacements are due (advance_pools)
+    sys::TimerFd progress_clock_;                      // a call's held-back progress is due
+    std::optional<Clock::time_point> progress_armed_;  // for when, as armed
+    sys::TimerFd refill_clock_;  // the pools' deferred replacements are due (advance_pools)
     std::optional<Clock::time_point> refill_due_;
     Clock::time_point client_turn_{};  // until when the client reads its answer
     std::optional<Clock::time_point> refill_armed_;

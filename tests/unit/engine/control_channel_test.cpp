@@ -74,6 +74,22 @@ TEST_SUITE("control channel") {
         CHECK(channel.dropped() == 0);
     }
 
+    TEST_CASE("a message sent goes out at write_now, without a round of the loop") {
+        ControlChannel channel;
+        channel.send({{"kind", "cell"}, {"code", "print(1)"}});
+        CHECK(channel.wants_write());
+        channel.write_now();
+        CHECK_FALSE(channel.wants_write());
+        char got[256];
+        const ssize_t n = ::recv(channel.child_fd(), got, sizeof got, MSG_DONTWAIT);
+        REQUIRE(n > 9);
+        CHECK(std::string(got, 9) == ".00000000");
+        CHECK(json::parse(std::string(got + 9, static_cast<std::size_t>(n) - 9))["code"] ==
+              "print(1)");
+        channel.write_now();  // nothing left: nothing more is sent
+        CHECK(::recv(channel.child_fd(), got, sizeof got, MSG_DONTWAIT) < 0);
+    }
+
     TEST_CASE("a record sent again after an interrupt is taken once") {
         ControlChannel channel;
         send_from_driver(channel, record('+', 0, R"({"a":)"));
