@@ -18,7 +18,6 @@
 #include "engine/policy_channel.hpp"
 #include "engine/zygote.hpp"
 #include "inside/child.hpp"
-#include "sys/cpu_set.hpp"
 #include "sys/dir_names.hpp"
 #include "sys/errors.hpp"
 #include "sys/records.hpp"
@@ -532,26 +531,20 @@ void Sandbox::on_report() {
     }
 }
 
-// The interpreter is init's first child: the oldest in init's list of children. Its /proc
-// directory is kept, bound to that process.
-bool Sandbox::find_interpreter() {
-    if (interpreter_ || !running()) return static_cast<bool>(interpreter_);
-    const std::string init = "/proc/" + std::to_string(child_->pid());
-    UniqueFd dir(::open((init + "/task/" + std::to_string(child_->pid())).c_str(),
-                        O_PATH | O_DIRECTORY | O_CLOEXEC));
-    const auto children = dir ? read_proc_text(dir.get(), "children") : std::nullopt;
-    pid_t pid = 0;
-    if (children) std::from_chars(children->data(), children->data() + children->size(), pid);
-    if (pid > 0) {
-        interpreter_.reset(
-            ::open(("/proc/" + std::to_string(pid)).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-        if (interpreter_) interpreter_pid_ = pid;
-    }
-    return static_cast<bool>(interpreter_);
-}
-
 std::optional<Sandbox::Usage> Sandbox::interpreter_usage(bool peak) {
-    if (!find_interpreter()) return std::nullopt;
+    if (!interpreter_ && running()) {
+        // The interpreter is init's first child: the oldest in init's list of children.
+        const std::string init = "/proc/" + std::to_string(child_->pid());
+        UniqueFd dir(::open((init + "/task/" + std::to_string(child_->pid())).c_str(),
+                            O_PATH | O_DIRECTORY | O_CLOEXEC));
+        const auto children = dir ? read_proc_text(dir.get(), "children") : std::nullopt;
+        pid_t pid = 0;
+        if (children) std::from_chars(children->data(), children->data() + children->size(), pid);
+        if (pid > 0)
+            interpreter_.reset(
+                ::open(("/proc/" + std::to_string(pid)).c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    }
+    if (!interpreter_) return std::nullopt;
     // Through the directory opened while it lived: a gone process's files cannot be opened, and
     // its number, reused, names another process's. Under gVisor the interpreter is runsc, and
     // the script's cost is that of the processes under it (tree_usage).
@@ -562,26 +555,6 @@ std::optional<Sandbox::Usage> Sandbox::interpreter_usage(bool peak) {
     usage.cpu_ms = stat->ticks * 1000 / ::sysconf(_SC_CLK_TCK);
     if (peak) usage.max_rss_kib = peak_rss_kib(interpreter_.get());
     return usage;
-}
-
-void Sandbox::move_beside_supervisor() {
-    const int here = ::sched_getcpu();
-    if (here < 0 || !CPU_ISSET(here, &plan_.allowed_cpus) ||
-        plan_.profile.kernel == KernelChoice::gvisor || !find_interpreter())
-        return;
-    // /proc/PID/task holds a directory for each thread, and links each (proc_task_getattr): 2 +
-    // the threads. One thread, waiting for its first cell, starts no other while it moves.
-    struct stat tasks {};
-    if (::fstatat(interpreter_.get(), "task", &tasks, 0) != 0 || tasks.st_nlink != 3) return;
-    cpu_set_t now;
-    if (::sched_getaffinity(interpreter_pid_, sizeof now, &now) != 0 || CPU_ISSET(here, &now))
-        return;
-    const cpu_set_t cpus =
-        sys::cpus_beginning_at(plan_.allowed_cpus, CPU_COUNT(&plan_.affinity), here);
-    // Init after its child: were init's refused, the interpreter has moved and init, which runs
-    // nothing of the script's, stays; were the interpreter's, nothing has.
-    if (::sched_setaffinity(interpreter_pid_, sizeof cpus, &cpus) == 0)
-        ::sched_setaffinity(child_->pid(), sizeof cpus, &cpus);
 }
 
 CutOutput Sandbox::cut_output() {

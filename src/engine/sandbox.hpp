@@ -100,17 +100,6 @@ class Sandbox {
         std::int64_t max_rss_kib = 0;
     };
     std::optional<Usage> interpreter_usage(bool peak = true);
-    // Called before the sandbox's first cell, while its interpreter has run nothing of the
-    // script's (a warm one, as a pool keeps it): pins its init and interpreter to as many CPUs
-    // as they have, beginning with the one this process runs on, when that is not one of theirs.
-    // The supervisor hands the cell over and sleeps, and the cell runs where it slept: neither
-    // waits for the other's CPU to wake (on a virtual machine an idle CPU is woken through the
-    // hypervisor, a quarter of a millisecond and more), and each hop between them is a switch on
-    // one CPU. The limit is unchanged: as many CPUs, for each of its processes. Nothing moves
-    // under gVisor, nor when the interpreter has a second thread (a preload's, which could start
-    // another while the first moves), nor once the script ran (its threads and processes are its
-    // own: one started while the others move could keep the old CPUs, and so have more).
-    void move_beside_supervisor();
 
     // The cell driver's channel (plan.program_kind == driver), else null.
     ControlChannel* control() { return control_.get(); }
@@ -153,7 +142,6 @@ class Sandbox {
     void on_report();
     void on_notification();
     void on_cpu_watch();
-    bool find_interpreter();
     Outcome outcome(Ending ending) const;
 
     const Plan& plan_;
@@ -183,7 +171,6 @@ class Sandbox {
     SyscallWatch syscalls_;
     std::unique_ptr<proxy::Proxy> proxy_;
     sys::UniqueFd interpreter_;  // its /proc directory, once found: bound to that process
-    pid_t interpreter_pid_ = 0;
     // sandbox.kernel = "gvisor": the CPU-time limit, which the supervisor enforces over runsc's
     // processes (on_cpu_watch). Their CPU time once runsc had started the script's container
     // (runsc's own start, which the limit does not count), and that at which it was reached.

@@ -122,7 +122,6 @@ void Session::run(Cell cell) {
 
 void Session::dispatch() {
     const bool first = !std::exchange(sandbox_used_, true);
-    if (first && cell_->alone) sandbox_->move_beside_supervisor();
     token_ = encoding::random_hex(16);
     json files = json::array();
     for (const CellFile& file : cell_->files)

@@ -75,10 +75,6 @@ struct Cell {
     // interrupt ends the wait). Without it, input() in a kernel's cell raises
     // StdinNotImplementedError. Called only while the cell runs.
     std::function<void(const std::string& prompt, bool password)> on_input;
-    // The only cell its front runs now: a sandbox that has run no cell yet moves to the CPU the
-    // front runs on first (Sandbox::move_beside_supervisor). Not for cells that run side by side,
-    // which would then share that CPU.
-    bool alone = false;
 };
 
 // A cell's result as the result of a sandbox that ran that one cell only (an MCP call, a batch

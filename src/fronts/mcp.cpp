@@ -936,7 +936,6 @@ class Server {
                 }
                 it->offer = it->environment.get();
             }
-            it->cell.alone = running() == 0;
             if (it->session_id.empty()) {
                 OneShot one{std::move(*it), take_from(*it->offer)};
                 one.session->name_output("call-" + std::to_string(++one_shot_count_), false);
