@@ -325,6 +325,17 @@ def test_by_default_a_job_is_forked_only_where_its_enforcement_would_not_change(
     assert not _server._forks("default", ["--fork"], None)  # --fork is in the options already
 
 
+@pytest.mark.parametrize("fork", ["no", "False", 1, 0, []])
+def test_a_fork_that_is_not_a_bool_is_refused_before_a_job_is_sent(fork):
+    # run_jobs is the Dask task, callable as it is: "no" is true, and would have forked.
+    servers = _server.Servers(1)
+    with pytest.raises(TypeError, match="fork is True, False or None"):
+        servers.send("default", (), '{"code": "1"}', fork)
+    with pytest.raises(TypeError, match="fork is True, False or None"):
+        pysandbox.dask.run_job('{"code": "1"}', fork=fork)
+    assert servers.pids() == {} and _server.own_servers().pids() == {}
+
+
 def test_the_command_line_forks_by_default_and_takes_fork_and_no_fork():
     base = ["--scheduler", "tcp://127.0.0.1:1", "jobs.jsonl"]
     assert [_parser().parse_args([*base, *more]).fork

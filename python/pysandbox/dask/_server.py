@@ -142,6 +142,13 @@ def why_not_fork(profile: str, options: Sequence[str]) -> str | None:
     return None
 
 
+def check_fork(fork: object) -> None:
+    """Raises TypeError unless ``fork`` is True, False or None: ``fork="no"`` must not fork, as
+    its truth would make it."""
+    if fork is not None and not isinstance(fork, bool):
+        raise TypeError(f"fork is True, False or None, not {fork!r}")
+
+
 def _forks(profile: str, options: Sequence[str], fork: bool | None) -> bool:
     """Whether a server of ``profile`` with ``options`` gets ``--fork`` added (see
     :meth:`Servers.send`)."""
@@ -313,6 +320,7 @@ class Servers:
         ``fork``: True adds ``--fork`` to ``options``; None does where :func:`why_not_fork` finds
         nothing against it, decided when the server starts; False never (``--fork`` among
         ``options`` forks whatever it says)."""
+        check_fork(fork)
         for _ in range(_STARTS):
             try:
                 return self._server(profile, tuple(options), fork).send(line)
