@@ -10,8 +10,11 @@ import json
 import os
 import signal
 import socket
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -22,7 +25,7 @@ import pysandbox.dask
 from pysandbox import Result, SandboxError, Status
 from pysandbox.dask import _server
 from pysandbox.dask.__main__ import _parser
-from support import REPO, checked, descendants, exits, run
+from support import REPO, checked, descendants, exits, run, started
 
 WORKERS = ("w1", "w2")
 # Every process of the cluster ends by itself even if this test is killed: the workers when the
@@ -323,6 +326,55 @@ def test_by_default_a_job_is_forked_only_where_its_enforcement_would_not_change(
     assert "no fork server" in _server.why_not_fork("default", [])
     assert not _server._forks("default", [], None)
     assert not _server._forks("default", ["--fork"], None)  # --fork is in the options already
+
+
+def test_a_server_still_deciding_whether_to_fork_holds_up_no_other_profile():
+    # Deciding runs two one-job batches of the profile: one whose sandboxes are slow to start (a
+    # preload that waits; here until the test says, for ever in the worst case) must not hold up
+    # the worker's jobs of other profiles, which were run at once with fork=False.
+    directory = Path(tempfile.mkdtemp(dir="/var/tmp"))  # under /tmp the sandbox's /tmp hides it
+    module = f"held_{os.getpid()}_{time.monotonic_ns()}"
+    go = directory / "go"
+    (directory / f"{module}.py").write_text(
+        f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.01)\n")
+    (directory / "held.toml").write_text(
+        'extends = "default"\n[filesystem]\nro = ["/usr", "/bin", "/lib", "/lib64", "/sbin", '
+        f'"/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", "{directory}"]\n'
+        f'[env.set]\nPYTHONPATH = "{directory}"\n[python]\npreload = ["{module}"]\n')
+    for path in directory.iterdir():
+        path.chmod(0o644)
+    directory.chmod(0o755)
+    servers = _server.Servers(1)
+    held: list[dict] = []
+    sender = threading.Thread(target=lambda: held.append(servers.run(
+        str(directory / "held.toml"), (), ['{"code": "1"}'])[0]))
+    try:
+        sender.start()
+        started(os.getpid(), 3, 30)  # the first probe's batch, its sandbox's init, interpreter
+        other = threading.Thread(target=servers.run, args=("default", (), ['{"code": "1"}']),
+                                 daemon=True)
+        other.start()
+        other.join(30)
+        assert not other.is_alive(), "a default job waited for the held profile's probe"
+        assert sender.is_alive() and not held
+    finally:
+        go.touch()
+        sender.join(60)
+        servers.close()
+        shutil.rmtree(directory)
+    assert held and held[0]["status"] == "ok", held
+
+
+@pytest.mark.parametrize("fork", ["no", "False", 1, 0, []])
+def test_a_fork_that_is_not_a_bool_is_refused_before_a_job_is_sent(fork):
+    # run_jobs is the Dask task, callable as it is: "no" is true, and would have forked.
+    servers, own = _server.Servers(1), _server.own_servers()
+    before = own.pids()  # earlier tests' jobs outside a worker
+    with pytest.raises(TypeError, match="fork is True, False or None"):
+        servers.send("default", (), '{"code": "1"}', fork)
+    with pytest.raises(TypeError, match="fork is True, False or None"):
+        pysandbox.dask.run_job('{"code": "1"}', fork=fork)
+    assert servers.pids() == {} and own.pids() == before
 
 
 def test_the_command_line_forks_by_default_and_takes_fork_and_no_fork():

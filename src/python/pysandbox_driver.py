@@ -1199,10 +1199,11 @@ def main(preloaded: "dict[str, str] | None" = None) -> None:
     sys.argv = [""]  # as in an interactive interpreter
     # The -c that imported this module put its directory first (pysandbox's own modules are on
     # PYTHONPATH already): without it, sys.path is what `pysandbox run -c` has, the working
-    # directory ('') first, as in an interactive interpreter.
+    # directory ('') first, as in an interactive interpreter, unless python.args has -P, which
+    # keeps it off a run's path too.
     if sys.path and sys.path[0] == os.path.dirname(__file__):
         del sys.path[0]
-    if sys.path[:1] != [""]:
+    if sys.path[:1] != [""] and not getattr(sys.flags, "safe_path", False):
         sys.path.insert(0, "")
     # Each line as it is printed, as at a terminal: stdout and stderr then arrive in the order
     # the cell wrote them.

@@ -59,20 +59,23 @@ class InterpreterTest(SandboxTestCase):
     def test_sys_path_is_the_same_in_a_run_a_job_and_a_forked_job(self):
         # A job's cell driver is imported by a -c that puts its directory first; the job must
         # not see that: its sys.path was ['', '', '/sandbox/.pysandbox', ...] where a run's is
-        # ['', '/sandbox/.pysandbox', ...].
+        # ['', '/sandbox/.pysandbox', ...]. With -P (safe_path) a run has no '' at all, and a
+        # job must not get one back: the working directory holds what the job was given.
         code = "import json, sys; print(json.dumps(sys.path))"
-        ran = run(["run", "-c", code])
-        self.assertExit(ran, 0)
-        expected = json.loads(ran.stdout)
-        self.assertEqual(expected[0], "", expected)
-        self.assertEqual(expected.count(""), 1, expected)
-        for fork in ([], ["--fork"]):
-            with self.subTest(fork=fork):
-                batch = run(["batch", *fork, "-"], input=json.dumps({"code": code}).encode() + b"\n")
-                self.assertEqual(batch.returncode, 0, batch.stderr)
-                [line] = batch.stdout.splitlines()
-                self.assertEqual(json.loads(json.loads(line)["stdout"]), expected)
-
+        safe = profile('extends = "default"\n[python]\nargs = ["-s", "-P"]\n')
+        for options, working_directory in (([], 1), (["-p", str(safe)], 0)):
+            ran = run(["run", *options, "-c", code])
+            self.assertExit(ran, 0)
+            expected = json.loads(ran.stdout)
+            self.assertEqual(expected.count(""), working_directory, expected)
+            self.assertEqual(expected[0] == "", working_directory == 1, expected)
+            for fork in ([], ["--fork"]):
+                with self.subTest(options=options, fork=fork):
+                    batch = run(["batch", *options, *fork, "-"],
+                                input=json.dumps({"code": code}).encode() + b"\n")
+                    self.assertEqual(batch.returncode, 0, batch.stderr)
+                    [line] = batch.stdout.splitlines()
+                    self.assertEqual(json.loads(json.loads(line)["stdout"]), expected)
 
 if __name__ == "__main__":
     unittest.main()

@@ -39,7 +39,7 @@ from .._batch import JobSpec, batch_options, job_line
 from .._errors import SandboxError
 from .._process import EnvSpec
 from .._result import Result
-from ._server import Servers, own_servers
+from ._server import Servers, check_fork, own_servers
 
 __all__ = ["PLUGIN_NAME", "WarmServers", "as_completed", "results", "run_job", "run_jobs",
            "run_many"]
@@ -212,8 +212,7 @@ def _submit(client: Any, jobs: list[tuple[int, str]], *, profile: str | None,
             kernel: str | None,
             extra_args: Sequence[str], retries: int, fork: bool | None,
             chunk: int | None) -> list[Any]:
-    if fork is not None and not isinstance(fork, bool):
-        raise TypeError(f"fork is True, False or None, not {fork!r}")
+    check_fork(fork)  # here too: before any task is submitted
     allowed = ([profile] if profile is not None else []) + [p for p in profiles if p != profile]
     options = batch_options(timeout=timeout, env=env, net=net, kernel=kernel,
                             extra_args=extra_args)

@@ -142,6 +142,13 @@ def why_not_fork(profile: str, options: Sequence[str]) -> str | None:
     return None
 
 
+def check_fork(fork: object) -> None:
+    """Raises TypeError unless ``fork`` is True, False or None: ``fork="no"`` must not fork, as
+    its truth would make it."""
+    if fork is not None and not isinstance(fork, bool):
+        raise TypeError(f"fork is True, False or None, not {fork!r}")
+
+
 def _forks(profile: str, options: Sequence[str], fork: bool | None) -> bool:
     """Whether a server of ``profile`` with ``options`` gets ``--fork`` added (see
     :meth:`Servers.send`)."""
@@ -313,6 +320,7 @@ class Servers:
         ``fork``: True adds ``--fork`` to ``options``; None does where :func:`why_not_fork` finds
         nothing against it, decided when the server starts; False never (``--fork`` among
         ``options`` forks whatever it says)."""
+        check_fork(fork)
         for _ in range(_STARTS):
             try:
                 return self._server(profile, tuple(options), fork).send(line)
@@ -329,23 +337,29 @@ class Servers:
 
     def _server(self, profile: str, options: tuple[str, ...], fork: bool | None) -> Server:
         key = (profile, options, fork)
-        with self._lock:
-            if self._closed:
-                raise SandboxError("the worker's pysandbox servers are closed")
-            server = self._servers.pop(key, None)
-            if server is None or server.ended:
-                forks = _forks(profile, options, fork)
-                argv = [_process.find_binary(), "batch", "--quiet", "--jobs",
-                        str(self.jobs_at_once), "--profile", profile, *options,
-                        *(["--fork"] if forks else []), "-"]
-                server = Server(argv, profile, window=2 * self.jobs_at_once)
-            self._servers[key] = server  # last: the most recently used
-            for other_key, other in list(self._servers.items()):
-                if len(self._servers) <= MAX_SERVERS:
-                    break
-                if other_key != key and other.close_if_idle():
-                    del self._servers[other_key]
-            return server
+        forks: bool | None = None
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise SandboxError("the worker's pysandbox servers are closed")
+                server = self._servers.pop(key, None)
+                if (server is None or server.ended) and forks is not None:
+                    argv = [_process.find_binary(), "batch", "--quiet", "--jobs",
+                            str(self.jobs_at_once), "--profile", profile, *options,
+                            *(["--fork"] if forks else []), "-"]
+                    server = Server(argv, profile, window=2 * self.jobs_at_once)
+                if server is not None and not server.ended:
+                    self._servers[key] = server  # last: the most recently used
+                    for other_key, other in list(self._servers.items()):
+                        if len(self._servers) <= MAX_SERVERS:
+                            break
+                        if other_key != key and other.close_if_idle():
+                            del self._servers[other_key]
+                    return server
+            # Decided without the lock: deciding runs batches of the profile, whose sandboxes may
+            # be slow to start (or never start), and the worker's other servers must not wait.
+            # A server another thread started meanwhile is taken instead.
+            forks = _forks(profile, options, fork)
 
     def pids(self) -> dict[int, int]:
         """The servers running, as process id: jobs sent and not yet answered (for tests and
