@@ -117,7 +117,15 @@ void Session::run(Cell cell) {
         }
     }
     sandbox_->observe_output(cell_->on_output);
-    if (phase_ == Phase::idle) dispatch();
+    start_timed_out_ = false;
+    if (phase_ == Phase::idle) {
+        dispatch();
+    } else {
+        // Its sandbox is still starting (the interpreter, the profile's [python] preload): the
+        // cell waits for it at most its timeout or kStartWait, then fails (on_timer). Its own
+        // time counts from dispatch().
+        timer_.arm(std::max(timeout_, kStartWait));
+    }
 }
 
 void Session::dispatch() {
@@ -168,6 +176,13 @@ void Session::expect_driver() {
 // cell that answered in time did, however late this loop got round to its channel.
 void Session::on_timer() {
     timer_.acknowledge();
+    if (phase_ == Phase::starting && cell_ && sandbox_) {
+        // The sandbox was not ready in time (a preload that hangs, say).
+        start_timed_out_ = true;
+        cell_setup_ = duration_cast<milliseconds>(Clock::now() - cell_start_);
+        sandbox_->kill();
+        return;
+    }
     const Phase phase = phase_;
     if ((phase == Phase::running || phase == Phase::interrupting) && sandbox_) {
         if (ControlChannel* control = sandbox_->control(); control && control->wants_read())
@@ -325,7 +340,19 @@ void Session::on_sandbox_end() {
                                              .interrupted_by = interrupted_by_,
                                              .due = std::nullopt});
     interrupted_by_ = 0;
-    if (in_cell || (phase_ == Phase::starting && cell_)) {
+    if (start_timed_out_ && phase_ == Phase::starting && cell_) {
+        Outcome outcome;
+        outcome.kind = Outcome::Kind::setup_failed;
+        outcome.error = ETIME;
+        outcome.step = "wait for the sandbox's start";
+        outcome.detail = "it was not ready after " + units::format_duration(cell_setup_) +
+                         " (its interpreter, with the profile's [python] preload, was still "
+                         "starting) and was killed";
+        outcome.setup = cell_setup_;
+        outcome.wall = cell_setup_;
+        result_ = cell_result(std::move(outcome), nullptr);
+        cell_.reset();
+    } else if (in_cell || (phase_ == Phase::starting && cell_)) {
         Outcome outcome = cell_outcome(nullptr, &ended);
         result_ = cell_result(std::move(outcome), nullptr);
         cell_.reset();

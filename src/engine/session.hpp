@@ -36,6 +36,11 @@ namespace pysandbox {
 // How long an interrupted cell may take to stop before its sandbox is killed.
 inline constexpr std::chrono::milliseconds kInterruptGrace{500};
 
+// The least a cell waits for its sandbox's start (the interpreter, the profile's [python]
+// preload) when its timeout is shorter: a start takes milliseconds, a preload seconds on a loaded
+// host; a start that takes longer than both has hung, and the cell fails as a setup failure.
+inline constexpr std::chrono::milliseconds kStartWait{10'000};
+
 // A file placed in /tmp/work before a cell's code runs.
 struct CellFile {
     std::string name;  // a plain name (is_plain_name), checked by the front
@@ -188,6 +193,7 @@ class Session {
     std::uint64_t dropped_reported_ = 0;  // malformed driver messages already warned about
     std::uint64_t mutes_reported_ = 0;    // the channel's mutes already reported
     bool timed_out_ = false;
+    bool start_timed_out_ = false;    // the cell's timeout came while its sandbox was starting
     int interrupted_by_ = 0;          // the signal that closed the session during a cell
     artifacts::Snapshot files_seen_;  // /tmp/work after the previous cell
     sys::UniqueFd output_dir_;        // --output-dir, once made (when the plan found none)

@@ -42,7 +42,7 @@ __all__ = [
     "RUN_AS", "Result", "Running", "SANDBOX_PYTHON", "SANDBOX_UID", "SandboxTestCase",
     "TEST_HELPER_PREFIXES", "TIME_SLACK_SCALE", "WAIT_FOR_HOST", "check_environment",
     "command_prefix", "expected_host_uid", "jobs_file", "landlock_abi", "leftovers",
-    "marked_profile",
+    "marked_profile", "module_profile",
     "new_marker", "new_secret", "parse_report", "preload_marker", "probe_script", "proc_status",
     "profile", "require_modules", "result_schema", "run", "sandboxed_python_pid", "script",
     "temp_dir", "wait_for_no_leftovers", "write_file",
@@ -112,6 +112,20 @@ def marked_profile(marker: str, base: str = "default", extra: str = "") -> Path:
     does not exist: each sandbox warns, and runs)."""
     return profile(f'extends = "{base}"\n{extra}\n[python]\npreload = ["{marker}"]\n',
                    name=f"{marker}.toml")
+
+
+def module_profile(module: str, source: str, extra: str = "") -> Path:
+    """A profile over default whose [python] preload is ``module``, a module of ``source`` in a
+    fresh host directory that the sandbox mounts read-only and has on PYTHONPATH; ``extra`` is
+    more TOML (tables other than [filesystem], [env.set] and [python])."""
+    modules = temp_dir(parent="/var/tmp")  # under /tmp the sandbox's own would hide it
+    write_file(modules / f"{module}.py", source)
+    return profile(f'extends = "default"\n{extra}\n'
+                   '[filesystem]\n'
+                   'ro = ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/ld.so.cache",'
+                   f' "/etc/localtime", "/etc/alternatives", "{modules}"]\n'
+                   f'[env.set]\nPYTHONPATH = "{modules}"\n'
+                   f'[python]\npreload = ["{module}"]\n', name=f"{module}.toml")
 
 
 def jobs_file(jobs) -> Path:
