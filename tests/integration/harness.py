@@ -43,7 +43,8 @@ __all__ = [
     "TEST_HELPER_PREFIXES", "TIME_SLACK_SCALE", "WAIT_FOR_HOST", "check_environment",
     "command_prefix", "expected_host_uid", "jobs_file", "landlock_abi", "leftovers",
     "marked_profile",
-    "new_marker", "new_secret", "parse_report", "preload_marker", "probe_script", "proc_status",
+    "new_marker", "new_secret", "parse_report", "preload_marker", "preload_module_profile",
+    "probe_script", "proc_status",
     "profile", "require_modules", "result_schema", "run", "sandboxed_python_pid", "script",
     "temp_dir", "wait_for_no_leftovers", "write_file",
 ]
@@ -112,6 +113,24 @@ def marked_profile(marker: str, base: str = "default", extra: str = "") -> Path:
     does not exist: each sandbox warns, and runs)."""
     return profile(f'extends = "{base}"\n{extra}\n[python]\npreload = ["{marker}"]\n',
                    name=f"{marker}.toml")
+
+
+# The default profile's filesystem.ro: a profile that adds a path lists them all (a list replaces
+# the one it extends).
+DEFAULT_RO = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/ld.so.cache", "/etc/localtime",
+              "/etc/alternatives")
+
+
+def preload_module_profile(module: str, source: str, extra: str = "") -> Path:
+    """The profile default with `extra` TOML and a module of the test's, named `module` (a
+    marker, as preload_marker makes: it tags the command lines as marked_profile's does) and made
+    of `source`, as its [python] preload: mounted read-only and on PYTHONPATH."""
+    modules = temp_dir(parent="/var/tmp")  # under /tmp the sandbox's own would hide it
+    write_file(modules / f"{module}.py", source)
+    ro = ", ".join(f'"{path}"' for path in (*DEFAULT_RO, modules))
+    return profile(f'extends = "default"\n{textwrap.dedent(extra)}\n'
+                   f'[filesystem]\nro = [{ro}]\n[env.set]\nPYTHONPATH = "{modules}"\n'
+                   f'[python]\npreload = ["{module}"]\n', name=f"{module}.toml")
 
 
 def jobs_file(jobs) -> Path:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import unittest
 
-from harness import SandboxTestCase, new_marker, profile, settle, temp_dir, write_file
+from harness import SandboxTestCase, new_marker, preload_module_profile, settle
 from test_mcp_session_ends import Server
 
 # The preload's process: born in the warm sandbox, before any cell; it sleeps (its CPUs are
@@ -60,10 +60,7 @@ class McpPreloadCpusTest(SandboxTestCase):
                                 "two different CPUs: it needs two")
         there, here = allowed[:2]
         module = new_marker().replace("-", "_")
-        modules = temp_dir(parent="/var/tmp")  # under /tmp the sandbox's own would hide it
-        write_file(modules / f"{module}.py", PRELOAD)
-        marked = profile(f"""
-            extends = "default"
+        marked = preload_module_profile(module, PRELOAD, """
             [limits]
             wall_time = "60s"
             cpus = 1
@@ -71,14 +68,7 @@ class McpPreloadCpusTest(SandboxTestCase):
             allow_processes = true
             [policy]
             deny_calls = []
-            [filesystem]
-            ro = ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/ld.so.cache",
-                  "/etc/localtime", "/etc/alternatives", "{modules}"]
-            [env.set]
-            PYTHONPATH = "{modules}"
-            [python]
-            preload = ["{module}"]
-            """, name=f"{module}.toml")
+            """)
         # Server's own profile first (its marker a module that does not exist), then this one.
         server = Server("--pool", "1", "-p", str(marked), marker=new_marker().replace("-", "_"))
         self.addCleanup(server.close)
