@@ -82,7 +82,7 @@ void Pool::close() {
 }
 
 std::size_t Pool::refill() {
-    if (zygote_ && !zygote_->ready()) return 0;  // a fork would wait for it: the taker's may
+    if (zygote_ && !zygote_->ready()) return 0;  // none ahead: a taker's waits for it, in the loop
     std::size_t started = 0;
     while (!closed_ && waiting_.size() < size_ && Clock::now() >= next_start_) {
         auto session = std::make_unique<Session>(plan_, poller_, zygote_);

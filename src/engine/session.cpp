@@ -68,13 +68,32 @@ Session::~Session() {
 }
 
 void Session::start() {
-    if (!sandbox_) start_sandbox();
+    if (phase_ == Phase::none) start_sandbox();
 }
 
+// Cloned now, or forked now by a zygote that is ready. A zygote still starting is waited for in
+// the loop, never here (zygote.hpp): the session is forking until advance() sees it ready, or
+// sees that it failed. Throws what cloning or forking throws.
 void Session::start_sandbox() {
+    if (zygote_) {
+        zygote_->advance();  // a replacement that is ready is taken on, one is started if none is
+        try {
+            if (zygote_->ready()) sandbox_ = std::make_unique<Sandbox>(plan_, poller_, *zygote_);
+        } catch (const ZygoteEnded&) {
+            // It ended between the look and the fork: its replacement is asked, once.
+            if (std::exchange(zygote_lost_, true)) throw;
+            zygote_->advance();
+        }
+        if (!sandbox_) {
+            await_zygote();
+            return;
+        }
+        zygote_lost_ = false;
+    } else {
+        sandbox_ = std::make_unique<Sandbox>(plan_, poller_);
+    }
+    if (cell_) sandbox_->observe_output(cell_->on_output);
     sandbox_start_ = Clock::now();
-    sandbox_ = zygote_ ? std::make_unique<Sandbox>(plan_, poller_, *zygote_)
-                       : std::make_unique<Sandbox>(plan_, poller_);
     sandbox_->feed_stdin({});  // a cell's input() reads end of file
     phase_ = Phase::starting;
     sandbox_used_ = false;
@@ -86,6 +105,59 @@ void Session::start_sandbox() {
     dropped_reported_ = 0;
     mutes_reported_ = 0;
     sandbox_->control()->expect("ready");
+    if (cell_) arm_start_wait();
+}
+
+// A cell waits for its sandbox's start (the interpreter, the profile's [python] preload) at most
+// its timeout, or kStartWait when that is shorter; then the sandbox is killed and the cell fails
+// (on_timer). Its own time counts from dispatch().
+void Session::arm_start_wait() {
+    timer_.arm(std::max(timeout_, kStartWait));
+}
+
+// Waits for the zygote to be ready, noting how many had failed: one more is the one it waited for.
+// Throws SysError when none is starting (the host refused the last one's sandbox): nothing would
+// end the wait.
+void Session::await_zygote() {
+    if (!zygote_->starting())
+        throw SysError("the fork server's zygote did not start (" + zygote_->failure() + ")",
+                       EAGAIN);
+    if (phase_ != Phase::forking) zygote_failures_ = zygote_->failures();
+    phase_ = Phase::forking;
+}
+
+// While forking, after each round: the sandbox is forked once the zygote is ready; the zygote it
+// waited for failing ends the wait, as a fork that failed would.
+void Session::fork_when_ready() {
+    zygote_->advance();
+    if (zygote_->ready()) {
+        try {
+            start_sandbox();
+        } catch (const std::exception& e) {
+            fail_start(e.what());
+        }
+    } else if (zygote_->failures() != zygote_failures_) {
+        fail_start(
+            SysError("the fork server's zygote did not start (" + zygote_->failure() + ")", EAGAIN)
+                .what());
+    }
+}
+
+// No sandbox could be started (the host refused one, its zygote could not fork it): the cell
+// waiting for it has that for its result; without one, the session cannot go on.
+void Session::fail_start(const std::string& why) {
+    Outcome outcome;
+    outcome.kind = Outcome::Kind::setup_failed;
+    outcome.error = EAGAIN;
+    outcome.step = "start a sandbox";
+    outcome.detail = why;
+    phase_ = Phase::none;
+    if (cell_) {
+        result_ = cell_result(std::move(outcome), nullptr);
+        cell_.reset();
+    } else {
+        start_failure_ = std::move(outcome);
+    }
 }
 
 void Session::continue_after(const Session& previous) {
@@ -102,30 +174,18 @@ void Session::run(Cell cell) {
     cell_setup_ = milliseconds{0};
     const milliseconds limit = plan_.profile.limits.wall_time;
     timeout_ = cell_->timeout.count() > 0 ? std::min(cell_->timeout, limit) : limit;
-    if (!sandbox_) {
+    start_timed_out_ = false;
+    if (phase_ == Phase::starting) arm_start_wait();  // a warm sandbox, not ready yet
+    if (phase_ == Phase::none) {
         try {
             start_sandbox();
         } catch (const std::exception& e) {  // clone3 or the id maps: the host refused
-            Outcome outcome;
-            outcome.kind = Outcome::Kind::setup_failed;
-            outcome.error = EAGAIN;
-            outcome.step = "start a sandbox";
-            outcome.detail = e.what();
-            result_ = cell_result(std::move(outcome), nullptr);
-            cell_.reset();
+            fail_start(e.what());
             return;
         }
     }
-    sandbox_->observe_output(cell_->on_output);
-    start_timed_out_ = false;
-    if (phase_ == Phase::idle) {
-        dispatch();
-    } else {
-        // Its sandbox is still starting (the interpreter, the profile's [python] preload): the
-        // cell waits for it at most its timeout or kStartWait, then fails (on_timer). Its own
-        // time counts from dispatch().
-        timer_.arm(std::max(timeout_, kStartWait));
-    }
+    if (sandbox_) sandbox_->observe_output(cell_->on_output);
+    if (phase_ == Phase::idle) dispatch();
 }
 
 void Session::dispatch() {
@@ -211,6 +271,18 @@ void Session::interrupt(bool kill_now) {
 }
 
 void Session::close(int interrupted_by) {
+    if (phase_ == Phase::forking) {  // nothing was forked: nothing to kill
+        phase_ = Phase::none;
+        if (cell_ && interrupted_by != 0) {
+            Supervised never;
+            never.outcome.kind = Outcome::Kind::interrupted;
+            never.outcome.signal = interrupted_by;
+            Outcome outcome = cell_outcome(nullptr, &never);
+            result_ = cell_result(std::move(outcome), nullptr);
+        }
+        cell_.reset();
+        return;
+    }
     if (!sandbox_) return;
     if (cell_ && interrupted_by != 0) {
         interrupted_by_ = interrupted_by;  // on_sandbox_end answers the cell
@@ -223,6 +295,7 @@ void Session::close(int interrupted_by) {
 }
 
 void Session::advance() {
+    if (phase_ == Phase::forking) fork_when_ready();
     if (!sandbox_) return;
     take_messages();
     if (sandbox_ && sandbox_->finished()) on_sandbox_end();

@@ -95,7 +95,9 @@ class Session {
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
-    // Starts a sandbox now, ahead of the first cell. Throws UserNamespaceError or SysError.
+    // Starts a sandbox now, ahead of the first cell: cloned, or forked by its zygote, which it
+    // waits for in the loop while it starts (advance() forks it then). Throws UserNamespaceError
+    // or SysError.
     void start();
     // The sandbox is started and its driver ready, with no cell running.
     bool ready() const { return phase_ == Phase::idle; }
@@ -146,9 +148,14 @@ class Session {
     bool closed() const { return phase_ == Phase::none && !sandbox_; }
 
   private:
-    enum class Phase { none, starting, idle, running, interrupting, ending };
+    // forking: no sandbox yet, its zygote is starting (zygote.hpp); starting: its driver is.
+    enum class Phase { none, forking, starting, idle, running, interrupting, ending };
 
     void start_sandbox();
+    void await_zygote();
+    void fork_when_ready();
+    void fail_start(const std::string& why);
+    void arm_start_wait();
     void dispatch();
     void on_timer();
     void take_messages();
@@ -171,6 +178,8 @@ class Session {
     const Plan& plan_;
     sys::Poller& poller_;
     Zygote* zygote_;
+    std::size_t zygote_failures_ = 0;  // the zygote's failures when the session began to wait
+    bool zygote_lost_ = false;         // the last fork found its zygote ended
     sys::TimerFd timer_;
     std::unique_ptr<Sandbox> sandbox_;
     bool sandbox_used_ = false;  // a cell was sent to it: the script has run there

@@ -18,6 +18,7 @@
 #include "plan/profile.hpp"
 #include "sys/errors.hpp"
 #include "sys/records.hpp"
+#include "sys/timer_fd.hpp"
 #include "wire/zygote_protocol.hpp"
 
 namespace pysandbox {
@@ -27,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // A zygote imports the profile's preload before it is ready: a second or two for datascience's,
-// much more on a loaded host.
+// much more on a loaded host. Counted from its start, in the loop (Process).
 constexpr milliseconds kStartTimeout{60'000};
 // A fork is a clone3 and two small writes.
 constexpr milliseconds kForkTimeout{10'000};
@@ -63,22 +64,49 @@ pid_t pid_of(int pidfd) {
 
 }  // namespace
 
-// One zygote: its sandbox, its channel, and what it said.
+// One zygote: its sandbox, its channel, and what it said. While it starts, the loop watches for
+// its Ready record (or the channel's end) and for kStartTimeout: nothing waits for it.
 class Zygote::Process : public ZygoteLife {
   public:
     Process(const Plan& plan, sys::Poller& poller)
-        : sandbox_(plan, poller), channel_(sandbox_.take_zygote_channel()) {}
+        : poller_(poller), sandbox_(plan, poller), channel_(sandbox_.take_zygote_channel()) {
+        using Interest = sys::Poller::Interest;
+        start_timer_.arm(kStartTimeout);
+        poller_.watch(
+            [this] {
+                return Interest{state_ == State::starting ? channel_.get() : -1, POLLIN};
+            },
+            [this](short) { ready(); }, this);
+        poller_.watch(
+            [this] {
+                return Interest{state_ == State::starting ? start_timer_.get() : -1, POLLIN};
+            },
+            [this](short) {
+                start_timer_.acknowledge();
+                if (state_ != State::starting) return;
+                state_ = State::ended;
+                failure_ = "it was not ready within " +
+                           std::to_string(kStartTimeout.count() / 1000) + " s";
+                sandbox_.kill();
+            },
+            this);
+    }
+    ~Process() override { poller_.forget(this); }
+    Process(const Process&) = delete;
+    Process& operator=(const Process&) = delete;
 
-    // Reads its Ready record if it is there (or waits up to `timeout` for it); true once ready.
-    bool ready(milliseconds timeout = milliseconds{0}) {
+    // Reads its Ready record if it is there; true once ready. Never waits.
+    bool ready() {
         if (state_ != State::starting) return state_ == State::ready;
-        if (!wait_readable(channel_.get(), timeout)) return false;
+        if (!wait_readable(channel_.get(), milliseconds{0})) return false;
         zygote::Ready record;
         int fd = -1;
         const ssize_t n = sys::receive_record(channel_.get(), &record, sizeof record, fd);
         self_.reset(fd);
         if (n == sizeof record && record.magic == zygote::kMagic && record.error == 0 && self_) {
             state_ = State::ready;
+            was_ready_ = true;
+            start_timer_.disarm();
             return true;
         }
         state_ = State::ended;
@@ -87,8 +115,11 @@ class Zygote::Process : public ZygoteLife {
                        ": " + std::strerror(record.error);
         else
             failure_ = "it ended before it was ready";
+        sandbox_.kill();
         return false;
     }
+    // It was ready once (it may have ended since): an ending that is no failure to start.
+    bool was_ready() const { return was_ready_; }
 
     // Its sandbox ended, or the zygote itself: the kernel makes its pidfd readable before its
     // jobs, whose death signal it sends as it exits, can be seen to end.
@@ -152,10 +183,13 @@ class Zygote::Process : public ZygoteLife {
         return std::nullopt;
     }
 
+    sys::Poller& poller_;
     Sandbox sandbox_;
     sys::UniqueFd channel_;
     sys::UniqueFd self_;  // the zygote's pidfd, from its Ready record
+    sys::TimerFd start_timer_;
     State state_ = State::starting;
+    bool was_ready_ = false;
     std::string failure_;
     std::size_t forks_ = 0;
 };
@@ -173,34 +207,44 @@ bool Zygote::ready() const {
     return current_ && !current_->ended() && current_->ready();
 }
 
+bool Zygote::starting() const {
+    return (current_ && !current_->ended()) || (next_ && !next_->ended());
+}
+
+// A zygote that ended before it was ready: the sandboxes waiting for it give up, saying why.
+void Zygote::count_failure(const Process& process) {
+    if (process.was_ready()) return;
+    ++failures_;
+    failure_ = process.failure();
+}
+
 void Zygote::advance() {
-    if (current_ && current_->ended()) current_.reset();
+    if (current_ && current_->ended()) {
+        count_failure(*current_);
+        current_.reset();
+    }
+    if (next_ && next_->ended()) {
+        count_failure(*next_);
+        next_.reset();
+    }
+    if (next_ && next_->ready()) current_ = std::move(next_);
     if (!next_ && (!current_ || current_->forks() >= kForksPerZygote)) {
         try {
             next_ = start();
-        } catch (const std::exception&) {
-            return;  // the next fork() says why
+        } catch (const std::exception& e) {  // the host refused its sandbox (clone3, id maps)
+            ++failures_;
+            failure_ = e.what();
         }
     }
-    if (next_ && next_->ready()) current_ = std::move(next_);
-    if (next_ && next_->ended()) next_.reset();
 }
 
 Forked Zygote::fork(const ChildFds& ends) {
-    // A zygote that ended between two requests (or during this one) is replaced once: the
-    // sandbox asked for had nothing to do with it.
-    for (int attempt = 0;; ++attempt) {
-        if (!current_ || current_->ended()) current_ = next_ ? std::move(next_) : start();
-        if (!current_->ready(kStartTimeout)) {
-            const std::string why =
-                current_->ended() ? current_->failure() : "it was not ready in time";
-            current_.reset();
-            throw SysError("the fork server's zygote did not start (" + why + ")", EAGAIN);
-        }
+    // The caller saw it ready: it may have ended since, and it may end before it answers.
+    if (current_ && !current_->ended() && current_->ready())
         if (auto forked = current_->fork(ends, current_)) return std::move(*forked);
-        if (attempt == 1)
-            throw SysError("the fork server's zygote ended (" + current_->failure() + ")", ECHILD);
-    }
+    if (current_ && current_->ended())
+        throw ZygoteEnded("the fork server's zygote ended (" + current_->failure() + ")", ECHILD);
+    throw SysError("the fork server's zygote is not ready", EAGAIN);
 }
 
 std::unique_ptr<const Plan> plan_zygote(const Plan& job_plan, const std::string& profile,

@@ -18,15 +18,28 @@
 // (OpenSSL's), would give every job of a zygote the same stream. No shipped profile's preload
 // does; os.urandom and `secrets` are unaffected.
 //
+// A zygote starts beside its owner's poll loop, never in its way: the loop watches its channel for
+// the Ready record and a timer for kStartTimeout, so a sandbox that waits for a zygote still
+// starting waits in the loop (Session's forking phase), as a cloned sandbox waits for its driver,
+// while the front serves its signals, its input and its other sandboxes. A front that stops on a
+// signal meanwhile stops as promptly as at any other time, and the waiting sandbox, never forked,
+// is dropped with its job. The one exchange that blocks is the fork itself, with a zygote that is
+// ready: a clone3 and two small writes, bounded by kForkTimeout. (A blocking wait that also
+// watched for the front's signals would have had to give up with an error, which the front
+// would answer as the job's result, and it would still hold up every other sandbox's output,
+// deadlines and requests for as long as the preload takes.)
+//
 // The owner drives the poll loop and calls advance() after each round.
 
 #include <sys/types.h>
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "inside/child.hpp"
 #include "plan/plan.hpp"
+#include "sys/errors.hpp"
 #include "sys/poller.hpp"
 #include "sys/unique_fd.hpp"
 
@@ -38,6 +51,12 @@ class ZygoteLife {
   public:
     virtual ~ZygoteLife() = default;
     virtual bool ended() = 0;
+};
+
+// The zygote asked for a fork ended before it answered: a replacement is starting, and the sandbox
+// may be asked of it once it is ready.
+struct ZygoteEnded : SysError {
+    using SysError::SysError;
 };
 
 // A forked sandbox's init, for its Sandbox.
@@ -63,25 +82,40 @@ class Zygote {
 
     // A zygote is ready to fork now.
     bool ready() const;
+    // One is ready or starting: its Ready record, its end or its start's limit will wake the
+    // loop. After advance(), false only when the host refused the last one's sandbox.
+    bool starting() const;
+
+    // Zygotes that ended before they were ready (or could not be started), so far, and the last
+    // one's reason. A sandbox that waits for a zygote notes the count as it begins to wait: once
+    // the count has grown, the zygote it waited for failed.
+    std::size_t failures() const { return failures_; }
+    const std::string& failure() const { return failure_; }
 
     // Forks a sandbox with these ends of its pipes (release_read is not used: the zygote makes
-    // its own). Waits for a zygote that is still starting. Throws SysError when none can fork.
+    // its own), when ready(): it never waits for a zygote that is still starting. Throws
+    // ZygoteEnded when the zygote ended before it answered, SysError when it could not fork or
+    // none is ready.
     Forked fork(const ChildFds& ends);
 
-    // Starts a replacement for a zygote that ended or forked its share, and takes it on once it
-    // is ready.
+    // Takes on a replacement that is ready; starts one for a zygote that ended or forked its
+    // share, so that one is always starting while none is ready; counts those that failed.
+    // Called after each round, and by a sandbox that waits for a zygote before it looks.
     void advance();
 
   private:
     class Process;
 
     std::shared_ptr<Process> start();
+    void count_failure(const Process& process);
 
     const Plan& job_plan_;
     const Plan& zygote_plan_;
     sys::Poller& poller_;
     std::shared_ptr<Process> current_;  // the one that forks
     std::shared_ptr<Process> next_;     // its replacement, while it starts
+    std::size_t failures_ = 0;
+    std::string failure_;
 };
 
 // The plan of a zygote for the sandboxes of `job_plan`: the same profile and overrides, the

@@ -42,8 +42,9 @@ __all__ = [
     "RUN_AS", "Result", "Running", "SANDBOX_PYTHON", "SANDBOX_UID", "SandboxTestCase",
     "TEST_HELPER_PREFIXES", "TIME_SLACK_SCALE", "WAIT_FOR_HOST", "check_environment",
     "command_prefix", "expected_host_uid", "jobs_file", "landlock_abi", "leftovers",
-    "marked_profile", "module_profile",
-    "new_marker", "new_secret", "parse_report", "preload_marker", "probe_script", "proc_status",
+    "marked_profile",
+    "new_marker", "new_secret", "parse_report", "preload_marker", "preload_module_profile",
+    "probe_script", "proc_status",
     "profile", "require_modules", "result_schema", "run", "sandboxed_python_pid", "script",
     "temp_dir", "wait_for_no_leftovers", "write_file",
 ]
@@ -114,17 +115,21 @@ def marked_profile(marker: str, base: str = "default", extra: str = "") -> Path:
                    name=f"{marker}.toml")
 
 
-def module_profile(module: str, source: str, extra: str = "") -> Path:
-    """A profile over default whose [python] preload is ``module``, a module of ``source`` in a
-    fresh host directory that the sandbox mounts read-only and has on PYTHONPATH; ``extra`` is
-    more TOML (tables other than [filesystem], [env.set] and [python])."""
+# The default profile's filesystem.ro: a profile that adds a path lists them all (a list replaces
+# the one it extends).
+DEFAULT_RO = ("/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/ld.so.cache", "/etc/localtime",
+              "/etc/alternatives")
+
+
+def preload_module_profile(module: str, source: str, extra: str = "") -> Path:
+    """The profile default with `extra` TOML and a module of the test's, named `module` (a
+    marker, as preload_marker makes: it tags the command lines as marked_profile's does) and made
+    of `source`, as its [python] preload: mounted read-only and on PYTHONPATH."""
     modules = temp_dir(parent="/var/tmp")  # under /tmp the sandbox's own would hide it
     write_file(modules / f"{module}.py", source)
-    return profile(f'extends = "default"\n{extra}\n'
-                   '[filesystem]\n'
-                   'ro = ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/etc/ld.so.cache",'
-                   f' "/etc/localtime", "/etc/alternatives", "{modules}"]\n'
-                   f'[env.set]\nPYTHONPATH = "{modules}"\n'
+    ro = ", ".join(f'"{path}"' for path in (*DEFAULT_RO, modules))
+    return profile(f'extends = "default"\n{textwrap.dedent(extra)}\n'
+                   f'[filesystem]\nro = [{ro}]\n[env.set]\nPYTHONPATH = "{modules}"\n'
                    f'[python]\npreload = ["{module}"]\n', name=f"{module}.toml")
 
 

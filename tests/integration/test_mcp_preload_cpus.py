@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import unittest
 
-from harness import SandboxTestCase, module_profile, new_marker, settle
+from harness import SandboxTestCase, new_marker, preload_module_profile, settle
 from test_mcp_session_ends import Server
 
 # The preload's process: born in the warm sandbox, before any cell; it sleeps (its CPUs are
@@ -60,9 +60,15 @@ class McpPreloadCpusTest(SandboxTestCase):
                                 "two different CPUs: it needs two")
         there, here = allowed[:2]
         module = new_marker().replace("-", "_")
-        marked = module_profile(module, PRELOAD, extra=(
-            '[limits]\nwall_time = "60s"\ncpus = 1\n[seccomp]\nallow_processes = true\n'
-            '[policy]\ndeny_calls = []'))
+        marked = preload_module_profile(module, PRELOAD, """
+            [limits]
+            wall_time = "60s"
+            cpus = 1
+            [seccomp]
+            allow_processes = true
+            [policy]
+            deny_calls = []
+            """)
         # Server's own profile first (its marker a module that does not exist), then this one.
         server = Server("--pool", "1", "-p", str(marked), marker=new_marker().replace("-", "_"))
         self.addCleanup(server.close)

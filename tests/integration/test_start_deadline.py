@@ -17,8 +17,8 @@ import threading
 import time
 import unittest
 
-from harness import (PYSANDBOX, SandboxTestCase, command_prefix, jobs_file, module_profile,
-                     preload_marker, wait_for_no_leftovers)
+from harness import (PYSANDBOX, SandboxTestCase, command_prefix, jobs_file, preload_marker,
+                     preload_module_profile, wait_for_no_leftovers)
 from test_mcp_session_ends import Server
 
 HANG = "import time\ntime.sleep(3600)\n"
@@ -29,7 +29,7 @@ ANSWERED_WITHIN = 40
 
 
 def hanging_profile(marker: str) -> str:
-    return str(module_profile(marker, HANG, extra='[limits]\nwall_time = "2s"'))
+    return str(preload_module_profile(marker, HANG, extra='[limits]\nwall_time = "2s"'))
 
 
 class StartDeadlineTest(SandboxTestCase):
