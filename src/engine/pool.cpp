@@ -51,7 +51,7 @@ void Pool::retire(std::unique_ptr<Session> session) {
 }
 
 void Pool::advance(bool start) {
-    if (zygote_) zygote_->advance();
+    if (zygote_ && !closed_) zygote_->advance();  // closed: nothing more is forked from it
     for (auto& session : retired_) session->advance();
     std::erase_if(retired_, [](const auto& session) { return session->closed(); });
     for (auto& session : waiting_) session->advance();

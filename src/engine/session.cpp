@@ -108,11 +108,12 @@ void Session::start_sandbox() {
     if (cell_) arm_start_wait();
 }
 
-// A cell waits for its sandbox's start (the interpreter, the profile's [python] preload) at most
-// its timeout, or kStartWait when that is shorter; then the sandbox is killed and the cell fails
-// (on_timer). Its own time counts from dispatch().
+// A cell waits for its sandbox's start (its zygote's, then the interpreter's, the profile's
+// [python] preload included) at most its timeout, or kStartWait when that is shorter, from when
+// it came; then the cell fails (on_timer). Its own time counts from dispatch().
 void Session::arm_start_wait() {
-    timer_.arm(std::max(timeout_, kStartWait));
+    const Clock::time_point end = cell_start_ + std::max(timeout_, kStartWait);
+    timer_.arm(std::max(duration_cast<milliseconds>(end - Clock::now()), milliseconds{1}));
 }
 
 // Waits for the zygote to be ready, noting how many had failed: one more is the one it waited for.
@@ -124,6 +125,7 @@ void Session::await_zygote() {
                        EAGAIN);
     if (phase_ != Phase::forking) zygote_failures_ = zygote_->failures();
     phase_ = Phase::forking;
+    if (cell_) arm_start_wait();
 }
 
 // While forking, after each round: the sandbox is forked once the zygote is ready; the zygote it
@@ -137,22 +139,22 @@ void Session::fork_when_ready() {
             fail_start(e.what());
         }
     } else if (zygote_->failures() != zygote_failures_) {
-        fail_start(
-            SysError("the fork server's zygote did not start (" + zygote_->failure() + ")", EAGAIN)
-                .what());
+        fail_start("the fork server's zygote did not start (" + zygote_->failure() + ")");
     }
 }
 
 // No sandbox could be started (the host refused one, its zygote could not fork it): the cell
 // waiting for it has that for its result; without one, the session cannot go on.
-void Session::fail_start(const std::string& why) {
+void Session::fail_start(const std::string& why, int error) {
     Outcome outcome;
     outcome.kind = Outcome::Kind::setup_failed;
-    outcome.error = EAGAIN;
+    outcome.error = error;
     outcome.step = "start a sandbox";
     outcome.detail = why;
     phase_ = Phase::none;
     if (cell_) {
+        timer_.disarm();
+        outcome.setup = outcome.wall = duration_cast<milliseconds>(Clock::now() - cell_start_);
         result_ = cell_result(std::move(outcome), nullptr);
         cell_.reset();
     } else {
@@ -175,7 +177,8 @@ void Session::run(Cell cell) {
     const milliseconds limit = plan_.profile.limits.wall_time;
     timeout_ = cell_->timeout.count() > 0 ? std::min(cell_->timeout, limit) : limit;
     start_timed_out_ = false;
-    if (phase_ == Phase::starting) arm_start_wait();  // a warm sandbox, not ready yet
+    if (phase_ == Phase::starting || phase_ == Phase::forking)
+        arm_start_wait();  // a warm sandbox, not ready yet
     if (phase_ == Phase::none) {
         try {
             start_sandbox();
@@ -236,7 +239,19 @@ void Session::expect_driver() {
 // cell that answered in time did, however late this loop got round to its channel.
 void Session::on_timer() {
     timer_.acknowledge();
+    if (phase_ == Phase::forking && cell_) {  // its zygote was not ready in time
+        fail_start(
+            "the fork server's zygote was not ready after " +
+                units::format_duration(duration_cast<milliseconds>(Clock::now() - cell_start_)),
+            ETIME);
+        return;
+    }
     if (phase_ == Phase::starting && cell_ && sandbox_) {
+        // A ready that came in time goes first, however late this loop got round to it.
+        if (ControlChannel* control = sandbox_->control(); control && control->wants_read())
+            control->on_readable();
+        take_messages();
+        if (phase_ != Phase::starting || !sandbox_) return;
         // The sandbox was not ready in time (a preload that hangs, say).
         start_timed_out_ = true;
         cell_setup_ = duration_cast<milliseconds>(Clock::now() - cell_start_);
@@ -259,6 +274,10 @@ void Session::on_timer() {
 }
 
 void Session::interrupt(bool kill_now) {
+    if (cell_ && !start_timed_out_ && (phase_ == Phase::forking || phase_ == Phase::starting)) {
+        drop_waiting_cell();
+        return;
+    }
     if (!sandbox_ || (phase_ != Phase::running && phase_ != Phase::interrupting)) return;
     if (kill_now || phase_ == Phase::interrupting) {
         if (auto usage = sandbox_->interpreter_usage()) last_usage_ = *usage;
@@ -268,6 +287,22 @@ void Session::interrupt(bool kill_now) {
     sandbox_->signal(SIGINT);  // init passes it on: KeyboardInterrupt in the cell
     timer_.arm(kInterruptGrace);
     phase_ = Phase::interrupting;
+}
+
+// A cell interrupted before it was sent (its sandbox still starting): it never runs; the sandbox
+// goes on starting, for the next.
+void Session::drop_waiting_cell() {
+    timer_.disarm();
+    Outcome outcome;
+    outcome.kind = Outcome::Kind::interrupted;
+    outcome.signal = SIGINT;
+    outcome.sandbox_kept = true;
+    outcome.setup = outcome.wall = duration_cast<milliseconds>(Clock::now() - cell_start_);
+    result_ = cell_result(std::move(outcome), nullptr);
+    (*result_)["message"] =
+        "interrupted before it ran (its sandbox was still starting); the session goes on";
+    if (sandbox_) sandbox_->observe_output({});
+    cell_.reset();
 }
 
 void Session::close(int interrupted_by) {
@@ -313,7 +348,7 @@ void Session::on_message(const ControlMessage& received) {
     const json& message = received.body;
     const std::string* kind = string_field(message, "kind");
     if (kind == nullptr) return;
-    if (*kind == "ready" && phase_ == Phase::starting) {
+    if (*kind == "ready" && phase_ == Phase::starting && !start_timed_out_) {
         sandbox_->control()->expect_nothing();
         phase_ = Phase::idle;
         // Read now, while no cell waits for /proc (a pool's sandbox is ready long before its

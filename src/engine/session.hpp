@@ -154,8 +154,9 @@ class Session {
     void start_sandbox();
     void await_zygote();
     void fork_when_ready();
-    void fail_start(const std::string& why);
+    void fail_start(const std::string& why, int error = EAGAIN);
     void arm_start_wait();
+    void drop_waiting_cell();
     void dispatch();
     void on_timer();
     void take_messages();

@@ -30,6 +30,9 @@ using std::chrono::milliseconds;
 // A zygote imports the profile's preload before it is ready: a second or two for datascience's,
 // much more on a loaded host. Counted from its start, in the loop (Process).
 constexpr milliseconds kStartTimeout{60'000};
+// After a zygote failed to start, the next waits this long, doubling up to the longest.
+constexpr milliseconds kFirstBackoff{100};
+constexpr milliseconds kLongestBackoff{60'000};
 // A fork is a clone3 and two small writes.
 constexpr milliseconds kForkTimeout{10'000};
 
@@ -213,9 +216,14 @@ bool Zygote::starting() const {
 
 // A zygote that ended before it was ready: the sandboxes waiting for it give up, saying why.
 void Zygote::count_failure(const Process& process) {
-    if (process.was_ready()) return;
+    if (!process.was_ready()) note_failure(process.failure());
+}
+
+void Zygote::note_failure(const std::string& why) {
     ++failures_;
-    failure_ = process.failure();
+    failure_ = why;
+    backoff_ = std::min(kLongestBackoff, std::max(kFirstBackoff, backoff_ * 2));
+    next_start_ = Clock::now() + backoff_;
 }
 
 void Zygote::advance() {
@@ -228,12 +236,13 @@ void Zygote::advance() {
         next_.reset();
     }
     if (next_ && next_->ready()) current_ = std::move(next_);
-    if (!next_ && (!current_ || current_->forks() >= kForksPerZygote)) {
+    if (current_ && current_->ready()) backoff_ = milliseconds{0};
+    if (!next_ && (!current_ || current_->forks() >= kForksPerZygote) &&
+        Clock::now() >= next_start_) {
         try {
             next_ = start();
         } catch (const std::exception& e) {  // the host refused its sandbox (clone3, id maps)
-            ++failures_;
-            failure_ = e.what();
+            note_failure(e.what());
         }
     }
 }

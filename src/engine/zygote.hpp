@@ -33,6 +33,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -99,7 +100,10 @@ class Zygote {
     Forked fork(const ChildFds& ends);
 
     // Takes on a replacement that is ready; starts one for a zygote that ended or forked its
-    // share, so that one is always starting while none is ready; counts those that failed.
+    // share, so that one is starting while none is ready; counts those that failed. After a
+    // failure the next start waits (kFirstBackoff, doubling up to kLongestBackoff; none once one
+    // was ready), so that a zygote that cannot start is not restarted in a loop: meanwhile
+    // starting() is false and the sandboxes asked for fail at once, saying why.
     // Called after each round, and by a sandbox that waits for a zygote before it looks.
     void advance();
 
@@ -108,6 +112,7 @@ class Zygote {
 
     std::shared_ptr<Process> start();
     void count_failure(const Process& process);
+    void note_failure(const std::string& why);
 
     const Plan& job_plan_;
     const Plan& zygote_plan_;
@@ -116,6 +121,8 @@ class Zygote {
     std::shared_ptr<Process> next_;     // its replacement, while it starts
     std::size_t failures_ = 0;
     std::string failure_;
+    std::chrono::milliseconds backoff_{0};
+    std::chrono::steady_clock::time_point next_start_{};
 };
 
 // The plan of a zygote for the sandboxes of `job_plan`: the same profile and overrides, the
