@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import time
 import unittest
@@ -96,6 +97,36 @@ class ZygoteFailingTest(SandboxTestCase):
         [result] = [json.loads(line) for line in done.stdout.splitlines()]
         self.assertEqual(result["status"], "sandbox_error", result)
         self.assertEqual(wait_for_no_leftovers(marker, 70.0), [])
+
+
+    def test_a_job_that_comes_while_the_next_zygote_waits_is_answered(self):
+        # A producer that sends a job, waits for its answer, then sends the next (a Dask
+        # worker's batch): the second comes while the next zygote's start waits (the backoff
+        # after the first one failed) and fails at once, inside Session::run. Its answer must
+        # be written then, not when more input or the input's end next wakes the loop.
+        marker = preload_marker()
+        failing = preload_module_profile(marker, DIES)
+        batch = subprocess.Popen(
+            command_prefix() + [PYSANDBOX, "batch", "--fork", "-q", "-j", "1", "-p",
+                                str(failing), "-"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            batch.stdin.write(b'{"id": "a", "code": "print(1)"}\n')
+            batch.stdin.flush()
+            first = json.loads(batch.stdout.readline())
+            self.assertEqual(first["status"], "sandbox_error", first)
+            batch.stdin.write(b'{"id": "b", "code": "print(2)"}\n')
+            batch.stdin.flush()
+            answered, _, _ = select.select([batch.stdout], [], [], 10)
+            self.assertTrue(answered, "the second job had no answer within 10 s: it failed at "
+                            "once (the zygote's backoff) and nothing woke the loop to write it")
+        finally:
+            try:
+                batch.communicate(timeout=30)  # end of input: the batch ends
+            except subprocess.TimeoutExpired:
+                batch.kill()
+                batch.communicate()
+        self.assertEqual(wait_for_no_leftovers(marker, 10.0), [])
 
 
 if __name__ == "__main__":
