@@ -117,12 +117,13 @@ void Session::arm_start_wait() {
 }
 
 // Waits for the zygote to be ready, noting how many had failed: one more is the one it waited for.
-// Throws SysError when none is starting (the host refused the last one's sandbox): nothing would
-// end the wait.
+// None is starting (the host refused the last one's sandbox, or the next waits out its pause after
+// a failure): nothing would end the wait, so the start fails now.
 void Session::await_zygote() {
-    if (!zygote_->starting())
-        throw SysError("the fork server's zygote did not start (" + zygote_->failure() + ")",
-                       EAGAIN);
+    if (!zygote_->starting()) {
+        fail_start("the fork server's zygote did not start (" + zygote_->failure() + ")");
+        return;
+    }
     if (phase_ != Phase::forking) zygote_failures_ = zygote_->failures();
     phase_ = Phase::forking;
     if (cell_) arm_start_wait();
@@ -135,6 +136,8 @@ void Session::fork_when_ready() {
     if (zygote_->ready()) {
         try {
             start_sandbox();
+        } catch (const SysError& e) {
+            fail_start(e.what(), e.error);
         } catch (const std::exception& e) {
             fail_start(e.what());
         }
@@ -153,8 +156,8 @@ void Session::fail_start(const std::string& why, int error) {
     outcome.detail = why;
     phase_ = Phase::none;
     if (cell_) {
-        timer_.disarm();
         outcome.setup = outcome.wall = duration_cast<milliseconds>(Clock::now() - cell_start_);
+        timer_.arm(std::chrono::nanoseconds{0});  // the owner's next round takes the result
         result_ = cell_result(std::move(outcome), nullptr);
         cell_.reset();
     } else {
@@ -182,7 +185,10 @@ void Session::run(Cell cell) {
     if (phase_ == Phase::none) {
         try {
             start_sandbox();
-        } catch (const std::exception& e) {  // clone3 or the id maps: the host refused
+        } catch (const SysError& e) {  // clone3 or the id maps: the host refused
+            fail_start(e.what(), e.error);
+            return;
+        } catch (const std::exception& e) {
             fail_start(e.what());
             return;
         }
@@ -292,7 +298,7 @@ void Session::interrupt(bool kill_now) {
 // A cell interrupted before it was sent (its sandbox still starting): it never runs; the sandbox
 // goes on starting, for the next.
 void Session::drop_waiting_cell() {
-    timer_.disarm();
+    timer_.arm(std::chrono::nanoseconds{0});  // the owner's next round takes the result
     Outcome outcome;
     outcome.kind = Outcome::Kind::interrupted;
     outcome.signal = SIGINT;

@@ -235,8 +235,12 @@ void Zygote::advance() {
         count_failure(*next_);
         next_.reset();
     }
-    if (next_ && next_->ready()) current_ = std::move(next_);
-    if (current_ && current_->ready()) backoff_ = milliseconds{0};
+    // The pause is over once a zygote becomes ready (not while the one that forks is).
+    if (next_ && next_->ready()) {
+        current_ = std::move(next_);
+        backoff_ = milliseconds{0};
+    }
+    if (current_ && !current_->was_ready() && current_->ready()) backoff_ = milliseconds{0};
     if (!next_ && (!current_ || current_->forks() >= kForksPerZygote) &&
         Clock::now() >= next_start_) {
         try {

@@ -84,7 +84,8 @@ class Zygote {
     // A zygote is ready to fork now.
     bool ready() const;
     // One is ready or starting: its Ready record, its end or its start's limit will wake the
-    // loop. After advance(), false only when the host refused the last one's sandbox.
+    // loop. After advance(), false only when the host refused the last one's sandbox or the next
+    // waits out its pause after a failure.
     bool starting() const;
 
     // Zygotes that ended before they were ready (or could not be started), so far, and the last
