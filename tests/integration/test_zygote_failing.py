@@ -42,25 +42,36 @@ def cpu_seconds(pid: int) -> float:
     return sum(int(fields[i]) for i in (11, 12, 13, 14)) / os.sysconf("SC_CLK_TCK")
 
 
+def batch_reading_stdin(preload: str) -> tuple[str, subprocess.Popen]:
+    """A `batch --fork -j 1` reading its jobs from a pipe, its zygote's preload `preload`; and
+    the marker on its sandboxes' command lines."""
+    marker = preload_marker()
+    failing = preload_module_profile(marker, preload)
+    return marker, subprocess.Popen(
+        command_prefix() + [PYSANDBOX, "batch", "--fork", "-q", "-j", "1", "-p", str(failing),
+                            "-"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def end_input(batch: subprocess.Popen) -> None:
+    """Ends the batch's input, so that the batch ends (killed if it does not within 30 s)."""
+    try:
+        batch.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        batch.kill()
+        batch.communicate()
+
+
 class ZygoteFailingTest(SandboxTestCase):
     def test_a_zygote_that_keeps_failing_is_not_restarted_in_a_loop(self):
-        marker = preload_marker()
-        failing = preload_module_profile(marker, DIES)
-        batch = subprocess.Popen(
-            command_prefix() + [PYSANDBOX, "batch", "--fork", "-q", "-j", "1", "-p",
-                                str(failing), "-"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        marker, batch = batch_reading_stdin(DIES)
         try:
             time.sleep(1.0)  # its first zygote has failed
             before = cpu_seconds(batch.pid)
             time.sleep(3.0)
             spent = cpu_seconds(batch.pid) - before
         finally:
-            try:
-                batch.communicate(timeout=30)  # end of input: the batch ends
-            except subprocess.TimeoutExpired:
-                batch.kill()
-                batch.communicate()
+            end_input(batch)
         self.assertLess(spent, IDLE_CPU,
                         f"a batch waiting for its input spent {spent:.2f} s of CPU in 3 s: its "
                         "failing zygote was restarted round after round")
@@ -98,18 +109,12 @@ class ZygoteFailingTest(SandboxTestCase):
         self.assertEqual(result["status"], "sandbox_error", result)
         self.assertEqual(wait_for_no_leftovers(marker, 70.0), [])
 
-
     def test_a_job_that_comes_while_the_next_zygote_waits_is_answered(self):
         # A producer that sends a job, waits for its answer, then sends the next (a Dask
         # worker's batch): the second comes while the next zygote's start waits (the backoff
         # after the first one failed) and fails at once, inside Session::run. Its answer must
         # be written then, not when more input or the input's end next wakes the loop.
-        marker = preload_marker()
-        failing = preload_module_profile(marker, DIES)
-        batch = subprocess.Popen(
-            command_prefix() + [PYSANDBOX, "batch", "--fork", "-q", "-j", "1", "-p",
-                                str(failing), "-"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        marker, batch = batch_reading_stdin(DIES)
         try:
             batch.stdin.write(b'{"id": "a", "code": "print(1)"}\n')
             batch.stdin.flush()
@@ -121,11 +126,7 @@ class ZygoteFailingTest(SandboxTestCase):
             self.assertTrue(answered, "the second job had no answer within 10 s: it failed at "
                             "once (the zygote's backoff) and nothing woke the loop to write it")
         finally:
-            try:
-                batch.communicate(timeout=30)  # end of input: the batch ends
-            except subprocess.TimeoutExpired:
-                batch.kill()
-                batch.communicate()
+            end_input(batch)
         self.assertEqual(wait_for_no_leftovers(marker, 10.0), [])
 
 
