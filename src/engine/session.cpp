@@ -148,11 +148,11 @@ void Session::fork_when_ready() {
 
 // No sandbox could be started (the host refused one, its zygote could not fork it): the cell
 // waiting for it has that for its result; without one, the session cannot go on.
-void Session::fail_start(const std::string& why, int error) {
+void Session::fail_start(const std::string& why, int error, const char* step) {
     Outcome outcome;
     outcome.kind = Outcome::Kind::setup_failed;
     outcome.error = error;
-    outcome.step = "start a sandbox";
+    outcome.step = step;
     outcome.detail = why;
     phase_ = Phase::none;
     if (cell_) {
@@ -249,7 +249,7 @@ void Session::on_timer() {
         fail_start(
             "the fork server's zygote was not ready after " +
                 units::format_duration(duration_cast<milliseconds>(Clock::now() - cell_start_)),
-            ETIME);
+            ETIME, kStartWaitStep);
         return;
     }
     if (phase_ == Phase::starting && cell_ && sandbox_) {
@@ -455,17 +455,10 @@ void Session::on_sandbox_end() {
                                              .due = std::nullopt});
     interrupted_by_ = 0;
     if (start_timed_out_ && phase_ == Phase::starting && cell_) {
-        Outcome outcome;
-        outcome.kind = Outcome::Kind::setup_failed;
-        outcome.error = ETIME;
-        outcome.step = "wait for the sandbox's start";
-        outcome.detail = "it was not ready after " + units::format_duration(cell_setup_) +
-                         " (its interpreter, with the profile's [python] preload, was still "
-                         "starting) and was killed";
-        outcome.setup = cell_setup_;
-        outcome.wall = cell_setup_;
-        result_ = cell_result(std::move(outcome), nullptr);
-        cell_.reset();
+        fail_start("it was not ready after " + units::format_duration(cell_setup_) +
+                       " (its interpreter, with the profile's [python] preload, was still "
+                       "starting) and was killed",
+                   ETIME, kStartWaitStep);
     } else if (in_cell || (phase_ == Phase::starting && cell_)) {
         Outcome outcome = cell_outcome(nullptr, &ended);
         result_ = cell_result(std::move(outcome), nullptr);

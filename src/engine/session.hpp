@@ -12,6 +12,7 @@
 //
 // The owner drives the poll loop and calls advance() after each round.
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -154,7 +155,10 @@ class Session {
     void start_sandbox();
     void await_zygote();
     void fork_when_ready();
-    void fail_start(const std::string& why, int error = EAGAIN);
+    // The step a start failure names: the host refused one, or one was not ready in time.
+    static constexpr const char* kStartStep = "start a sandbox";
+    static constexpr const char* kStartWaitStep = "wait for the sandbox's start";
+    void fail_start(const std::string& why, int error = EAGAIN, const char* step = kStartStep);
     void arm_start_wait();
     void drop_waiting_cell();
     void dispatch();
