@@ -14,13 +14,6 @@
 #include "sys/errors.hpp"
 
 namespace pysandbox {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-constexpr std::chrono::milliseconds kFirstBackoff{100};
-constexpr std::chrono::milliseconds kLongestBackoff{60'000};
-
-}  // namespace
 
 Pool::Pool(const Plan& plan, sys::Poller& poller, std::size_t size, Zygote* zygote)
     : plan_(plan), poller_(poller), size_(size), zygote_(zygote) {
@@ -61,11 +54,10 @@ void Pool::advance(bool start) {
         return session->start_failure().has_value() || session->closed() || session->orphaned();
     });
     if (failed != waiting_.end()) {
-        backoff_ = std::min(kLongestBackoff, std::max(kFirstBackoff, backoff_ * 2));
-        next_start_ = Clock::now() + backoff_;
+        pause_.failed();
         waiting_.erase(failed, waiting_.end());
     } else if (std::ranges::any_of(waiting_, [](const auto& s) { return s->ready(); })) {
-        backoff_ = std::chrono::milliseconds{0};
+        pause_.succeeded();
     }
     if (start) refill();
 }
@@ -84,14 +76,13 @@ void Pool::close() {
 std::size_t Pool::refill() {
     if (zygote_ && !zygote_->ready()) return 0;  // none ahead: a taker's waits for it, in the loop
     std::size_t started = 0;
-    while (!closed_ && waiting_.size() < size_ && Clock::now() >= next_start_) {
+    while (!closed_ && waiting_.size() < size_ && pause_.may_try()) {
         auto session = std::make_unique<Session>(plan_, poller_, zygote_);
         try {
             session->start();
         } catch (const std::exception&) {
             // The host refused a sandbox (clone3, the id maps): a taker's own start says why.
-            backoff_ = std::min(kLongestBackoff, std::max(kFirstBackoff, backoff_ * 2));
-            next_start_ = Clock::now() + backoff_;
+            pause_.failed();
             return started;
         }
         waiting_.push_back(std::move(session));

@@ -7,7 +7,6 @@
 //
 // The owner drives the poll loop and calls advance() after each round.
 
-#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <map>
@@ -21,6 +20,7 @@
 #include "engine/zygote.hpp"
 #include "plan/plan.hpp"
 #include "sys/poller.hpp"
+#include "sys/retry_pause.hpp"
 
 namespace pysandbox {
 
@@ -71,8 +71,7 @@ class Pool {
     bool closed_ = false;
     // After a warm start failed, the next waits this long (doubling up to a minute), so a host that
     // refuses sandboxes is not asked again in a loop; a success resets it.
-    std::chrono::milliseconds backoff_{0};
-    std::chrono::steady_clock::time_point next_start_{};
+    sys::RetryPause pause_;
 };
 
 // A profile a front offers (the MCP server, batch): its driver plan and its warm sandboxes.

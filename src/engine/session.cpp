@@ -93,7 +93,6 @@ void Session::start_sandbox() {
         sandbox_ = std::make_unique<Sandbox>(plan_, poller_);
     }
     if (cell_) sandbox_->observe_output(cell_->on_output);
-    sandbox_start_ = Clock::now();
     sandbox_->feed_stdin({});  // a cell's input() reads end of file
     phase_ = Phase::starting;
     sandbox_used_ = false;

@@ -192,7 +192,6 @@ class Session {
     int sandboxes_ = 0;
     std::optional<Outcome> start_failure_;
     std::vector<std::string> warnings_;  // for the next result
-    std::chrono::steady_clock::time_point sandbox_start_;
 
     std::optional<Cell> cell_;
     int cells_ = 0;

@@ -30,9 +30,6 @@ using std::chrono::milliseconds;
 // A zygote imports the profile's preload before it is ready: a second or two for datascience's,
 // much more on a loaded host. Counted from its start, in the loop (Process).
 constexpr milliseconds kStartTimeout{60'000};
-// After a zygote failed to start, the next waits this long, doubling up to the longest.
-constexpr milliseconds kFirstBackoff{100};
-constexpr milliseconds kLongestBackoff{60'000};
 // A fork is a clone3 and two small writes.
 constexpr milliseconds kForkTimeout{10'000};
 
@@ -222,8 +219,7 @@ void Zygote::count_failure(const Process& process) {
 void Zygote::note_failure(const std::string& why) {
     ++failures_;
     failure_ = why;
-    backoff_ = std::min(kLongestBackoff, std::max(kFirstBackoff, backoff_ * 2));
-    next_start_ = Clock::now() + backoff_;
+    pause_.failed();
 }
 
 void Zygote::advance() {
@@ -238,11 +234,10 @@ void Zygote::advance() {
     // The pause is over once a zygote becomes ready (not while the one that forks is).
     if (next_ && next_->ready()) {
         current_ = std::move(next_);
-        backoff_ = milliseconds{0};
+        pause_.succeeded();
     }
-    if (current_ && !current_->was_ready() && current_->ready()) backoff_ = milliseconds{0};
-    if (!next_ && (!current_ || current_->forks() >= kForksPerZygote) &&
-        Clock::now() >= next_start_) {
+    if (current_ && !current_->was_ready() && current_->ready()) pause_.succeeded();
+    if (!next_ && (!current_ || current_->forks() >= kForksPerZygote) && pause_.may_try()) {
         try {
             next_ = start();
         } catch (const std::exception& e) {  // the host refused its sandbox (clone3, id maps)

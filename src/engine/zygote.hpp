@@ -33,7 +33,6 @@
 
 #include <sys/types.h>
 
-#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -42,6 +41,7 @@
 #include "plan/plan.hpp"
 #include "sys/errors.hpp"
 #include "sys/poller.hpp"
+#include "sys/retry_pause.hpp"
 #include "sys/unique_fd.hpp"
 
 namespace pysandbox {
@@ -102,8 +102,8 @@ class Zygote {
 
     // Takes on a replacement that is ready; starts one for a zygote that ended or forked its
     // share, so that one is starting while none is ready; counts those that failed. After a
-    // failure the next start waits (kFirstBackoff, doubling up to kLongestBackoff; none once one
-    // was ready), so that a zygote that cannot start is not restarted in a loop: meanwhile
+    // failure the next start waits (sys::RetryPause: 100 ms, doubling up to a minute, until one
+    // is ready), so that a zygote that cannot start is not restarted in a loop: meanwhile
     // starting() is false and the sandboxes asked for fail at once, saying why.
     // Called after each round, and by a sandbox that waits for a zygote before it looks.
     void advance();
@@ -122,8 +122,7 @@ class Zygote {
     std::shared_ptr<Process> next_;     // its replacement, while it starts
     std::size_t failures_ = 0;
     std::string failure_;
-    std::chrono::milliseconds backoff_{0};
-    std::chrono::steady_clock::time_point next_start_{};
+    sys::RetryPause pause_;  // before the next start, after a failure
 };
 
 // The plan of a zygote for the sandboxes of `job_plan`: the same profile and overrides, the
